@@ -1,0 +1,1 @@
+"""s3io: a resilient S3 range-read engine."""

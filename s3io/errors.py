@@ -1,0 +1,135 @@
+"""The typed errors of s3io: each names the object, the attempts, the time spent and the last cause.
+
+Messages never contain credentials, signatures or request headers.
+"""
+
+from __future__ import annotations
+
+
+class S3IOError(Exception):
+    """Base class of every error s3io raises on purpose."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        bucket: str | None = None,
+        key: str | None = None,
+        operation: str | None = None,
+        attempts: int | None = None,
+        elapsed: float | None = None,
+        cause: BaseException | str | None = None,
+        status: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        self.message = message
+        self.bucket = bucket
+        self.key = key
+        self.operation = operation
+        self.attempts = attempts
+        self.elapsed = elapsed
+        self.cause = cause
+        self.status = status
+        self.code = code
+        super().__init__(self._render())
+
+    @property
+    def url(self) -> str | None:
+        if self.bucket is None:
+            return None
+        return f"s3://{self.bucket}/{self.key or ''}"
+
+    def _render(self) -> str:
+        parts = [self.message]
+        if self.operation:
+            parts.append(f"operation={self.operation}")
+        if self.url:
+            parts.append(f"object={self.url}")
+        if self.status is not None:
+            parts.append(f"status={self.status}")
+        if self.code:
+            parts.append(f"code={self.code}")
+        if self.attempts is not None:
+            parts.append(f"attempts={self.attempts}")
+        if self.elapsed is not None:
+            parts.append(f"elapsed={self.elapsed:.2f}s")
+        if self.cause is not None:
+            cause = self.cause if isinstance(self.cause, str) else _describe(self.cause)
+            parts.append(f"last cause: {cause}")
+        return "; ".join(parts)
+
+    def with_context(self, **context: object) -> S3IOError:
+        """Fill in context (object, attempts, elapsed) that a lower layer did not know; returns self."""
+        for name, value in context.items():
+            if getattr(self, name, None) is None:
+                setattr(self, name, value)
+        self.args = (self._render(),)
+        return self
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class InvalidConfig(S3IOError, ValueError):
+    """A policy value, option or argument is malformed; the message names it and the accepted form."""
+
+
+class NotFound(S3IOError, FileNotFoundError):
+    """The bucket or object does not exist (404). Never retried."""
+
+
+class AccessDenied(S3IOError, PermissionError):
+    """403: the credentials may not do this. Never retried."""
+
+
+class PreconditionFailed(S3IOError):
+    """412 on a conditional write or delete (If-Match / If-None-Match did not hold)."""
+
+
+class ObjectChanged(PreconditionFailed):
+    """The object was overwritten while we were reading it; no mixed bytes are returned."""
+
+
+class RequestError(S3IOError):
+    """A non-retryable HTTP error (400 and friends) with the S3 code and message."""
+
+
+class Throttled(S3IOError):
+    """S3 kept answering SlowDown / 503 / 429 until the retries or the retry budget ran out."""
+
+
+class ServerError(S3IOError):
+    """S3 kept answering 5xx until the retries ran out."""
+
+
+class TransportError(S3IOError, ConnectionError):
+    """Connections kept failing (reset, refused, broken pipe) until the retries ran out."""
+
+
+class Truncated(S3IOError):
+    """The body ended before its Content-Length, or a range came back shorter than asked."""
+
+
+class DeadlineExceeded(S3IOError, TimeoutError):
+    """A timer fired: ``phase`` is connect, first_byte, stall, attempt or operation."""
+
+    def __init__(self, message: str, *, phase: str, **kwargs: object) -> None:
+        self.phase = phase
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+
+    def _render(self) -> str:
+        return f"[phase={self.phase}] " + super()._render()
+
+
+class RetryBudgetExhausted(S3IOError):
+    """The client-wide retry budget is empty: retrying now would only multiply load on a struggling server."""
+
+
+class CorruptFile(S3IOError, ValueError):
+    """An object is not a readable parquet file (bad magic, bad footer, undecodable page)."""
+
+
+class SchemaMismatch(S3IOError, ValueError):
+    """Two files give one column incompatible types; the message names both files and the column."""

@@ -1,0 +1,133 @@
+"""Policy: every timeout, retry and socket setting of an s3io client, as one immutable value.
+
+Defaults, and the anchors they come from:
+- connect_timeout 3 s: AWS guidance for latency-sensitive apps (~3 s); object_store uses 5 s.
+- first_byte_timeout 10 s and stall_timeout 5 s: OpenDAL's io_timeout is 10 s; a body that makes no
+  progress for 5 s on S3 is a dead connection, not a slow one (slow drips keep making progress).
+- attempt_timeout off: a large range may legitimately take long; the stall timer catches dead bodies.
+- operation_timeout 180 s and max_attempts 10: object_store's retry defaults (10 retries, 3 min).
+- backoff 100 ms doubling to 15 s with full jitter: object_store's BackoffConfig.
+- retry budget 500 tokens, 5 per retry, 10 per timeout retry, 1 back per success: the AWS SDKs' "standard"
+  retry quota, so a storm of 503s does not multiply load.
+- tcp_user_timeout 20 s, keepalive 10 s idle + 3 probes 5 s apart: the kernel alone retransmits into a
+  dead peer for ~15 minutes; these make a socket fail in ~20-25 s even when no timer is armed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from s3io.errors import InvalidConfig
+from s3io.units import parse_duration, parse_int, parse_optional_duration
+
+ENV_PREFIX = "S3IO_"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Deadlines, retries and socket options; pass it down, never mutate it (use ``replace``)."""
+
+    connect_timeout: float = 3.0
+    first_byte_timeout: float = 10.0
+    stall_timeout: float = 5.0
+    attempt_timeout: float | None = None
+    operation_timeout: float = 180.0
+    max_attempts: int = 10
+    backoff_base: float = 0.1
+    backoff_cap: float = 15.0
+    retry_budget: int = 500
+    retry_cost: int = 5
+    timeout_retry_cost: int = 10
+    tcp_user_timeout: float = 20.0
+    keepalive_idle: float = 10.0
+    keepalive_interval: float = 5.0
+    keepalive_count: int = 3
+    max_connections: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "first_byte_timeout", "stall_timeout", "operation_timeout"):
+            if not getattr(self, name) > 0:
+                raise InvalidConfig(f"{_option(name)}: must be a positive duration, got {getattr(self, name)!r}")
+        if self.attempt_timeout is not None and not self.attempt_timeout > 0:
+            raise InvalidConfig(f"{_option('attempt_timeout')}: must be positive or 'none', got {self.attempt_timeout!r}")
+        if self.max_attempts < 1:
+            raise InvalidConfig(f"{_option('max_attempts')}: must be at least 1, got {self.max_attempts!r}")
+        if self.backoff_base < 0 or self.backoff_cap < self.backoff_base:
+            raise InvalidConfig(
+                f"{_option('backoff_cap')}: must be >= {_option('backoff_base')} >= 0, "
+                f"got base={self.backoff_base!r} cap={self.backoff_cap!r}"
+            )
+        for name in ("retry_budget", "retry_cost", "timeout_retry_cost", "keepalive_count"):
+            if getattr(self, name) < 0:
+                raise InvalidConfig(f"{_option(name)}: must not be negative, got {getattr(self, name)!r}")
+        for name in ("tcp_user_timeout", "keepalive_idle", "keepalive_interval"):
+            if getattr(self, name) < 0:
+                raise InvalidConfig(f"{_option(name)}: must not be negative, got {getattr(self, name)!r}")
+        if self.max_connections < 1:
+            raise InvalidConfig(f"{_option('max_connections')}: must be at least 1, got {self.max_connections!r}")
+
+    def replace(self, **changes: object) -> Policy:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object], base: Policy | None = None) -> Policy:
+        """Build from strings such as ``{"connectTimeout": "3s", "max_attempts": "5"}``.
+
+        Keys may be snake_case or camelCase in any letter case (Spark lower-cases option keys).
+        Unknown keys raise InvalidConfig naming the known ones.
+        """
+        base = base or cls()
+        changes: dict[str, object] = {}
+        for raw_key, raw_value in values.items():
+            name = _FIELD_BY_LOOSE_NAME.get(_loose(raw_key))
+            if name is None:
+                known = ", ".join(_option(n) for n in cls.field_names())
+                raise InvalidConfig(f"unknown policy option {raw_key!r}; known options: {known}")
+            changes[name] = _parse_field(name, raw_value, label=raw_key)
+        return base.replace(**changes) if changes else base
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, base: Policy | None = None) -> Policy:
+        """Read ``S3IO_CONNECT_TIMEOUT=3s`` style variables; unset ones keep the base value."""
+        environ = os.environ if environ is None else environ
+        changes: dict[str, object] = {}
+        for name in cls.field_names():
+            var = ENV_PREFIX + name.upper()
+            if var in environ:
+                changes[name] = _parse_field(name, environ[var], label=var)
+        return (base or cls()).replace(**changes) if changes else (base or cls())
+
+    def describe(self) -> str:
+        return ", ".join(f"{_option(f)}={getattr(self, f)!r}" for f in self.field_names())
+
+
+_INT_FIELDS = {"max_attempts", "retry_budget", "retry_cost", "timeout_retry_cost", "keepalive_count", "max_connections"}
+
+
+def _parse_field(name: str, value: object, *, label: str) -> object:
+    if name in _INT_FIELDS:
+        return parse_int(value, name=label)  # type: ignore[arg-type]
+    if name == "attempt_timeout":
+        return parse_optional_duration(value, name=label)  # type: ignore[arg-type]
+    return parse_duration(value, name=label)  # type: ignore[arg-type]
+
+
+def _loose(key: str) -> str:
+    return key.replace("_", "").replace("-", "").lower()
+
+
+def _option(name: str) -> str:
+    """camelCase spelling of a field, as options and error messages use it."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+_FIELD_BY_LOOSE_NAME = {_loose(name): name for name in Policy.field_names()}

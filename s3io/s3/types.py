@@ -1,0 +1,48 @@
+"""Plain values the S3 operations return: no behaviour, safe to pickle and to pass between layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One object as a listing or HEAD describes it."""
+
+    bucket: str
+    key: str
+    size: int
+    etag: str | None = None
+    last_modified: float | None = None  # seconds since the epoch
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    """Bytes of a GET (whole object or a range) and the identity of the object they came from."""
+
+    data: bytes
+    etag: str | None
+    object_size: int | None  # total size of the object, from Content-Range or Content-Length
+    start: int  # offset of data[0] in the object
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    etag: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteError:
+    key: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    deleted: tuple[str, ...] = ()
+    errors: tuple[DeleteError, ...] = field(default=())
