@@ -1,1 +1,50 @@
-"""s3io: a resilient S3 range-read engine."""
+"""s3io: a resilient S3 range-read engine on aiohttp: every operation under timer-backed deadlines and retries."""
+
+from s3io.errors import (
+    AccessDenied,
+    CorruptFile,
+    DeadlineExceeded,
+    InvalidConfig,
+    NotFound,
+    ObjectChanged,
+    PreconditionFailed,
+    RequestError,
+    RetryBudgetExhausted,
+    S3IOError,
+    SchemaMismatch,
+    ServerError,
+    Throttled,
+    TransportError,
+    Truncated,
+)
+from s3io.metrics import MetricsSnapshot
+from s3io.policy import Policy
+from s3io.s3.client import S3Client
+from s3io.s3.types import DeleteResult, GetResult, ObjectInfo, PutResult
+from s3io.transport.credentials import Credentials
+
+__all__ = [
+    "AccessDenied",
+    "CorruptFile",
+    "Credentials",
+    "DeadlineExceeded",
+    "DeleteResult",
+    "GetResult",
+    "InvalidConfig",
+    "MetricsSnapshot",
+    "NotFound",
+    "ObjectChanged",
+    "ObjectInfo",
+    "Policy",
+    "PreconditionFailed",
+    "PutResult",
+    "RequestError",
+    "RetryBudgetExhausted",
+    "S3Client",
+    "S3IOError",
+    "SchemaMismatch",
+    "ServerError",
+    "Throttled",
+    "TransportError",
+    "Truncated",
+]

@@ -1,0 +1,93 @@
+"""The one place that decides what is retried, and how errors from the wire become typed errors.
+
+Retried: connection failures, timeouts of a phase, truncated bodies, HTTP 408/429/500/502/503/504 and the
+S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response).
+Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credentials once, then retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import aiohttp
+
+from s3io import errors
+
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+RETRYABLE_CODES = frozenset(
+    {"SlowDown", "InternalError", "RequestTimeout", "ServiceUnavailable", "Throttling", "ThrottlingException"}
+)
+THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
+EXPIRED_CREDENTIAL_CODES = frozenset({"ExpiredToken", "TokenRefreshRequired", "ExpiredTokenException"})
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether an error is worth another attempt, and the reason counted in the metrics."""
+
+    retry: bool
+    reason: str
+    refresh_credentials: bool = False
+    is_timeout: bool = False
+
+
+NO_RETRY = Verdict(False, "not_retryable")
+
+
+def classify(exc: BaseException) -> Verdict:
+    """Decide retryability from a typed s3io error (wire errors are converted by ``from_wire`` first)."""
+    if isinstance(exc, errors.DeadlineExceeded):
+        if exc.phase == "operation":
+            return NO_RETRY
+        return Verdict(True, f"timeout:{exc.phase}", is_timeout=True)
+    if isinstance(exc, errors.Truncated):
+        return Verdict(True, "truncated")
+    if isinstance(exc, errors.TransportError):
+        return Verdict(True, "connection")
+    if isinstance(exc, errors.Throttled):
+        return Verdict(True, "throttled")
+    if isinstance(exc, errors.ServerError):
+        return Verdict(True, "server_error")
+    if isinstance(exc, errors.RequestError):
+        if exc.code in EXPIRED_CREDENTIAL_CODES:
+            return Verdict(True, "expired_credentials", refresh_credentials=True)
+        if exc.status in RETRYABLE_STATUS or exc.code in RETRYABLE_CODES:
+            return Verdict(True, "request_timeout")
+    return NO_RETRY
+
+
+def error_for_status(status: int, code: str | None, message: str | None, **context: object) -> errors.S3IOError:
+    """The typed error for an HTTP error response (or an <Error> inside a 200)."""
+    text = message or f"HTTP {status}"
+    kwargs = dict(context, status=status, code=code)
+    if code in THROTTLE_CODES or status in (429, 503) or code == "ServiceUnavailable":
+        return errors.Throttled(f"throttled: {text}", **kwargs)
+    if status in (500, 502, 504) or code in ("InternalError",):
+        return errors.ServerError(f"server error: {text}", **kwargs)
+    if status == 404:
+        return errors.NotFound(f"not found: {text}", **kwargs)
+    if status == 403 and code not in EXPIRED_CREDENTIAL_CODES:
+        return errors.AccessDenied(f"access denied: {text}", **kwargs)
+    if status == 412:
+        return errors.PreconditionFailed(f"precondition failed: {text}", **kwargs)
+    return errors.RequestError(f"request failed: {text}", **kwargs)
+
+
+def from_wire(exc: BaseException, **context: object) -> BaseException:
+    """Convert an aiohttp/socket exception raised during an attempt into a typed s3io error."""
+    if isinstance(exc, errors.S3IOError):
+        return exc
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return errors.DeadlineExceeded("connect timed out", phase="connect", cause=exc, **context)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return errors.Truncated("response body ended early", cause=exc, **context)
+    if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientOSError | ConnectionError | OSError):
+        return errors.TransportError("connection failed", cause=exc, **context)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return error_for_status(exc.status, None, exc.message, **context)
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return errors.DeadlineExceeded("timed out", phase="attempt", cause=exc, **context)
+    if isinstance(exc, aiohttp.ClientError):
+        return errors.TransportError("HTTP client error", cause=exc, **context)
+    return exc

@@ -1,0 +1,34 @@
+"""The aiohttp session: a pooled connector whose sockets carry the policy's TCP options.
+
+aiohttp's own timeouts are off except ``connect`` (pool acquire + TCP connect, timer-based inside
+aiohttp); every later phase is bounded by s3io's watchdog. Bodies are not decompressed: bytes are bytes.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+
+from s3io.policy import Policy
+from s3io.transport.sockets import socket_factory
+
+
+def make_session(policy: Policy) -> aiohttp.ClientSession:
+    """A session for one event loop; close it with ``await session.close()``."""
+    connector = aiohttp.TCPConnector(
+        limit=policy.max_connections,
+        limit_per_host=0,
+        ttl_dns_cache=300,
+        keepalive_timeout=15.0,
+        socket_factory=socket_factory(policy),
+    )
+    timeout = aiohttp.ClientTimeout(
+        total=None, connect=policy.connect_timeout, sock_connect=policy.connect_timeout, sock_read=None
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        auto_decompress=False,
+        skip_auto_headers=("Content-Type",),
+        cookie_jar=aiohttp.DummyCookieJar(),
+        read_bufsize=256 * 1024,
+    )
