@@ -157,7 +157,10 @@ class AttemptRunner:
         }
         if state.stopped_by_deadline and not (isinstance(exc, errors.DeadlineExceeded) and exc.phase == "operation"):
             return errors.DeadlineExceeded(
-                "operation deadline reached before another attempt could finish", phase="operation", cause=exc, **context
+                "operation deadline reached before another attempt could finish",
+                phase="operation",
+                cause=exc,
+                **context,
             )
         exc.elapsed = None
         exc.attempts = None

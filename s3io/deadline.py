@@ -26,17 +26,17 @@ class Watchdog:
     """Bounds one attempt (or one whole operation) of the current task by timers; use as ``async with``."""
 
     __slots__ = (
-        "_loop",
-        "_task",
-        "_handle",
-        "_phase",
-        "_phase_deadline",
-        "_stall",
-        "_last_progress",
+        "_armed_at",
         "_cap_deadline",
         "_cap_phase",
         "_fired_phase",
-        "_armed_at",
+        "_handle",
+        "_last_progress",
+        "_loop",
+        "_phase",
+        "_phase_deadline",
+        "_stall",
+        "_task",
         "started",
     )
 
@@ -135,7 +135,9 @@ class Watchdog:
         assert self._task is not None
         if self._task.uncancel() == 0 and exc_type is asyncio.CancelledError:
             elapsed = self._loop.time() - self.started
-            raise DeadlineExceeded(f"no {_describe(self._fired_phase)} in time", phase=self._fired_phase, elapsed=elapsed)
+            raise DeadlineExceeded(
+                f"no {_describe(self._fired_phase)} in time", phase=self._fired_phase, elapsed=elapsed
+            )
 
 
 def _describe(phase: str) -> str:

@@ -63,7 +63,7 @@ def _sub(a: dict, b: dict) -> dict:
 class Metrics:
     """Mutable counters owned by one client (one event loop): cheap to bump, read via ``snapshot()``."""
 
-    __slots__ = ("_requests", "_retries", "_timeouts", "bytes_in", "bytes_out", "hedges", "_latency")
+    __slots__ = ("_latency", "_requests", "_retries", "_timeouts", "bytes_in", "bytes_out", "hedges")
 
     def __init__(self) -> None:
         self._requests: Counter = Counter()

@@ -52,7 +52,9 @@ class Policy:
             if not getattr(self, name) > 0:
                 raise InvalidConfig(f"{_option(name)}: must be a positive duration, got {getattr(self, name)!r}")
         if self.attempt_timeout is not None and not self.attempt_timeout > 0:
-            raise InvalidConfig(f"{_option('attempt_timeout')}: must be positive or 'none', got {self.attempt_timeout!r}")
+            raise InvalidConfig(
+                f"{_option('attempt_timeout')}: must be positive or 'none', got {self.attempt_timeout!r}"
+            )
         if self.max_attempts < 1:
             raise InvalidConfig(f"{_option('max_attempts')}: must be at least 1, got {self.max_attempts!r}")
         if self.backoff_base < 0 or self.backoff_cap < self.backoff_base:
@@ -86,13 +88,15 @@ class Policy:
         """
         base = base or cls()
         changes: dict[str, object] = {}
+        labels: dict[str, str] = {}
         for raw_key, raw_value in values.items():
             name = _FIELD_BY_LOOSE_NAME.get(_loose(raw_key))
             if name is None:
                 known = ", ".join(_option(n) for n in cls.field_names())
                 raise InvalidConfig(f"unknown policy option {raw_key!r}; known options: {known}")
             changes[name] = _parse_field(name, raw_value, label=raw_key)
-        return base.replace(**changes) if changes else base
+            labels[name] = raw_key
+        return _apply(base, changes, labels)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, base: Policy | None = None) -> Policy:
@@ -103,13 +107,23 @@ class Policy:
             var = ENV_PREFIX + name.upper()
             if var in environ:
                 changes[name] = _parse_field(name, environ[var], label=var)
-        return (base or cls()).replace(**changes) if changes else (base or cls())
+        return _apply(base or cls(), changes, {n: ENV_PREFIX + n.upper() for n in changes})
 
     def describe(self) -> str:
         return ", ".join(f"{_option(f)}={getattr(self, f)!r}" for f in self.field_names())
 
 
 _INT_FIELDS = {"max_attempts", "retry_budget", "retry_cost", "timeout_retry_cost", "keepalive_count", "max_connections"}
+
+
+def _apply(base: Policy, changes: dict[str, object], labels: dict[str, str]) -> Policy:
+    """Apply parsed changes; a range error names the option as the user spelled it."""
+    for name, value in changes.items():
+        try:
+            base.replace(**{name: value})
+        except InvalidConfig as exc:
+            raise InvalidConfig(f"{labels[name]}: {str(exc).split(': ', 1)[-1]}") from None
+    return base.replace(**changes) if changes else base
 
 
 def _parse_field(name: str, value: object, *, label: str) -> object:

@@ -284,7 +284,9 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> str:
             headers = {"content-md5": _md5(data)}
-            response = await self._send(watchdog, "upload_part", "PUT", bucket, key, query=query, headers=headers, body=data)
+            response = await self._send(
+                watchdog, "upload_part", "PUT", bucket, key, query=query, headers=headers, body=data
+            )
             etag = response.headers.get("ETag")
             if not etag:
                 raise errors.RequestError("UploadPart returned no ETag", bucket=bucket, key=key)
@@ -300,7 +302,13 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> PutResult:
             response = await self._send(
-                watchdog, "complete_multipart", "POST", bucket, key, query={"uploadId": upload_id}, body=body,
+                watchdog,
+                "complete_multipart",
+                "POST",
+                bucket,
+                key,
+                query={"uploadId": upload_id},
+                body=body,
                 error_in_200=True,
             )
             return PutResult(xml.parse(response.body).findtext("ETag"))
@@ -335,7 +343,12 @@ class S3Client:
 
             async def attempt(watchdog: Watchdog, body: bytes = body) -> tuple[list[str], list[DeleteError]]:
                 response = await self._send(
-                    watchdog, "delete_many", "POST", bucket, query={"delete": ""}, headers={"content-md5": _md5(body)},
+                    watchdog,
+                    "delete_many",
+                    "POST",
+                    bucket,
+                    query={"delete": ""},
+                    headers={"content-md5": _md5(body)},
                     body=body,
                 )
                 return xml.parse_delete_result(response.body)
@@ -365,7 +378,7 @@ class S3Client:
 class _RangeRead:
     """State of one ranged GET across attempts: bytes so far, the pinned ETag, the absolute offsets."""
 
-    __slots__ = ("bucket", "key", "start", "end", "etag", "chunks", "received", "abs_start", "expected", "size")
+    __slots__ = ("abs_start", "bucket", "chunks", "end", "etag", "expected", "key", "received", "size", "start")
 
     def __init__(self, bucket: str, key: str, start: int | None, end: int | None, etag: str | None) -> None:
         self.bucket = bucket

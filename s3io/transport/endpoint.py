@@ -50,7 +50,9 @@ def resolve_endpoint(endpoint_url: str | None = None, region: str | None = None,
         return Endpoint("https", f"s3.{region}.amazonaws.com", region, addressing == "path")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InvalidConfig(f"endpoint: expected a URL such as http://127.0.0.1:9000 or https://s3.example.com, got {url!r}")
+        raise InvalidConfig(
+            f"endpoint: expected a URL such as http://127.0.0.1:9000 or https://s3.example.com, got {url!r}"
+        )
     if parts.path not in ("", "/"):
         raise InvalidConfig(f"endpoint: must not contain a path, got {url!r}")
     return Endpoint(parts.scheme, parts.netloc, region, addressing != "virtual")

@@ -41,9 +41,7 @@ async def exchange(
     """Run the exchange. With ``on_chunk`` the body is handed over chunk by chunk (kept even if the
     exchange fails later, so a range read can resume); otherwise it is returned whole."""
     watchdog.start_phase("first_byte", policy.connect_timeout + policy.first_byte_timeout)
-    response = await session.request(
-        method, URL(url, encoded=True), headers=headers, data=body, allow_redirects=False
-    )
+    response = await session.request(method, URL(url, encoded=True), headers=headers, data=body, allow_redirects=False)
     try:
         if on_headers is not None:
             on_headers(response.status, response.headers)

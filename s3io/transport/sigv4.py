@@ -27,7 +27,7 @@ def canonical_query(params: Mapping[str, str] | None) -> str:
 class Signer:
     """Signs requests with one set of credentials for one region; cheap to call per request."""
 
-    __slots__ = ("_access_key", "_secret_key", "_token", "_region", "_scope_date", "_key", "_scope")
+    __slots__ = ("_access_key", "_key", "_region", "_scope", "_scope_date", "_secret_key", "_token")
 
     def __init__(self, access_key: str, secret_key: str, token: str | None, region: str) -> None:
         self._access_key = access_key

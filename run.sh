@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One entry point that does its own set-up: ./run.sh demo | test | bench | lint
+# Creates .venv with Python 3.11, installs the project with its extras, then runs the command.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then PY="$candidate"; break; fi
+  done
+fi
+[ -n "$PY" ] || { echo "run.sh: Python 3.11 not found (set PYTHON=/path/to/python3.11)" >&2; exit 2; }
+command -v java >/dev/null 2>&1 || echo "run.sh: warning: java not found on PATH; Spark needs Java 17" >&2
+
+stamp=.venv/.installed-$(cat setup.cfg | cksum | cut -d' ' -f1)
+if [ ! -f "$stamp" ]; then
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[spark,test]"
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+export PYSPARK_PYTHON="$PWD/.venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+
+# Kernel-level blackhole tests need ip + iptables when running as root; elsewhere they skip with the reason.
+ensure_netns_tools() {
+  if [ "$(id -u)" = "0" ] && ! command -v iptables >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables iproute2) >/dev/null 2>&1 \
+      || echo "run.sh: could not install iptables; blackhole tests will skip" >&2
+  fi
+}
+
+cmd="${1:-test}"
+shift || true
+case "$cmd" in
+  test)
+    ensure_netns_tools
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    exec .venv/bin/python -m pytest "$@"
+    ;;
+  demo)
+    exec .venv/bin/python -m examples.demo "$@"
+    ;;
+  bench)
+    exec .venv/bin/python -m benchmarks.run "$@"
+    ;;
+  lint)
+    .venv/bin/ruff check . && exec .venv/bin/ruff format --check .
+    ;;
+  *)
+    echo "usage: ./run.sh demo|test|bench|lint [args...]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,177 @@
+"""The ``s3io`` command: cat, ls and stat with every policy knob as a flag.
+
+Exit status 0 on success; 1 with a one-line ``s3io: <ErrorType>: ...`` naming the object on an S3 error;
+2 on bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+from s3io.errors import InvalidConfig, S3IOError
+from s3io.policy import Policy
+from s3io.s3.client import S3Client
+from s3io.transport.credentials import ANONYMOUS
+from s3io.urls import parse_s3_url
+
+CAT_PART = 8 * 1024 * 1024
+
+_POLICY_FLAGS = {
+    "connect_timeout": "time to acquire a connection and connect (e.g. 3s)",
+    "first_byte_timeout": "time from sending a request to its response headers",
+    "stall_timeout": "fail an attempt whose body makes no progress for this long",
+    "attempt_timeout": "cap on one attempt ('none' for no cap)",
+    "operation_timeout": "cap on one operation across all its retries",
+    "max_attempts": "attempts per operation, including the first",
+    "tcp_user_timeout": "TCP_USER_TIMEOUT: how long sent data may stay unacknowledged",
+    "max_connections": "connection pool size",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
+    common.add_argument("--region", help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else us-east-1)")
+    common.add_argument("--anonymous", action="store_true", help="send unsigned requests (public buckets)")
+    common.add_argument(
+        "--addressing", choices=("auto", "path", "virtual"), default="auto", help="bucket addressing style"
+    )
+    common.add_argument("-v", "--verbose", action="count", default=0, help="-v: log retries; -vv: every attempt")
+    for name, text in _POLICY_FLAGS.items():
+        common.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text)
+
+    parser = argparse.ArgumentParser(prog="s3io", description="Resilient S3 reads: cat, ls, stat.", parents=[common])
+    commands = parser.add_subparsers(dest="command", required=True)
+    cat = commands.add_parser("cat", parents=[common], help="write an object (or a byte range) to stdout")
+    cat.add_argument("url", help="s3://bucket/key")
+    cat.add_argument("--range", dest="byte_range", help="START-END (inclusive, as HTTP), START- or -N (last N bytes)")
+    ls = commands.add_parser("ls", parents=[common], help="list objects under a prefix")
+    ls.add_argument("url", help="s3://bucket/prefix")
+    ls.add_argument("--recursive", "-r", action="store_true", help="list every object below the prefix")
+    stat = commands.add_parser("stat", parents=[common], help="show an object's size, ETag and modification time")
+    stat.add_argument("url", help="s3://bucket/key")
+    return parser
+
+
+def parse_range(text: str) -> tuple[int | None, int | None]:
+    """``START-END`` (inclusive) → half-open (start, end); ``START-`` → (start, None); ``-N`` → (-N, None)."""
+    first, sep, last = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        if not first:
+            return -int(last), None
+        start = int(first)
+        if not last:
+            return start, None
+        end = int(last) + 1
+        if end <= start:
+            raise ValueError
+        return start, end
+    except ValueError:
+        raise InvalidConfig(f"--range: expected START-END, START- or -N with whole numbers, got {text!r}") from None
+
+
+def _policy(args: argparse.Namespace) -> Policy:
+    values = {name: getattr(args, name) for name in _POLICY_FLAGS if getattr(args, name, None) is not None}
+    return Policy.from_mapping(values, base=Policy.from_env())
+
+
+async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
+    bucket, key = parse_s3_url(url, require_key=True)
+    start, end = parse_range(byte_range) if byte_range else (None, None)
+    out = sys.stdout.buffer
+    if start is None or start < 0:
+        if start is None:
+            info = await s3.head_object(bucket, key)
+            start, end, etag = 0, info.size, info.etag
+        else:
+            tail = await s3.get_object(bucket, key, start)
+            out.write(tail.data)
+            return
+    else:
+        etag = None
+        if end is None:
+            info = await s3.head_object(bucket, key)
+            end, etag = info.size, info.etag
+    position = start
+    while position < end:
+        part = await s3.get_object(bucket, key, position, min(end, position + CAT_PART), if_match=etag)
+        etag = etag or part.etag
+        if not part.data:
+            break
+        out.write(part.data)
+        position += len(part.data)
+    out.flush()
+
+
+async def _ls(s3: S3Client, url: str, recursive: bool) -> None:
+    bucket, prefix = parse_s3_url(url)
+    if recursive:
+        async for obj in s3.list_objects(bucket, prefix):
+            print(f"{_date(obj.last_modified)} {obj.size:>12} {obj.key}")
+        return
+    token = None
+    while True:
+        objects, prefixes, token = await s3.list_page(bucket, prefix, delimiter="/", continuation_token=token)
+        for p in prefixes:
+            print(f"{'':19} {'PRE':>12} {p}")
+        for obj in objects:
+            print(f"{_date(obj.last_modified)} {obj.size:>12} {obj.key}")
+        if token is None:
+            return
+
+
+async def _stat(s3: S3Client, url: str) -> None:
+    bucket, key = parse_s3_url(url, require_key=True)
+    info = await s3.head_object(bucket, key)
+    print(f"url: s3://{bucket}/{key}\nsize: {info.size}\netag: {info.etag}\nlast_modified: {_date(info.last_modified)}")
+
+
+def _date(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) if ts else "-"
+
+
+async def _run(args: argparse.Namespace) -> None:
+    credentials = ANONYMOUS if args.anonymous else None
+    async with S3Client(
+        _policy(args),
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        credentials=credentials,
+        addressing=args.addressing,
+    ) as s3:
+        if args.command == "cat":
+            await _cat(s3, args.url, args.byte_range)
+        elif args.command == "ls":
+            await _ls(s3, args.url, args.recursive)
+        else:
+            await _stat(s3, args.url)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = logging.ERROR if args.verbose == 0 else logging.WARNING if args.verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="s3io: %(levelname)s: %(message)s", stream=sys.stderr)
+    try:
+        asyncio.run(_run(args))
+    except InvalidConfig as exc:
+        print(f"s3io: error: {exc}", file=sys.stderr)
+        return 2
+    except S3IOError as exc:
+        print(f"s3io: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
