@@ -3,13 +3,14 @@
 The deadline sits inside the retry (every attempt gets fresh timers) and the operation deadline caps
 every attempt and every backoff sleep: the loop never sleeps past it. Retryability comes only from
 ``retryable.classify``; the retry budget is spent just before a backoff sleep, so a denied retry ends the
-operation with RetryBudgetExhausted instead of adding load.
+operation with RetryBudgetExhausted instead of adding load. ExpiredToken refreshes credentials once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -21,7 +22,7 @@ from s3io.deadline import Watchdog
 from s3io.metrics import Metrics
 from s3io.policy import Policy
 from s3io.retry_budget import RetryBudget
-from s3io.retryable import classify, from_wire
+from s3io.retryable import Verdict, classify, from_wire
 
 T = TypeVar("T")
 log = logging.getLogger("s3io")
@@ -38,6 +39,7 @@ class OperationState:
     deadline: float
     attempts: int = 0
     refreshed_credentials: bool = False
+    needs_refresh: bool = False
     stopped_by_deadline: bool = False
 
 
@@ -45,7 +47,12 @@ AttemptFn = Callable[[Watchdog], Awaitable[T]]
 
 
 class AttemptRunner:
-    """Applies a Policy to operations: deadlines, retries with full-jitter backoff, budget, metrics, logs."""
+    """Applies a Policy to operations: deadlines, retries with full-jitter backoff, budget, metrics, logs.
+
+    The retry schedule is tenacity's strategies as values (``stop_after_attempt | deadline``,
+    ``wait_random_exponential``) driven by a small loop, so a first attempt that succeeds pays nothing for
+    the retry machinery.
+    """
 
     def __init__(
         self,
@@ -58,28 +65,79 @@ class AttemptRunner:
         self.metrics = metrics
         self.budget = RetryBudget(policy.retry_budget)
         self._refresh_credentials = refresh_credentials
-        self._template = AsyncRetrying(
-            stop=stop_after_attempt(policy.max_attempts) | self._stop_at_deadline,
-            wait=wait_random_exponential(multiplier=policy.backoff_base, max=policy.backoff_cap),
-            retry=self._should_retry,
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
+        self._stop = stop_after_attempt(policy.max_attempts) | _next_sleep_crosses_deadline
+        self._wait = wait_random_exponential(multiplier=policy.backoff_base, max=policy.backoff_cap)
+        self._retrying = AsyncRetrying(stop=self._stop, wait=self._wait)
 
     async def run(self, name: str, bucket: str | None, key: str | None, attempt: AttemptFn[T]) -> T:
         """Run ``attempt(watchdog)`` until it succeeds, a non-retryable error, or the policy gives up."""
         loop = asyncio.get_running_loop()
         now = loop.time()
         state = OperationState(name, bucket, key, now, now + self.policy.operation_timeout)
-        try:
-            result = await self._template.copy()(self._attempt, state, attempt)
-        except errors.S3IOError as exc:
-            raise self._finalize(exc, state, loop.time()) from exc.__cause__
-        self.budget.refund(1)
-        return result
+        retry_state: RetryCallState | None = None
+        while True:
+            try:
+                result = await self._attempt(state, attempt)
+            except errors.S3IOError as exc:
+                if retry_state is None:
+                    retry_state = RetryCallState(self._retrying, fn=None, args=(state,), kwargs={})
+                sleep = self._next_sleep(exc, state, retry_state)
+                if sleep is None:
+                    raise self._finalize(exc, state, loop.time()) from exc.__cause__
+                await asyncio.sleep(sleep)
+                continue
+            self.budget.refund(1)
+            return result
+
+    def _next_sleep(self, exc: errors.S3IOError, state: OperationState, retry_state: RetryCallState) -> float | None:
+        """Seconds to back off before the next attempt, or None to give up (the caller raises ``exc``)."""
+        verdict = classify(exc)
+        if not verdict.retry:
+            return None
+        if verdict.refresh_credentials and (state.refreshed_credentials or self._refresh_credentials is None):
+            return None
+        retry_state.attempt_number = state.attempts
+        retry_state.outcome_timestamp = time.monotonic()
+        sleep = 0.0 if verdict.refresh_credentials else self._wait(retry_state)
+        retry_state.upcoming_sleep = sleep
+        if self._stop(retry_state):
+            return None
+        if verdict.refresh_credentials:
+            state.refreshed_credentials = True
+            return self._refresh_then(0.0, verdict, state, exc)
+        cost = self.policy.timeout_retry_cost if verdict.is_timeout else self.policy.retry_cost
+        if not self.budget.try_spend(cost):
+            raise errors.RetryBudgetExhausted(
+                "retry budget exhausted; not retrying so as not to add load",
+                cause=exc,
+                operation=state.name,
+                bucket=state.bucket,
+                key=state.key,
+                attempts=state.attempts,
+            ) from exc
+        return self._refresh_then(sleep, verdict, state, exc)
+
+    def _refresh_then(self, sleep: float, verdict: Verdict, state: OperationState, exc: BaseException) -> float:
+        self.metrics.retry(verdict.reason)
+        if verdict.refresh_credentials:
+            state.needs_refresh = True
+        log.warning(
+            "%s %s: retrying after attempt %d (%s) in %.3fs: %s",
+            state.name,
+            _where(state),
+            state.attempts,
+            verdict.reason,
+            sleep,
+            exc,
+        )
+        return sleep
 
     async def _attempt(self, state: OperationState, attempt: AttemptFn[T]) -> T:
         state.attempts += 1
+        if state.needs_refresh:
+            state.needs_refresh = False
+            assert self._refresh_credentials is not None
+            await self._refresh_credentials()
         watchdog = Watchdog(cap_deadline=state.deadline, cap_phase="operation")
         if self.policy.attempt_timeout is not None:
             watchdog.cap(watchdog.started + self.policy.attempt_timeout, "attempt")
@@ -101,52 +159,6 @@ class AttemptRunner:
                 raise
             raise typed from exc
 
-    def _should_retry(self, retry_state: RetryCallState) -> bool:
-        outcome = retry_state.outcome
-        if outcome is None or not outcome.failed:
-            return False
-        verdict = classify(outcome.exception())
-        if not verdict.retry:
-            return False
-        state: OperationState = retry_state.args[0]
-        if verdict.refresh_credentials:
-            return not state.refreshed_credentials and self._refresh_credentials is not None
-        return True
-
-    def _stop_at_deadline(self, retry_state: RetryCallState) -> bool:
-        state: OperationState = retry_state.args[0]
-        if asyncio.get_running_loop().time() + (retry_state.upcoming_sleep or 0.0) >= state.deadline:
-            state.stopped_by_deadline = True
-        return state.stopped_by_deadline
-
-    async def _before_sleep(self, retry_state: RetryCallState) -> None:
-        state: OperationState = retry_state.args[0]
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        verdict = classify(exc) if exc is not None else None
-        if verdict is None:
-            return
-        if verdict.refresh_credentials:
-            state.refreshed_credentials = True
-            assert self._refresh_credentials is not None
-            await self._refresh_credentials()
-            retry_state.upcoming_sleep = 0.0
-        else:
-            cost = self.policy.timeout_retry_cost if verdict.is_timeout else self.policy.retry_cost
-            if not self.budget.try_spend(cost):
-                raise errors.RetryBudgetExhausted(
-                    "retry budget exhausted; not retrying", cause=exc, operation=state.name
-                ) from exc
-        self.metrics.retry(verdict.reason)
-        log.warning(
-            "%s %s: retrying after attempt %d (%s) in %.3fs: %s",
-            state.name,
-            _where(state),
-            state.attempts,
-            verdict.reason,
-            retry_state.upcoming_sleep,
-            exc,
-        )
-
     def _finalize(self, exc: errors.S3IOError, state: OperationState, now: float) -> errors.S3IOError:
         context = {
             "operation": state.name,
@@ -165,6 +177,13 @@ class AttemptRunner:
         exc.elapsed = None
         exc.attempts = None
         return exc.with_context(**context)
+
+
+def _next_sleep_crosses_deadline(retry_state: RetryCallState) -> bool:
+    state: OperationState = retry_state.args[0]
+    if asyncio.get_running_loop().time() + (retry_state.upcoming_sleep or 0.0) >= state.deadline:
+        state.stopped_by_deadline = True
+    return state.stopped_by_deadline
 
 
 def _where(state: OperationState) -> str:

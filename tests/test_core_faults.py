@@ -1,0 +1,241 @@
+"""The S3 client against a misbehaving S3: a fault proxy between s3io and a real moto server.
+
+Bounds on time are generous (2 noisy cores); exact figures live in benchmarks/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+
+import pytest
+from support.faultproxy import (
+    ErrorResponse,
+    FaultProxy,
+    FaultRule,
+    Reset,
+    SlowBody,
+    Stall,
+    StallBeforeHeaders,
+    Truncate,
+)
+
+from s3io import DeadlineExceeded, NotFound, ObjectChanged, Policy, RetryBudgetExhausted, S3Client, errors
+
+pytestmark = pytest.mark.timeout(90)
+
+MIB = 1024 * 1024
+FAST = Policy(
+    connect_timeout=2,
+    first_byte_timeout=2,
+    stall_timeout=1,
+    operation_timeout=20,
+    max_attempts=6,
+    backoff_base=0.05,
+    backoff_cap=0.5,
+)
+
+
+def _put(s3_client, bucket: str, key: str, size: int, seed: int = 1) -> bytes:
+    data = random.Random(seed).randbytes(size)
+    s3_client.put_object(Bucket=bucket, Key=key, Body=data)
+    return data
+
+
+def _gets(proxy: FaultProxy, key: str) -> list:
+    return [r for r in proxy.requests if r.method == "GET" and r.path.endswith("/" + key)]
+
+
+async def test_stall_mid_body_recovers_within_stall_timeout_and_fetches_only_the_rest(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    data = _put(s3_client, bucket, "stall.bin", 4 * MIB)
+    fault_proxy.add_rule(FaultRule(fault=Stall(after_bytes=MIB), method="GET", times=1))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        started = time.monotonic()
+        result = await s3.get_object(bucket, "stall.bin")
+        elapsed = time.monotonic() - started
+        stats = s3.stats()
+    assert result.data == data
+    assert elapsed < FAST.stall_timeout + 3
+    first, retry = _gets(fault_proxy, "stall.bin")
+    assert first.range is None
+    assert retry.range is not None and retry.range.startswith("bytes=")
+    resumed_at = int(retry.range.split("=")[1].split("-")[0])
+    assert MIB <= resumed_at < 4 * MIB  # only the missing bytes were asked for again
+    assert retry.header("If-Match") == result.etag  # pinned to the version the first bytes came from
+    assert retry.connection_id != first.connection_id  # the silent connection was discarded, not pooled
+    assert stats.timeouts == {"stall": 1} and stats.retries == {"timeout:stall": 1}
+
+
+async def test_every_attempt_stalls_gives_deadline_exceeded_within_the_operation_deadline(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    _put(s3_client, bucket, "dead.bin", 2 * MIB)
+    fault_proxy.add_rule(FaultRule(fault=Stall(after_bytes=64 * 1024), method="GET"))
+    policy = FAST.replace(operation_timeout=4, max_attempts=100)
+    async with S3Client(policy, endpoint_url=fault_proxy.url) as s3:
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded) as info:
+            await s3.get_object(bucket, "dead.bin")
+        elapsed = time.monotonic() - started
+    assert elapsed < policy.operation_timeout + 1
+    assert info.value.phase == "operation"
+    message = str(info.value)
+    assert f"s3://{bucket}/dead.bin" in message and "attempts=" in message and "elapsed=" in message
+
+
+@pytest.mark.parametrize(
+    "fault", [Reset(after_bytes=300_000), Truncate(after_bytes=300_000)], ids=["reset", "truncate"]
+)
+async def test_reset_or_truncate_once_resumes_from_the_last_byte(
+    fault_proxy: FaultProxy, s3_client, bucket: str, fault: object
+) -> None:
+    data = _put(s3_client, bucket, "broken.bin", 3 * MIB)
+    fault_proxy.add_rule(FaultRule(fault=fault, method="GET", times=1))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        result = await s3.get_object(bucket, "broken.bin", 100, 3 * MIB - 100)
+        stats = s3.stats()
+    assert result.data == data[100 : 3 * MIB - 100]
+    first, retry = _gets(fault_proxy, "broken.bin")
+    assert first.range == f"bytes=100-{3 * MIB - 101}"
+    resumed_at = int(retry.range.split("=")[1].split("-")[0])
+    assert 100 < resumed_at <= 100 + 300_000
+    assert retry.range.endswith(f"-{3 * MIB - 101}")
+    assert stats.retry_count == 1
+
+
+async def test_slow_drip_is_not_killed_by_the_stall_timer(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:
+    data = _put(s3_client, bucket, "drip.bin", 200_000)
+    fault_proxy.add_rule(FaultRule(fault=SlowBody(bytes_per_second=80_000, chunk_bytes=4096), method="GET"))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        result = await s3.get_object(bucket, "drip.bin")  # ~2.5 s of transfer, stall timeout 1 s
+        stats = s3.stats()
+    assert result.data == data
+    assert stats.retry_count == 0 and stats.timeout_count == 0
+
+
+async def test_no_headers_fails_the_attempt_on_the_first_byte_timer(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    data = _put(s3_client, bucket, "silent.bin", 1000)
+    fault_proxy.add_rule(FaultRule(fault=StallBeforeHeaders(), method="GET", times=1))
+    policy = FAST.replace(first_byte_timeout=0.5)
+    async with S3Client(policy, endpoint_url=fault_proxy.url) as s3:
+        started = time.monotonic()
+        result = await s3.get_object(bucket, "silent.bin")
+        elapsed = time.monotonic() - started
+        stats = s3.stats()
+    assert result.data == data
+    assert elapsed < policy.connect_timeout + policy.first_byte_timeout + 3
+    assert stats.timeouts == {"first_byte": 1}
+
+
+async def test_slowdown_on_a_fifth_of_requests_still_reads_every_object_with_bounded_requests(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    objects = {f"obj-{i:02d}": _put(s3_client, bucket, f"obj-{i:02d}", 10_000 + i, seed=i) for i in range(50)}
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse.slow_down(), method="GET", probability=0.2))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        results = await asyncio.gather(*(s3.get_object(bucket, key) for key in objects))
+        stats = s3.stats()
+    assert [r.data for r in results] == list(objects.values())
+    gets = fault_proxy.count(method="GET")
+    assert gets <= 1.5 * len(objects)
+    assert stats.retries.get("throttled", 0) == gets - len(objects)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "error"), [(403, "AccessDenied", errors.AccessDenied), (404, "NoSuchKey", NotFound)]
+)
+async def test_access_denied_and_not_found_are_never_retried(
+    fault_proxy: FaultProxy, bucket: str, status: int, code: str, error: type
+) -> None:
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse(status, code, "nope"), method="GET"))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(error) as info:
+            await s3.get_object(bucket, "any-key")
+    assert fault_proxy.count(method="GET") == 1
+    assert f"s3://{bucket}/any-key" in str(info.value) and code in str(info.value)
+    assert "testing" not in str(info.value)  # the (fake) secret never appears
+
+
+async def test_object_overwritten_between_two_ranges_raises_object_changed(s3_endpoint, s3_client, bucket: str) -> None:
+    _put(s3_client, bucket, "moving.bin", 100_000, seed=1)
+    async with S3Client(FAST, endpoint_url=s3_endpoint.url) as s3:
+        first = await s3.get_object(bucket, "moving.bin", 0, 50_000)
+        _put(s3_client, bucket, "moving.bin", 100_000, seed=2)
+        with pytest.raises(ObjectChanged) as info:
+            await s3.get_object(bucket, "moving.bin", 50_000, 100_000, if_match=first.etag)
+    assert f"s3://{bucket}/moving.bin" in str(info.value)
+
+
+async def test_object_overwritten_during_a_resume_never_mixes_bytes(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    _put(s3_client, bucket, "swap.bin", 2 * MIB, seed=1)
+    fault_proxy.add_rule(FaultRule(fault=Reset(after_bytes=MIB), method="GET", times=1))
+    fault_proxy.add_rule(
+        FaultRule(fault=ErrorResponse(412, "PreconditionFailed", "changed"), method="GET", predicate=_has_if_match)
+    )
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(ObjectChanged):
+            await s3.get_object(bucket, "swap.bin")
+
+
+def _has_if_match(request) -> bool:
+    return request.header("If-Match") is not None
+
+
+async def test_retry_budget_stops_a_retry_storm(fault_proxy: FaultProxy, bucket: str) -> None:
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse.slow_down(), method="GET"))
+    policy = FAST.replace(retry_budget=10, retry_cost=5, max_attempts=10)
+    async with S3Client(policy, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(RetryBudgetExhausted):
+            await asyncio.gather(*(s3.get_object(bucket, f"k{i}") for i in range(5)))
+    assert fault_proxy.count(method="GET") <= 5 + 2  # 5 first attempts + the 2 retries the budget allows
+
+
+async def test_expired_token_refreshes_credentials_once_then_succeeds(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    data = _put(s3_client, bucket, "token.bin", 1000)
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse(400, "ExpiredToken", "expired"), method="GET", times=1))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        result = await s3.get_object(bucket, "token.bin")
+        assert s3.stats().retries == {"expired_credentials": 1}
+    assert result.data == data
+
+
+async def test_error_inside_a_200_is_retried_for_copy(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:
+    data = _put(s3_client, bucket, "src.bin", 1000)
+    fault_proxy.add_rule(
+        FaultRule(fault=ErrorResponse(200, "InternalError", "copy failed"), method="PUT", path="dst.bin", times=1)
+    )
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        await s3.copy_object(bucket, "src.bin", bucket, "dst.bin")
+        assert s3.stats().retries == {"server_error": 1}
+    assert s3_client.get_object(Bucket=bucket, Key="dst.bin")["Body"].read() == data
+
+
+async def test_multipart_upload_aborts_on_a_failed_part(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:
+    fault_proxy.add_rule(
+        FaultRule(fault=ErrorResponse(400, "InvalidPart", "bad part"), method="PUT", path="partNumber=2")
+    )
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        upload_id = await s3.create_multipart_upload(bucket, "mp.bin")
+        await s3.upload_part(bucket, "mp.bin", upload_id, 1, os.urandom(5 * MIB))
+        with pytest.raises(errors.RequestError):
+            await s3.upload_part(bucket, "mp.bin", upload_id, 2, b"tail")
+        await s3.abort_multipart_upload(bucket, "mp.bin", upload_id)
+    assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+async def test_pooled_connections_are_reused_when_healthy(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:
+    _put(s3_client, bucket, "pool.bin", 1000)
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        for _ in range(5):
+            await s3.get_object(bucket, "pool.bin")
+    assert len({r.connection_id for r in fault_proxy.requests}) == 1
