@@ -8,6 +8,7 @@ Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credential
 from __future__ import annotations
 
 import asyncio
+import errno
 from dataclasses import dataclass
 
 import aiohttp
@@ -74,11 +75,25 @@ def error_for_status(status: int, code: str | None, message: str | None, **conte
     return errors.RequestError(f"request failed: {text}", **kwargs)
 
 
+def _kernel_timeout(exc: BaseException) -> OSError | None:
+    """The socket-level ETIMEDOUT behind an exception, if there is one."""
+    seen = 0
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    while cause is not None and seen < 8:
+        if isinstance(cause, OSError) and cause.errno == errno.ETIMEDOUT:
+            return cause
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return None
+
+
 def from_wire(exc: BaseException, **context: object) -> BaseException:
     """Convert an aiohttp/socket exception raised during an attempt into a typed s3io error."""
     if isinstance(exc, errors.S3IOError):
         return exc
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        kernel = _kernel_timeout(exc)
+        if kernel is not None:  # aiohttp relabels a socket's ETIMEDOUT (TCP_USER_TIMEOUT, keepalive) as connect
+            return errors.TransportError("the kernel gave up on the connection (ETIMEDOUT)", cause=kernel, **context)
         return errors.DeadlineExceeded("connect timed out", phase="connect", cause=exc, **context)
     if isinstance(exc, aiohttp.ClientPayloadError):
         return errors.Truncated("response body ended early", cause=exc, **context)

@@ -2,6 +2,8 @@
 
 aiohttp's own timeouts are off except ``connect`` (pool acquire + TCP connect, timer-based inside
 aiohttp); every later phase is bounded by s3io's watchdog. Bodies are not decompressed: bytes are bytes.
+aiohttp's hidden retry of a failed pooled connection is switched off: every attempt is s3io's own, so it
+is counted, budgeted and logged.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def make_session(policy: Policy) -> aiohttp.ClientSession:
     timeout = aiohttp.ClientTimeout(
         total=None, connect=policy.connect_timeout, sock_connect=policy.connect_timeout, sock_read=None
     )
-    return aiohttp.ClientSession(
+    session = aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
         auto_decompress=False,
@@ -32,3 +34,6 @@ def make_session(policy: Policy) -> aiohttp.ClientSession:
         cookie_jar=aiohttp.DummyCookieJar(),
         read_bufsize=256 * 1024,
     )
+    if hasattr(session, "_retry_connection"):
+        session._retry_connection = False  # aiohttp would retry a dead pooled connection by itself, uncounted
+    return session

@@ -3,7 +3,7 @@
 Why: a dead peer or a network partition does not reset connections, it drops packets, and the kernel then
 retransmits for ~15 minutes; only a real packet filter reproduces that. The harness creates a namespace
 `s3io-t-<pid>-<n>`, a veth pair with a /30 in 10.213.0.0/16 (host end .1, namespace end .2), runs
-`python -m moto.server` inside it, and `blackhole()` inserts iptables DROP rules (to and from the server port,
+`python -m moto.server` inside it behind a keep-alive proxy, and `blackhole()` inserts iptables DROP rules (to and from the server port,
 inside the namespace only); `restore()` removes them. All traffic stays between this host and the namespace
 the harness made. Needs root, `ip`, and iptables / iptables-nft / iptables-legacy (or nft).
 
@@ -35,6 +35,12 @@ from .moto_server import S3Endpoint
 NAME_PREFIX = "s3io-t-"
 SUBNET_PREFIX = "10.213."
 SERVER_PORT = 5000  # the namespace is ours alone, so a fixed port cannot collide
+MOTO_PORT = 5001  # moto listens on the namespace's loopback; a keep-alive proxy faces the veth on SERVER_PORT
+_PROXY_MAIN = (
+    "import signal, sys; sys.path.insert(0, sys.argv[1]); from support.faultproxy import FaultProxy; "
+    "proxy = FaultProxy(sys.argv[2], host=sys.argv[3], port=int(sys.argv[4])).start(); "
+    "signal.sigwait([signal.SIGTERM, signal.SIGINT]); proxy.stop()"
+)
 COMMAND_TIMEOUT_SECONDS = 15.0
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 5.0
@@ -137,6 +143,7 @@ class NetnsS3Server:
         self.ns_ip = ""
         self._firewall: Firewall | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._proxy: subprocess.Popen[bytes] | None = None
         self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
         self._created = False
         self._blackholed = False
@@ -180,8 +187,11 @@ class NetnsS3Server:
 
     def stop(self) -> None:
         """Stop the server process and delete the namespace (and with it the veth pair); safe to call twice."""
-        process, self._process = self._process, None
-        if process is not None:
+        processes = [self._proxy, self._process]
+        self._proxy = self._process = None
+        for process in processes:
+            if process is None:
+                continue
             process.terminate()
             try:
                 process.wait(STOP_TIMEOUT_SECONDS)
@@ -242,22 +252,33 @@ class NetnsS3Server:
         raise NetnsUnavailable("no packet filter works in the namespace: " + "; ".join(errors))
 
     def _start_server(self) -> None:
-        """Start moto inside the namespace and wait (bounded) until it answers HTTP."""
+        """Start moto on the namespace's loopback and, in front of it, a keep-alive proxy on the veth address.
+
+        moto closes every connection after one response; real S3 keeps them alive, and a blackholed pooled
+        connection is one of the failures to test, so clients talk to the proxy.
+        """
         self._log = tempfile.NamedTemporaryFile(prefix="s3io-netns-moto-", suffix=".log")  # noqa: SIM115 closed in stop()
-        args = ["ip", "netns", "exec", self.name, sys.executable, "-m", "moto.server", "-H", self.ns_ip]
+        exec_ns = ["ip", "netns", "exec", self.name, sys.executable]
+        popen = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": self._log,
+            "stderr": subprocess.STDOUT,
+            "start_new_session": True,
+            "preexec_fn": _die_with_parent,
+        }
         self._process = subprocess.Popen(
-            [*args, "-p", str(self.port)],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
+            [*exec_ns, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(MOTO_PORT)], **popen
+        )
+        tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        upstream = f"http://127.0.0.1:{MOTO_PORT}"
+        self._proxy = subprocess.Popen(
+            [*exec_ns, "-c", _PROXY_MAIN, tests_dir, upstream, self.ns_ip, str(self.port)], **popen
         )
         deadline = time.monotonic() + self._start_timeout
         for _ in range(int(self._start_timeout / 0.1) + 1):
-            if self._process.poll() is not None:
-                raise NetnsUnavailable(f"moto server in {self.name} exited: {self._log_tail()}")
-            if self.answers(timeout=0.5):
+            if self._process.poll() is not None or self._proxy.poll() is not None:
+                raise NetnsUnavailable(f"moto server or proxy in {self.name} exited: {self._log_tail()}")
+            if self.answers(timeout=0.5) and self._moto_answers():
                 return
             if time.monotonic() >= deadline:
                 break
@@ -270,6 +291,15 @@ class NetnsS3Server:
             return ""
         with open(self._log.name, "rb") as handle:
             return handle.read()[-2000:].decode(errors="replace")
+
+    def _moto_answers(self) -> bool:
+        """Whether moto itself answers through the proxy (the proxy answers 502 until moto is up)."""
+        try:
+            with socket.create_connection((self.ns_ip, self.port), timeout=1.0) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: s3\r\nConnection: close\r\n\r\n")
+                return not sock.recv(16).startswith(b"HTTP/1.1 502")
+        except OSError:
+            return False
 
     def answers(self, timeout: float = 1.0) -> bool:
         """Whether a fresh connection gets an HTTP response within `timeout` seconds."""
