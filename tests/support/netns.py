@@ -3,9 +3,9 @@
 Why: a dead peer or a network partition does not reset connections, it drops packets, and the kernel then
 retransmits for ~15 minutes; only a real packet filter reproduces that. The harness creates a namespace
 `s3io-t-<pid>-<n>`, a veth pair with a /30 in 10.213.0.0/16 (host end .1, namespace end .2), runs
-`python -m moto.server` inside it behind a keep-alive proxy, and `blackhole()` inserts iptables DROP rules (to and from the server port,
-inside the namespace only); `restore()` removes them. All traffic stays between this host and the namespace
-the harness made. Needs root, `ip`, and iptables / iptables-nft / iptables-legacy (or nft).
+`python -m moto.server` inside it behind a keep-alive proxy, and `blackhole()` inserts iptables DROP rules
+(to and from the server port, inside the namespace only); `restore()` removes them. All traffic stays
+between this host and the namespace the harness made. Needs root, `ip`, and iptables (or nft).
 
     with NetnsS3Server() as server:          # raises NetnsUnavailable with the reason if it cannot run
         client = boto3_client(server.url)
