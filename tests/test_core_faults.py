@@ -239,3 +239,45 @@ async def test_pooled_connections_are_reused_when_healthy(fault_proxy: FaultProx
         for _ in range(5):
             await s3.get_object(bucket, "pool.bin")
     assert len({r.connection_id for r in fault_proxy.requests}) == 1
+
+
+async def test_multipart_writer_uploads_parts_in_parallel_and_survives_a_503(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    data = random.Random(3).randbytes(23 * MIB)
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse.slow_down(), method="PUT", path="partNumber=2", times=1))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        async with s3.multipart_writer(bucket, "big.bin", part_size=5 * MIB, concurrency=3) as writer:
+            for i in range(0, len(data), 1_000_000):
+                await writer.write(data[i : i + 1_000_000])
+        assert s3.stats().requests_for("upload_part") == 5 + 1  # 5 parts, one retried
+    assert s3_client.get_object(Bucket=bucket, Key="big.bin")["Body"].read() == data
+
+
+async def test_multipart_writer_aborts_when_the_caller_fails(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(ZeroDivisionError):
+            async with s3.multipart_writer(bucket, "never.bin", part_size=5 * MIB) as writer:
+                await writer.write(os.urandom(6 * MIB))
+                raise ZeroDivisionError  # the caller's own failure, mid-upload
+    assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=bucket)
+
+
+async def test_multipart_writer_aborts_on_a_part_that_cannot_be_uploaded(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse(400, "InvalidPart", "bad"), method="PUT", path="partNumber=2"))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(errors.RequestError):
+            async with s3.multipart_writer(bucket, "bad.bin", part_size=5 * MIB) as writer:
+                await writer.write(os.urandom(16 * MIB))
+    assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+async def test_small_writer_output_is_a_single_put(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        async with s3.multipart_writer(bucket, "small.bin") as writer:
+            await writer.write(b"hello")
+        assert s3.stats().requests_for("put") == 1 and s3.stats().requests_for("create_multipart") == 0
+    assert s3_client.get_object(Bucket=bucket, Key="small.bin")["Body"].read() == b"hello"

@@ -24,6 +24,7 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.retryable import error_for_status
 from s3io.s3 import xml
+from s3io.s3.multipart import MultipartWriter
 from s3io.s3.types import DeleteError, DeleteResult, GetResult, ObjectInfo, PutResult
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import resolve_endpoint
@@ -323,6 +324,20 @@ class S3Client:
                 return
 
         await self._runner.run("abort_multipart", bucket, key, attempt)
+
+    def multipart_writer(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        part_size: int = 8 * 1024 * 1024,
+        concurrency: int = 4,
+        content_type: str | None = None,
+    ) -> MultipartWriter:
+        """A streaming writer: parts uploaded in parallel, bounded memory, aborted on any failure."""
+        return MultipartWriter(
+            self, bucket, key, part_size=part_size, concurrency=concurrency, content_type=content_type
+        )
 
     async def delete_object(self, bucket: str, key: str, *, if_match: str | None = None) -> None:
         """Delete one object (absent objects are not an error, as in S3)."""

@@ -1,0 +1,134 @@
+"""Streaming multipart upload: parts uploaded in parallel with bounded memory, aborted on any failure.
+
+Memory is bounded by ``part_size * (concurrency + 1)``: ``write`` waits for a free upload slot before it
+starts another part. Objects smaller than one part are sent with a single PUT. If anything fails, or the
+writer is left without ``close()``, the upload is aborted so no invisible parts linger and bill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from s3io.errors import InvalidConfig
+from s3io.s3.types import PutResult
+
+if TYPE_CHECKING:
+    from s3io.s3.client import S3Client
+
+MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
+MAX_PARTS = 10_000
+
+
+class MultipartWriter:
+    """``async with client.multipart_writer(bucket, key) as w: await w.write(data)``; completes on exit."""
+
+    def __init__(
+        self,
+        client: S3Client,
+        bucket: str,
+        key: str,
+        *,
+        part_size: int = 8 * 1024 * 1024,
+        concurrency: int = 4,
+        content_type: str | None = None,
+    ) -> None:
+        if part_size < MIN_PART_SIZE:
+            raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {part_size}")
+        if concurrency < 1:
+            raise InvalidConfig(f"concurrency: must be at least 1, got {concurrency}")
+        self._client = client
+        self.bucket = bucket
+        self.key = key
+        self._part_size = part_size
+        self._content_type = content_type
+        self._buffer = bytearray()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: list[asyncio.Task[tuple[int, str]]] = []
+        self._upload_id: str | None = None
+        self._next_part = 1
+        self._done = False
+        self.bytes_written = 0
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer ``data``; every full part is handed to a background upload (waits while all slots are busy)."""
+        if self._done:
+            raise RuntimeError("write() after close() or abort()")
+        self._raise_failed_part()
+        self._buffer += data
+        self.bytes_written += len(data)
+        while len(self._buffer) >= self._part_size:
+            part = bytes(self._buffer[: self._part_size])
+            del self._buffer[: self._part_size]
+            await self._start_part(part)
+
+    async def close(self) -> PutResult:
+        """Upload what is left and complete the upload (a single PUT if it never reached one part)."""
+        if self._done:
+            raise RuntimeError("close() called twice")
+        try:
+            if self._upload_id is None:
+                self._done = True
+                return await self._client.put_object(
+                    self.bucket, self.key, bytes(self._buffer), content_type=self._content_type
+                )
+            if self._buffer or self._next_part == 1:
+                await self._start_part(bytes(self._buffer))
+                self._buffer.clear()
+            parts = await asyncio.gather(*self._tasks)
+            self._done = True
+            return await self._client.complete_multipart_upload(self.bucket, self.key, self._upload_id, list(parts))
+        except BaseException:
+            await self.abort()
+            raise
+
+    async def abort(self) -> None:
+        """Cancel part uploads in flight and abort the multipart upload; safe to call more than once."""
+        self._done = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        upload_id, self._upload_id = self._upload_id, None
+        if upload_id is not None:
+            await asyncio.shield(self._client.abort_multipart_upload(self.bucket, self.key, upload_id))
+
+    async def __aenter__(self) -> MultipartWriter:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.result = await self.close()
+        elif not self._done or self._upload_id is not None:
+            await self.abort()
+
+    async def _start_part(self, data: bytes) -> None:
+        if self._upload_id is None:
+            self._upload_id = await self._client.create_multipart_upload(
+                self.bucket, self.key, content_type=self._content_type
+            )
+        if self._next_part > MAX_PARTS:
+            raise InvalidConfig(
+                f"object s3://{self.bucket}/{self.key} needs more than {MAX_PARTS} parts; raise part_size"
+            )
+        await self._slots.acquire()
+        self._raise_failed_part()
+        number = self._next_part
+        self._next_part += 1
+        self._tasks.append(asyncio.create_task(self._upload(number, data)))
+
+    async def _upload(self, number: int, data: bytes) -> tuple[int, str]:
+        try:
+            assert self._upload_id is not None
+            etag = await self._client.upload_part(self.bucket, self.key, self._upload_id, number, data)
+            return number, etag
+        finally:
+            self._slots.release()
+
+    def _raise_failed_part(self) -> None:
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
