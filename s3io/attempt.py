@@ -49,6 +49,10 @@ AttemptFn = Callable[[Watchdog], Awaitable[T]]
 class AttemptRunner:
     """Applies a Policy to operations: deadlines, retries with full-jitter backoff, budget, metrics, logs.
 
+    Each attempt holds one of ``max_connections`` slots (not during backoff), so requests queue here, before
+    any timer starts, instead of inside aiohttp's pool where the wait would count against a deadline. The
+    operation deadline starts when the operation first gets a slot.
+
     The retry schedule is tenacity's strategies as values (``stop_after_attempt | deadline``,
     ``wait_random_exponential``) driven by a small loop, so a first attempt that succeeds pays nothing for
     the retry machinery.
@@ -68,17 +72,22 @@ class AttemptRunner:
         self._stop = stop_after_attempt(policy.max_attempts) | _next_sleep_crosses_deadline
         self._wait = wait_random_exponential(multiplier=policy.backoff_base, max=policy.backoff_cap)
         self._retrying = AsyncRetrying(stop=self._stop, wait=self._wait)
+        self._slots = asyncio.Semaphore(policy.max_connections)
 
     async def run(self, name: str, bucket: str | None, key: str | None, attempt: AttemptFn[T]) -> T:
         """Run ``attempt(watchdog)`` until it succeeds, a non-retryable error, or the policy gives up."""
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        state = OperationState(name, bucket, key, now, now + self.policy.operation_timeout)
+        state: OperationState | None = None
         retry_state: RetryCallState | None = None
         while True:
             try:
-                result = await self._attempt(state, attempt)
+                async with self._slots:  # waiting for a connection slot is not part of any deadline
+                    if state is None:
+                        now = loop.time()
+                        state = OperationState(name, bucket, key, now, now + self.policy.operation_timeout)
+                    result = await self._attempt(state, attempt)
             except errors.S3IOError as exc:
+                assert state is not None
                 if retry_state is None:
                     retry_state = RetryCallState(self._retrying, fn=None, args=(state,), kwargs={})
                 sleep = self._next_sleep(exc, state, retry_state)

@@ -45,8 +45,7 @@ def chunk_ranges(
     A struct, list or map column brings all its leaves; names the file lacks are skipped. Pass ``file_size`` so
     the PARQUET-816 padding of very old files stops at the end of the file.
     """
-    leaves = leaf_indices(metadata, columns)
-    return sorted({chunk_range(metadata, rg, leaf, file_size) for rg in row_groups for leaf in leaves})
+    return _ranges(metadata, row_groups, leaf_indices(metadata, columns), file_size)
 
 
 def row_group_byte_span(
@@ -61,7 +60,7 @@ def row_group_byte_span(
 
 def row_group_bytes(metadata: pq.FileMetaData, row_group: int, columns: Sequence[str] | None = None) -> int:
     """Bytes to fetch for the row group's chosen chunks (compressed, on-disk size)."""
-    return sum(end - start for start, end in chunk_ranges(metadata, [row_group], columns))
+    return _bytes(metadata, row_group, leaf_indices(metadata, columns))
 
 
 def plan_row_group_splits(
@@ -78,11 +77,12 @@ def plan_row_group_splits(
     if max_split_bytes <= 0:
         raise ValueError(f"max_split_bytes must be positive, got {max_split_bytes}")
     chosen = range(metadata.num_row_groups) if row_groups is None else row_groups
+    leaves = leaf_indices(metadata, columns)
     splits: list[list[int]] = []
     current: list[int] = []
     current_bytes = 0
     for rg in chosen:
-        size = row_group_bytes(metadata, rg, columns)
+        size = _bytes(metadata, rg, leaves)
         if current and current_bytes + size > max_split_bytes:
             splits.append(current)
             current, current_bytes = [], 0
@@ -114,6 +114,16 @@ def select_row_groups(
     return [
         rg for rg in range(metadata.num_row_groups) if may_match_with_leaves(metadata.row_group(rg), bound, leaf_of)
     ]
+
+
+def _ranges(
+    metadata: pq.FileMetaData, row_groups: Iterable[int], leaves: Sequence[int], file_size: int | None
+) -> list[tuple[int, int]]:
+    return sorted({chunk_range(metadata, rg, leaf, file_size) for rg in row_groups for leaf in leaves})
+
+
+def _bytes(metadata: pq.FileMetaData, row_group: int, leaves: Sequence[int]) -> int:
+    return sum(end - start for start, end in _ranges(metadata, [row_group], leaves, None))
 
 
 def _needs_parquet_816_padding(created_by: str | None) -> bool:

@@ -1,15 +1,14 @@
 """The project's predicate format, its validation, statistics-based row-group pruning and exact Arrow filtering.
 
 A predicate list is a conjunction (AND) of ``(column, op, value)`` tuples: comparisons ``= != < <= > >=`` with a
-scalar, ``in`` / ``not in`` with a list, tuple or set, ``is null`` / ``is not null`` with ``None``.
+scalar, ``in`` / ``not in`` with a list, tuple or set, ``is null`` / ``is not null`` with ``None`` (or a 2-tuple).
 
-Semantics are SQL's, evaluated by Arrow compute on the column's read type: a null never satisfies a comparison,
-``in`` or ``not in`` (only ``is null``); NaN follows IEEE (every comparison false, ``!=`` true) but ``in`` matches NaN.
-Unlike ``pq.read_table(filters=...)``, ``not in`` does not keep nulls. A value is converted to the column's type when
-that conversion is exact (``0.1`` to float32 becomes ``0.1f``), otherwise Arrow promotes the column when comparing
-(an int64 column against ``2.5``); ``in`` drops list values the column's type cannot hold exactly, as none can match.
-``row_group_may_match`` applies the very same conversions to the statistics, so pruning never disagrees with the
-exact filter; it keeps a row group whenever statistics are missing or unusable.
+Semantics are SQL's on the column's read type: a null never satisfies a comparison, ``in`` or ``not in`` (only
+``is null``); unlike ``pq.read_table(filters=...)``, ``not in`` does not keep nulls. Values are compared
+mathematically (see ``values.py``: ``x < 2.5`` on an integer column is ``x <= 2``); NaN follows IEEE (comparisons
+false, ``!=`` true), but ``in`` matches NaN, as Arrow's ``is_in`` does. Binding rewrites every predicate into one
+between identical Arrow types, used both by ``to_expression`` and by the pruning, so they cannot disagree.
+Pruning keeps a row group whenever statistics are missing or unusable.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 
 from s3io.errors import InvalidConfig
 from s3io.parquet.statistics import ChunkStats, chunk_stats
+from s3io.parquet.values import convert
 
 Predicate = tuple[str, str, Any]
 
@@ -31,39 +31,54 @@ COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 SET_OPS = ("in", "not in")
 NULL_OPS = ("is null", "is not null")
 OPS = COMPARISONS + SET_OPS + NULL_OPS
+NEVER = "never"  # a bound op: the comparison cannot hold for any value of the column's type
 _ALIASES = {"==": "="}
+_ORDER_CHECK = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
 
 
 @dataclass(frozen=True, slots=True)
 class BoundPredicate:
-    """A validated predicate with its value converted for the column's read type."""
+    """A predicate rewritten against a column type: ``value`` is of ``column_type`` (an Array for in / not in)."""
 
     column: str
-    op: str
-    value: pa.Scalar | pa.Array | None  # a Scalar for comparisons, an Array for in / not in, None for null ops
+    op: str  # one of OPS, or NEVER
+    value: pa.Scalar | pa.Array | None
     column_type: pa.DataType  # the value type for dictionary columns
 
 
 def validate(predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema) -> list[Predicate]:
-    """Normalised predicates (op aliases resolved, in-values as tuples); InvalidConfig naming what is wrong."""
-    return [(p.column, p.op, _plain_value(p, raw)) for p, raw in _bind_all(predicates, schema)]
+    """Normalised predicates (aliases resolved, 2-tuples padded, in-values as tuples); InvalidConfig otherwise."""
+    out = []
+    for item in _items(predicates):
+        column, op, raw = _shape(item)
+        _bind(column, op, raw, _column_type(column, schema))
+        out.append((column, op, tuple(raw) if op in SET_OPS else raw))
+    return out
 
 
 def bind(predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema) -> list[BoundPredicate]:
-    """Validate and convert values once, for use on many row groups or batches."""
-    return [bound for bound, _ in _bind_all(predicates, schema)]
+    """Validate and rewrite each predicate for its column's type in ``schema``, once for many row groups."""
+    out = []
+    for item in _items(predicates):
+        column, op, raw = _shape(item)
+        out.append(_bind(column, op, raw, _column_type(column, schema)))
+    return out
 
 
 def to_expression(predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema | None = None) -> pc.Expression:
-    """The exact row filter as one Arrow expression; pass the read schema to compare in the column's own type.
+    """The exact row filter as one Arrow expression. Pass the read schema (the batches' schema after ``conform``).
 
-    Without a schema values keep the type Arrow infers (a naive datetime against a tz-aware column then fails).
+    Without a schema, values keep the type Arrow infers and Arrow promotes when comparing (a naive datetime against
+    a zoned column, or 2.5 against a large uint32 column, then fails at filtering time).
     """
-    bound = bind(predicates, schema) if schema is not None else [_bind_untyped(p) for p in predicates or ()]
-    expression = pc.scalar(True)
-    for i, predicate in enumerate(bound):
-        term = _term(predicate)
-        expression = term if i == 0 else expression & term
+    if schema is None:
+        bound = [_bind_untyped(*_shape(item)) for item in _items(predicates)]
+    else:
+        bound = bind(predicates, schema)
+    terms = [_term(predicate) for predicate in bound]
+    expression = terms[0] if terms else pc.scalar(True)
+    for term in terms[1:]:
+        expression = expression & term
     return expression
 
 
@@ -72,8 +87,8 @@ def row_group_may_match(
 ) -> bool:
     """False only when statistics prove no row of the row group satisfies every predicate.
 
-    ``schema`` is the read schema (the one ``to_expression`` and ``conform`` use). A predicate column the file
-    does not have reads as all nulls, so only ``is null`` can match it.
+    ``schema`` is the read schema (as for ``to_expression``). A predicate column the file lacks reads as nulls
+    (``conform``), so only ``is null`` can match it there.
     """
     bound = _as_bound(predicates, schema)
     paths: dict[str, list[int]] = {}
@@ -83,19 +98,15 @@ def row_group_may_match(
     for name in {p.column for p in bound}:
         if name in paths:
             leaf_of[name] = paths[name][0] if len(paths[name]) == 1 else None
-        elif _has_nested_path(paths, name):
+        elif any(path.startswith(name + ".") for path in paths):
             leaf_of[name] = None
-    return _may_match(row_group, bound, leaf_of)
+    return may_match_with_leaves(row_group, bound, leaf_of)
 
 
 def may_match_with_leaves(
     row_group: pq.RowGroupMetaData, bound: Sequence[BoundPredicate], leaf_of: Mapping[str, int | None]
 ) -> bool:
-    """``row_group_may_match`` with each column's flat leaf index known (None: not flat; absent: not in the file)."""
-    return _may_match(row_group, bound, leaf_of)
-
-
-def _may_match(row_group: pq.RowGroupMetaData, bound: Sequence[BoundPredicate], leaf_of: Mapping[str, Any]) -> bool:
+    """``row_group_may_match`` given each column's flat leaf index (None: not flat, keep; absent: not in the file)."""
     if row_group.num_rows == 0 and bound:
         return False
     for predicate in bound:
@@ -104,7 +115,9 @@ def _may_match(row_group: pq.RowGroupMetaData, bound: Sequence[BoundPredicate], 
                 return False
             continue
         leaf = leaf_of[predicate.column]
-        if leaf is None or _is_nested(predicate.column_type):
+        if predicate.op == NEVER:
+            return False
+        if leaf is None or pa.types.is_nested(predicate.column_type):
             continue
         stats = chunk_stats(row_group.column(leaf), row_group.num_rows, predicate.column_type)
         if not _stats_may_match(stats, predicate):
@@ -114,7 +127,7 @@ def _may_match(row_group: pq.RowGroupMetaData, bound: Sequence[BoundPredicate], 
 
 def _stats_may_match(stats: ChunkStats, predicate: BoundPredicate) -> bool:
     """Whether a chunk with these statistics may hold a row satisfying the predicate (True when unsure)."""
-    op = predicate.op
+    op, value = predicate.op, predicate.value
     if op == "is null":
         return not stats.no_nulls
     if stats.all_null:
@@ -122,16 +135,12 @@ def _stats_may_match(stats: ChunkStats, predicate: BoundPredicate) -> bool:
     if op == "is not null" or stats.min is None or stats.max is None:
         return True
     low, high = stats.min, stats.max
+    floating = pa.types.is_floating(predicate.column_type)
     try:
-        if op in SET_OPS:
-            return _set_may_match(stats, predicate)
-        value = predicate.value
         if op == "=":
             return _true(pc.less_equal(low, value)) and _true(pc.greater_equal(high, value))
-        if op == "!=":
-            if pa.types.is_floating(predicate.column_type) or not stats.no_nulls:
-                return True
-            return not (_true(pc.equal(low, value)) and _true(pc.equal(high, value)))
+        if op == "!=":  # NaN != v holds and NaN is not in min/max: floats never prune here
+            return floating or not stats.no_nulls or not (_true(pc.equal(low, value)) and _true(pc.equal(high, value)))
         if op == "<":
             return _true(pc.less(low, value))
         if op == "<=":
@@ -140,33 +149,29 @@ def _stats_may_match(stats: ChunkStats, predicate: BoundPredicate) -> bool:
             return _true(pc.greater(high, value))
         if op == ">=":
             return _true(pc.greater_equal(high, value))
+        if op == "in":
+            if floating and _true(pc.any(pc.is_nan(value))):
+                return True
+            return _true(pc.any(pc.and_(pc.greater_equal(value, low), pc.less_equal(value, high))))
+        if op == "not in":
+            if floating or not stats.no_nulls:
+                return True
+            return not (_true(pc.equal(low, high)) and _true(pc.any(pc.equal(value, low))))
     except (pa.ArrowException, ValueError, TypeError):
         return True
     return True
 
 
-def _set_may_match(stats: ChunkStats, predicate: BoundPredicate) -> bool:
-    values = predicate.value
-    assert isinstance(values, pa.Array)
-    if predicate.op == "not in":
-        if pa.types.is_floating(predicate.column_type) or not stats.no_nulls:
-            return True
-        single = _true(pc.equal(stats.min, stats.max))
-        return not (single and _true(pc.any(pc.equal(values, stats.min))))
-    if pa.types.is_floating(values.type) and _true(pc.any(pc.is_nan(values))):
-        return True
-    inside = pc.and_(pc.greater_equal(values, stats.min), pc.less_equal(values, stats.max))
-    return _true(pc.any(inside))
-
-
 def _true(scalar: pa.Scalar) -> bool:
-    """A boolean result that is definitely true (a null result counts as not true)."""
+    """A boolean result that is definitely true (null counts as not true)."""
     return scalar.as_py() is True
 
 
 def _term(predicate: BoundPredicate) -> pc.Expression:
     field = pc.field(predicate.column)
     op, value = predicate.op, predicate.value
+    if op == NEVER:
+        return pc.scalar(False)
     if op == "is null":
         return field.is_null()
     if op == "is not null":
@@ -175,47 +180,84 @@ def _term(predicate: BoundPredicate) -> pc.Expression:
         return field.isin(value)
     if op == "not in":
         return ~field.isin(value) & field.is_valid()
-    return {
-        "=": field == value,
-        "!=": field != value,
-        "<": field < value,
-        "<=": field <= value,
-        ">": field > value,
-        ">=": field >= value,
-    }[op]
+    comparisons = {
+        "=": field.__eq__,
+        "!=": field.__ne__,
+        "<": field.__lt__,
+        "<=": field.__le__,
+        ">": field.__gt__,
+        ">=": field.__ge__,
+    }
+    return comparisons[op](value)
 
 
-def _bind_all(predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema) -> list[tuple[BoundPredicate, Any]]:
-    """(bound predicate, the raw value as given) for each predicate, validated against ``schema``."""
+def _bind(column: str, op: str, raw: Any, column_type: pa.DataType) -> BoundPredicate:
+    """Rewrite one predicate so its value has exactly the column's type (see values.py)."""
+    if op in NULL_OPS:
+        return BoundPredicate(column, op, None, column_type)
+    try:
+        if op in SET_OPS:
+            exact = [c.exact for c in (convert(v, column_type) for v in raw) if c.exact is not None]
+            bound = BoundPredicate(column, op, pa.array(exact, type=column_type), column_type)
+        else:
+            bound = _bind_comparison(column, op, raw, column_type)
+        _check_kernel(bound)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+        raise InvalidConfig(
+            f"predicate ({column!r}, {op!r}, {raw!r}): the value cannot be compared with column {column!r} "
+            f"of type {column_type} ({exc})"
+        ) from exc
+    return bound
+
+
+def _bind_comparison(column: str, op: str, raw: Any, column_type: pa.DataType) -> BoundPredicate:
+    converted = convert(raw, column_type)
+    if converted.exact is not None:
+        return BoundPredicate(column, op, converted.exact, column_type)
+    if op == "=":
+        return BoundPredicate(column, NEVER, None, column_type)
+    if op == "!=":
+        return BoundPredicate(column, "is not null", None, column_type)
+    nearest = converted.floor if op in ("<", "<=") else converted.ceil
+    if nearest is None:
+        return BoundPredicate(column, NEVER, None, column_type)
+    return BoundPredicate(column, "<=" if op in ("<", "<=") else ">=", nearest, column_type)
+
+
+def _check_kernel(bound: BoundPredicate) -> None:
+    """Run the comparison on an empty column, so a type Arrow cannot order fails now, not mid-read."""
+    empty = pa.array([], type=bound.column_type)
+    if bound.op in SET_OPS:
+        pc.is_in(empty, value_set=bound.value)
+    elif bound.op in _ORDER_CHECK:
+        _ORDER_CHECK[bound.op](empty, bound.value)
+    elif bound.op in ("=", "!="):
+        pc.equal(empty, bound.value)
+
+
+def _bind_untyped(column: str, op: str, raw: Any) -> BoundPredicate:
+    if op in NULL_OPS:
+        return BoundPredicate(column, op, None, pa.null())
+    value = pa.array(list(raw)) if op in SET_OPS else pa.scalar(raw)
+    return BoundPredicate(column, op, value, pa.null())
+
+
+def _items(predicates: Iterable[Sequence[Any]] | None) -> list[Sequence[Any]]:
     if predicates is None:
         return []
     if isinstance(predicates, (str, bytes)) or not isinstance(predicates, Iterable):
         raise InvalidConfig(f"predicates must be a list of (column, op, value) tuples, got {predicates!r}")
-    out = []
-    for item in predicates:
-        column, op, raw = _shape(item)
-        index = schema.get_field_index(column)
-        if index < 0:
-            names = ", ".join(schema.names)
-            raise InvalidConfig(f"predicate column {column!r} is not in the schema; columns: {names}")
-        column_type = schema.field(index).type
-        if pa.types.is_dictionary(column_type):
-            column_type = column_type.value_type
-        value = _convert(column, op, raw, column_type)
-        _check_comparable(column, op, raw, value, column_type)
-        out.append((BoundPredicate(column, op, value, column_type), raw))
-    return out
+    return list(predicates)
 
 
-def _bind_untyped(item: Sequence[Any]) -> BoundPredicate:
-    column, op, raw = _shape(item)
-    if op in NULL_OPS:
-        value = None
-    elif op in SET_OPS:
-        value = pa.array(list(raw))
-    else:
-        value = pa.scalar(raw)
-    return BoundPredicate(column, op, value, pa.null())
+def _column_type(column: str, schema: pa.Schema) -> pa.DataType:
+    index = schema.get_field_index(column)
+    if index < 0:
+        if column in schema.names:
+            raise InvalidConfig(f"predicate column {column!r} appears more than once in the schema")
+        raise InvalidConfig(f"predicate column {column!r} is not in the schema; columns: {', '.join(schema.names)}")
+    column_type = schema.field(index).type
+    return column_type.value_type if pa.types.is_dictionary(column_type) else column_type
 
 
 def _shape(item: Sequence[Any]) -> Predicate:
@@ -244,97 +286,6 @@ def _shape(item: Sequence[Any]) -> Predicate:
     return column, op, raw
 
 
-def _convert(column: str, op: str, raw: Any, column_type: pa.DataType) -> pa.Scalar | pa.Array | None:
-    """The value as Arrow data, in the column's type when that conversion is exact."""
-    try:
-        if op in NULL_OPS:
-            return None
-        if op in SET_OPS:
-            return _convert_set(raw, column_type)
-        return _exact_or_inferred(pa.scalar(raw), column_type)
-    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
-        raise InvalidConfig(
-            f"predicate value {raw!r} for column {column!r} ({column_type}) is not an Arrow value: {exc}"
-        ) from exc
-
-
-def _convert_set(raw: Any, column_type: pa.DataType) -> pa.Array:
-    """The in-list in the column's type; values of the right kind it cannot hold exactly are dropped (never equal)."""
-    scalars = [pa.scalar(v) for v in raw]
-    family = _family(column_type)
-    if family is None:
-        return pa.array([s.as_py() for s in scalars])
-    for scalar in scalars:
-        if _family(scalar.type) != family:
-            raise TypeError(f"a {scalar.type} value cannot be compared with {column_type}")
-    typed = [s for s in (_exact(s, column_type) for s in scalars) if s is not None]
-    return pa.array([s.as_py() for s in typed], type=column_type)
-
-
-def _exact_or_inferred(scalar: pa.Scalar, column_type: pa.DataType) -> pa.Scalar:
-    exact = _exact(scalar, column_type)
-    if exact is not None:
-        return exact
-    if pa.types.is_timestamp(scalar.type) and pa.types.is_timestamp(column_type):
-        return scalar.cast(pa.timestamp(scalar.type.unit, column_type.tz))  # only the zone: Arrow compares units
-    return scalar
-
-
-def _exact(scalar: pa.Scalar, column_type: pa.DataType) -> pa.Scalar | None:
-    """``scalar`` cast to the column's type when both are of one kind and the cast loses nothing, else None."""
-    if scalar.type == column_type:
-        return scalar
-    if _family(scalar.type) != _family(column_type) or _family(column_type) is None:
-        return None
-    try:
-        return scalar.cast(column_type, safe=True)
-    except (pa.ArrowException, ValueError, TypeError, OverflowError):
-        return None
-
-
-def _family(arrow_type: pa.DataType) -> str | None:
-    """The kind of value, for deciding which conversions keep a predicate's meaning."""
-    t = pa.types
-    if t.is_integer(arrow_type) or t.is_floating(arrow_type) or t.is_decimal(arrow_type):
-        return "number"
-    if t.is_string(arrow_type) or t.is_large_string(arrow_type) or t.is_string_view(arrow_type):
-        return "string"
-    if t.is_binary(arrow_type) or t.is_large_binary(arrow_type) or t.is_fixed_size_binary(arrow_type):
-        return "binary"
-    if t.is_binary_view(arrow_type):
-        return "binary"
-    if t.is_timestamp(arrow_type) or t.is_date(arrow_type):
-        return "datetime"
-    if t.is_boolean(arrow_type):
-        return "boolean"
-    if t.is_time(arrow_type):
-        return "time"
-    return None
-
-
-def _check_comparable(column: str, op: str, raw: Any, value: Any, column_type: pa.DataType) -> None:
-    """Run the comparison on an empty column of the right type, so an impossible one fails now, not mid-read."""
-    if op in NULL_OPS:
-        return
-    empty = pa.array([], type=column_type)
-    try:
-        if op in SET_OPS:
-            pc.is_in(empty, value_set=value)
-        else:
-            pc.equal(empty, value) if op in ("=", "!=") else pc.less(empty, value)
-    except (pa.ArrowException, ValueError, TypeError) as exc:
-        raise InvalidConfig(
-            f"predicate ({column!r}, {op!r}, {raw!r}): a {type(raw).__name__} value cannot be compared with "
-            f"column {column!r} of type {column_type}"
-        ) from exc
-
-
-def _plain_value(predicate: BoundPredicate, raw: Any) -> Any:
-    if predicate.op in SET_OPS:
-        return tuple(raw)
-    return raw
-
-
 def _as_bound(
     predicates: Iterable[Sequence[Any]] | Sequence[BoundPredicate], schema: pa.Schema
 ) -> list[BoundPredicate]:
@@ -342,12 +293,3 @@ def _as_bound(
     if all(isinstance(p, BoundPredicate) for p in items):
         return items  # type: ignore[return-value]
     return bind(items, schema)
-
-
-def _has_nested_path(paths: Mapping[str, list[int]], name: str) -> bool:
-    prefix = name + "."
-    return any(path.startswith(prefix) for path in paths)
-
-
-def _is_nested(arrow_type: pa.DataType) -> bool:
-    return pa.types.is_nested(arrow_type)

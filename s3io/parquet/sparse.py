@@ -37,9 +37,9 @@ class SparseFile(io.RawIOBase):
         self.size = size
         self.url = url
         self._pos = 0
+        views = [(start, memoryview(data).cast("B")) for start, data in segments]
         kept: list[tuple[int, memoryview]] = []
-        for start, data in sorted(segments, key=lambda p: (p[0], -len(p[1]))):
-            view = memoryview(data).cast("B")
+        for start, view in sorted(views, key=lambda p: (p[0], -len(p[1]))):
             if start < 0 or start + len(view) > size:
                 raise ValueError(f"{url}: segment [{start}, {start + len(view)}) lies outside [0, {size})")
             if not kept or start + len(view) > kept[-1][0] + len(kept[-1][1]):
@@ -86,6 +86,12 @@ class SparseFile(io.RawIOBase):
             return self._views[i][offset : offset + end - start]
         return self._join(start, end)
 
+    def whole(self) -> memoryview | None:
+        """The whole object when one segment holds all of it, else None."""
+        if self._starts and self._starts[0] == 0 and self._ends[0] == self.size:
+            return self._views[0]
+        return None
+
     def covers(self, start: int, end: int) -> bool:
         """Whether every byte of [start, end) was fetched."""
         try:
@@ -108,9 +114,14 @@ class SparseFile(io.RawIOBase):
         return b"".join(pieces)
 
 
+def as_native_file(sparse: SparseFile) -> pa.NativeFile:
+    """An Arrow file over ``sparse``: a zero-copy BufferReader when one segment is the whole object, else PythonFile."""
+    whole = sparse.whole()
+    if whole is not None:
+        return pa.BufferReader(pa.py_buffer(whole))
+    return pa.PythonFile(sparse, mode="r")
+
+
 def open_source(size: int, segments: Iterable[tuple[int, Bytes]], url: str | None = None) -> pa.NativeFile:
-    """An Arrow file over fetched segments: a zero-copy BufferReader when one segment is the whole object."""
-    parts = list(segments)
-    if len(parts) == 1 and parts[0][0] == 0 and len(memoryview(parts[0][1])) == size:
-        return pa.BufferReader(pa.py_buffer(parts[0][1]))
-    return pa.PythonFile(SparseFile(size, parts, url), mode="r")
+    """An Arrow file over fetched segments of an object of ``size`` bytes (see ``as_native_file``)."""
+    return as_native_file(SparseFile(size, segments, url))

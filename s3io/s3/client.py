@@ -122,11 +122,14 @@ class S3Client:
                 on_chunk=on_chunk,
             )
             status = response.status
+        except asyncio.CancelledError:
+            status = "cancelled"
+            raise
         finally:
             self.metrics.request(operation, status, loop.time() - started)
             if body:
                 self.metrics.bytes_out += len(body)
-        self.metrics.bytes_in += len(response.body)
+        self.metrics.bytes_in += response.received
         if response.status >= 300 or (error_in_200 and response.body):
             code, message = xml.error_fields(response.body)
             if response.status >= 300 or code is not None:
@@ -151,6 +154,8 @@ class S3Client:
         Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
         object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
         """
+        if start is None and end is not None:
+            start = 0
         if start is not None and end is not None and start >= 0 and end <= start:
             if end < start:
                 raise errors.InvalidConfig(f"range: end ({end}) is before start ({start})", bucket=bucket, key=key)
@@ -393,7 +398,7 @@ class S3Client:
 class _RangeRead:
     """State of one ranged GET across attempts: bytes so far, the pinned ETag, the absolute offsets."""
 
-    __slots__ = ("abs_start", "bucket", "chunks", "end", "etag", "expected", "key", "received", "size", "start")
+    __slots__ = ("abs_start", "bucket", "chunks", "end", "etag", "expected", "key", "received", "size", "skip", "start")
 
     def __init__(self, bucket: str, key: str, start: int | None, end: int | None, etag: str | None) -> None:
         self.bucket = bucket
@@ -406,6 +411,7 @@ class _RangeRead:
         self.abs_start: int | None = start if start is not None and start >= 0 else None
         self.expected: int | None = None
         self.size: int | None = None
+        self.skip = 0  # leading bytes of a 200 answer to a suffix request that are not part of the tail
 
     def range_header(self) -> str | None:
         if self.abs_start is None:
@@ -413,6 +419,8 @@ class _RangeRead:
                 return None
             return f"bytes={self.start}"  # suffix range: start is -n, the header is bytes=-n
         first = self.abs_start + self.received
+        if first == 0 and self.end is None:
+            return None  # the whole object: no Range header (a Range on an empty object would be a 416)
         if self.end is not None:
             return f"bytes={first}-{self.end - 1}"
         if self.expected is not None:
@@ -425,7 +433,7 @@ class _RangeRead:
         etag = headers.get("ETag")
         if self.etag is None:
             self.etag = etag
-        elif etag is not None and etag.strip('"') != self.etag.strip('"'):
+        elif etag is not None and _bare_etag(etag) != _bare_etag(self.etag):
             raise errors.ObjectChanged(
                 f"object changed during the read (ETag {etag}, expected {self.etag})", bucket=self.bucket, key=self.key
             )
@@ -448,18 +456,29 @@ class _RangeRead:
                     key=self.key,
                 )
         elif status == 200:
-            if first != 0:
-                raise errors.Truncated(
-                    "server ignored the Range header and sent the whole object", bucket=self.bucket, key=self.key
+            if first != 0 or self.received:
+                raise errors.RequestError(
+                    "server ignored the Range header of a resumed read",
+                    bucket=self.bucket,
+                    key=self.key,
+                    code="RangeIgnored",
                 )
             length = int(headers.get("Content-Length", "0"))
-            self.abs_start = 0
             self.size = length
+            if self.start is not None and self.start < 0:  # a suffix request answered with the whole object
+                self.skip = max(0, length + self.start)
+            self.abs_start = self.skip
             want = length if self.end is None else min(self.end, length)
             if self.expected is None:
-                self.expected = want
+                self.expected = want - self.skip
 
     def add(self, chunk: bytes) -> None:
+        if self.skip:
+            dropped = min(self.skip, len(chunk))
+            chunk = chunk[dropped:]
+            self.skip -= dropped
+            if not chunk:
+                return
         if self.expected is not None and self.received + len(chunk) > self.expected:
             chunk = chunk[: self.expected - self.received]
         self.chunks.append(chunk)
@@ -498,6 +517,11 @@ def _info_from_headers(bucket: str, key: str, headers: CIMultiDictProxy[str]) ->
         etag=headers.get("ETag"),
         last_modified=parsedate_to_datetime(modified).timestamp() if modified else None,
     )
+
+
+def _bare_etag(etag: str) -> str:
+    """An ETag without a weak marker or quotes, for comparison."""
+    return etag.removeprefix("W/").strip('"')
 
 
 def _md5(data: bytes) -> str:

@@ -24,6 +24,7 @@ class Response:
     status: int
     headers: CIMultiDictProxy[str]
     body: bytes
+    received: int  # body bytes read off the wire, including those handed to ``on_chunk``
 
 
 async def exchange(
@@ -48,11 +49,13 @@ async def exchange(
         watchdog.start_stall_watch(policy.stall_timeout)
         content = response.content
         chunks: list[bytes] = []
+        received = 0
         while True:
             chunk = await content.readany()
             if not chunk:
                 break
             watchdog.progress()
+            received += len(chunk)
             if on_chunk is not None and response.status < 300:
                 on_chunk(chunk)
             else:
@@ -62,4 +65,4 @@ async def exchange(
         response.close()
         raise
     response.release()
-    return Response(response.status, response.headers, data)
+    return Response(response.status, response.headers, data, received)

@@ -1,9 +1,10 @@
 """The aiohttp session: a pooled connector whose sockets carry the policy's TCP options.
 
-aiohttp's own timeouts are off except ``connect`` (pool acquire + TCP connect, timer-based inside
-aiohttp); every later phase is bounded by s3io's watchdog. Bodies are not decompressed: bytes are bytes.
-aiohttp's hidden retry of a failed pooled connection is switched off: every attempt is s3io's own, so it
-is counted, budgeted and logged.
+aiohttp's own timeouts are off except ``sock_connect`` (the TCP connect, timer-based inside aiohttp);
+every later phase is bounded by s3io's watchdog. The pool never queues: the attempt runner hands out at
+most ``max_connections`` attempt slots, so waiting for a connection never burns an attempt's deadline.
+Bodies are not decompressed: bytes are bytes. aiohttp's hidden retry of a failed pooled connection is
+switched off: every attempt is s3io's own, so it is counted, budgeted and logged.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ def make_session(policy: Policy) -> aiohttp.ClientSession:
         keepalive_timeout=15.0,
         socket_factory=socket_factory(policy),
     )
-    timeout = aiohttp.ClientTimeout(
-        total=None, connect=policy.connect_timeout, sock_connect=policy.connect_timeout, sock_read=None
-    )
+    timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=policy.connect_timeout, sock_read=None)
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,

@@ -1,0 +1,549 @@
+"""RangeEngine: reads byte ranges and whole objects through S3Client with coalescing, parallel parts, a
+concurrency limit, a memory budget, single-flight deduplication, hedging, and one task per streamed request.
+
+Composition of one GET, outermost first: byte budget (reserved per call before any GET) → single-flight
+(identical GETs in flight are shared) → concurrency slot → hedge → ``S3Client.get_object`` (deadlines,
+retries, ETag-pinned resume).
+
+Version safety: every GET of one read is pinned with If-Match to ``obj.etag`` when known; otherwise to the
+ETag this engine first saw for that object (kept in a bounded map, so a footer and the column chunks read
+in later calls come from one version), else to the first response of the read. GETs issued in parallel
+before any ETag is known are compared afterwards: differing ETags or sizes raise ObjectChanged. Partial
+data is never returned: any failed part fails the call with an error naming the object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from s3io import errors
+from s3io.engine.budget import ByteBudget, Lease
+from s3io.engine.config import EngineConfig
+from s3io.engine.hedge import Hedger
+from s3io.engine.ranges import Range, check_range, merge_ranges, slice_merged, split_range
+from s3io.engine.singleflight import SingleFlight
+from s3io.engine.tasks import gather_all
+from s3io.s3.client import S3Client
+from s3io.s3.types import GetResult, ObjectInfo
+
+UNKNOWN_SIZE = -1  # ObjectInfo.size of an object whose size is not known (e.g. built from a path alone)
+MAX_LEARNED_PINS = 4096
+
+Result = bytes | list[bytes]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Request:
+    """One item of ``RangeEngine.stream``: some ranges of an object, or the whole object (``ranges=None``).
+
+    Compared by identity: the stream yields back this very object with its result.
+    """
+
+    obj: ObjectInfo
+    ranges: tuple[Range, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.ranges is not None:
+            object.__setattr__(self, "ranges", tuple((start, end) for start, end in self.ranges))
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """What the engine did so far; the client's ``stats()`` counts the HTTP requests themselves."""
+
+    calls: int = 0  # reads asked of the engine (fetch_* calls and stream items)
+    ranges_requested: int = 0
+    bytes_requested: int = 0
+    merged_ranges: int = 0  # non-empty requested ranges after coalescing
+    coalesced_ranges: int = 0  # requested ranges that shared a GET with another
+    gets: int = 0  # GETs issued by the engine (not counting hedges and the client's retries)
+    shared_gets: int = 0  # GETs avoided because an identical one was in flight
+    cache_hits: int = 0
+    bytes_fetched: int = 0
+    hedges: int = 0
+    hedge_wins: int = 0
+    reserved: int = 0
+    peak_reserved: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"calls={self.calls} ranges={self.ranges_requested} merged={self.merged_ranges} gets={self.gets} "
+            f"shared={self.shared_gets} cache_hits={self.cache_hits} bytes_requested={self.bytes_requested} "
+            f"bytes_fetched={self.bytes_fetched} hedges={self.hedges} peak_reserved={self.peak_reserved}"
+        )
+
+
+@dataclass(slots=True)
+class _Counters:
+    calls: int = 0
+    ranges_requested: int = 0
+    bytes_requested: int = 0
+    merged_ranges: int = 0
+    coalesced_ranges: int = 0
+    gets: int = 0
+    bytes_fetched: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _RangePlan:
+    """The GETs for one fetch_ranges call: merged ranges, or the whole (small, known-size) object."""
+
+    merged: list[Range]
+    whole: bool
+    fetch_bytes: int
+
+
+class _Identity:
+    """The version of one object across the GETs of one read: every response must agree on ETag and size."""
+
+    __slots__ = ("etag", "obj", "size")
+
+    def __init__(self, obj: ObjectInfo, pin: str | None) -> None:
+        self.obj = obj
+        self.etag = pin
+        self.size: int | None = obj.size if obj.size >= 0 else None
+
+    def verify(self, result: GetResult) -> None:
+        if result.etag is not None:
+            if self.etag is None:
+                self.etag = result.etag
+            elif result.etag.strip('"') != self.etag.strip('"'):
+                raise errors.ObjectChanged(
+                    f"object changed between GETs of one read (ETag {result.etag}, expected {self.etag})",
+                    bucket=self.obj.bucket,
+                    key=self.obj.key,
+                )
+        if result.object_size is not None:
+            if self.size is None:
+                self.size = result.object_size
+            elif result.object_size != self.size:
+                raise errors.ObjectChanged(
+                    f"object is {result.object_size} bytes, expected {self.size}",
+                    bucket=self.obj.bucket,
+                    key=self.obj.key,
+                )
+
+
+@dataclass(eq=False, slots=True)
+class _Slot:
+    """A launched stream item: its request, its lease, its task (or the error that stopped the launcher)."""
+
+    index: int
+    request: Request | None = None
+    lease: Lease | None = None
+    task: asyncio.Task[Result] | None = None
+    error: BaseException | None = None
+    end: bool = False
+
+
+@dataclass(slots=True)
+class _StreamState:
+    """The launched, not yet consumed items of one stream, and its launcher task."""
+
+    live: deque[_Slot] = field(default_factory=deque)
+    failed_at: int | None = None
+    launcher: asyncio.Task[None] | None = None
+
+    def abort(self) -> list[asyncio.Task[Any]]:
+        """Cancel the launcher and every unconsumed item, release their budget; returns the tasks to await."""
+        tasks: list[asyncio.Task[Any]] = []
+        if self.launcher is not None:
+            self.launcher.cancel()
+            tasks.append(self.launcher)
+        for slot in self.live:
+            if slot.task is not None:
+                slot.task.cancel()
+                tasks.append(slot.task)
+            if slot.lease is not None:
+                slot.lease.release()
+        self.live.clear()
+        return tasks
+
+
+class RangeEngine:
+    """Range reads of S3 objects for the parquet layer; one event loop (like its S3Client)."""
+
+    def __init__(self, client: S3Client, config: EngineConfig | None = None) -> None:
+        self.client = client
+        self.config = config if config is not None else EngineConfig()
+        self.budget = ByteBudget(self.config.memory_budget)
+        self.hedger = Hedger(
+            enabled=self.config.hedge_enabled,
+            delay=self.config.hedge_delay,
+            max_fraction=self.config.hedge_max_fraction,
+            max_size=self.config.whole_object_threshold,
+            metrics=client.metrics,
+        )
+        self._slots = asyncio.Semaphore(self.config.max_concurrency)
+        self._flights: SingleFlight[tuple[Any, ...], GetResult] = SingleFlight(
+            max_bytes=self.config.cache_bytes, size_of=lambda result: len(result.data)
+        )
+        self._pins: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._counters = _Counters()
+
+    def __repr__(self) -> str:
+        return f"RangeEngine({self.client!r}, {self.config.describe()})"
+
+    def stats(self) -> EngineStats:
+        """A snapshot of the engine's counters (see EngineStats)."""
+        c = self._counters
+        return EngineStats(
+            calls=c.calls,
+            ranges_requested=c.ranges_requested,
+            bytes_requested=c.bytes_requested,
+            merged_ranges=c.merged_ranges,
+            coalesced_ranges=c.coalesced_ranges,
+            gets=c.gets,
+            shared_gets=self._flights.joins,
+            cache_hits=self._flights.hits,
+            bytes_fetched=c.bytes_fetched,
+            hedges=self.hedger.hedges,
+            hedge_wins=self.hedger.hedge_wins,
+            reserved=self.budget.reserved,
+            peak_reserved=self.budget.peak,
+        )
+
+    # ----------------------------------------------------------------- public reads
+
+    async def fetch_ranges(self, obj: ObjectInfo, ranges: Sequence[Range]) -> list[bytes]:
+        """The bytes of each ``[start, end)`` range, in request order; all or nothing."""
+        reservation, run = self._prepare_ranges(obj, list(ranges))
+        return await self._direct(obj, reservation, run)
+
+    async def fetch_object(self, obj: ObjectInfo) -> bytes:
+        """The whole object: one GET when the size is known and at most part_size, else parallel parts."""
+        reservation, run = self._prepare_object(obj)
+        return await self._direct(obj, reservation, run)
+
+    async def fetch_tail(self, obj: ObjectInfo, n: int) -> tuple[bytes, int]:
+        """The last ``n`` bytes (all of a smaller object) and the object's size; a suffix GET if size is unknown."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise errors.InvalidConfig(
+                f"tail: n must be a whole number >= 1, got {n!r}", bucket=obj.bucket, key=obj.key
+            )
+        if obj.size >= 0:
+            start = max(0, obj.size - n)
+            reservation, run = self._prepare_ranges(obj, [(start, obj.size)])
+            data = await self._direct(obj, reservation, run)
+            return data[0], obj.size
+
+        async def tail(lease: Lease) -> tuple[bytes, int]:
+            return await self._read_tail(obj, n, lease)
+
+        return await self._direct(obj, n, tail)
+
+    async def stream(self, requests: Iterable[Request]) -> AsyncIterator[tuple[Request, Result]]:
+        """``(request, result)`` for each request, in request order; each request is fetched by its own task.
+
+        ``result`` is ``bytes`` for a whole-object request and ``list[bytes]`` for a ranges request.
+        Look-ahead is bounded by bytes (the engine's budget and this stream's window, stream_window) and by
+        count (2 x max_concurrency requests). Budget contract: the bytes of a result stay reserved until
+        the consumer asks for the next item (or closes the stream); keeping a result longer than that is
+        the consumer's own memory. An error stops the stream at the failed request (earlier results are
+        yielded first) and names the object; later requests are cancelled. The stream belongs to the task
+        that first iterates it: when that task ends (cancelled or not), or the stream is closed (``aclose``,
+        ``contextlib.aclosing``), every outstanding task is cancelled and its budget released. One task
+        consuming several streams in lockstep must keep their windows together below memory_budget.
+        """
+        window = ByteBudget(self.config.effective_stream_window)
+        lookahead = asyncio.Semaphore(2 * self.config.max_concurrency)
+        queue: asyncio.Queue[_Slot] = asyncio.Queue()
+        state = _StreamState()
+        state.launcher = asyncio.get_running_loop().create_task(self._launch(requests, window, lookahead, queue, state))
+        consumer = asyncio.current_task()
+
+        def consumer_done(_: object) -> None:
+            state.abort()
+
+        if consumer is not None:
+            consumer.add_done_callback(consumer_done)
+        try:
+            while True:
+                slot = await queue.get()
+                if slot.end:
+                    return
+                if slot.error is not None:
+                    raise slot.error
+                assert slot.task is not None and slot.request is not None and slot.lease is not None
+                result = await slot.task
+                try:
+                    yield slot.request, result
+                finally:
+                    slot.lease.release()
+                    lookahead.release()
+                    if state.live and state.live[0] is slot:
+                        state.live.popleft()
+        finally:
+            if consumer is not None:
+                consumer.remove_done_callback(consumer_done)
+            await asyncio.gather(*state.abort(), return_exceptions=True)
+
+    # ----------------------------------------------------------------- planning
+
+    def _prepare_ranges(self, obj: ObjectInfo, ranges: list[Range]) -> tuple[int, Callable[[Lease], Awaitable[Any]]]:
+        plan = self._plan_ranges(obj, ranges)
+
+        async def run(lease: Lease) -> list[bytes]:
+            return await self._read_ranges(obj, ranges, plan)
+
+        return plan.fetch_bytes, run
+
+    def _prepare_object(self, obj: ObjectInfo) -> tuple[int, Callable[[Lease], Awaitable[Any]]]:
+        async def run(lease: Lease) -> bytes:
+            return await self._read_object(obj, lease)
+
+        return (obj.size if obj.size >= 0 else self.config.part_size), run
+
+    def _plan_ranges(self, obj: ObjectInfo, ranges: list[Range]) -> _RangePlan:
+        try:
+            for start, end in ranges:
+                check_range(start, end)
+        except errors.InvalidConfig as exc:
+            raise exc.with_context(bucket=obj.bucket, key=obj.key) from None
+        if obj.size >= 0:
+            for start, end in ranges:
+                if end > obj.size:
+                    raise errors.InvalidConfig(
+                        f"range ({start}, {end}) ends past the end of the object ({obj.size} bytes)",
+                        bucket=obj.bucket,
+                        key=obj.key,
+                    )
+        if not any(end > start for start, end in ranges):
+            return _RangePlan([], False, 0)
+        if 0 <= obj.size <= self.config.whole_object_threshold:
+            return _RangePlan([(0, obj.size)], True, obj.size)
+        merged = merge_ranges(ranges, self.config.coalesce_gap)
+        return _RangePlan(merged, False, sum(end - start for start, end in merged))
+
+    # ----------------------------------------------------------------- execution
+
+    async def _direct(self, obj: ObjectInfo, reservation: int, run: Callable[[Lease], Awaitable[Any]]) -> Any:
+        """Run one read under its own lease on the engine budget, released when the result is returned."""
+        lease = Lease(self.budget)
+        try:
+            await lease.resize(reservation)
+            return await _named(obj, run(lease))
+        finally:
+            lease.release()
+
+    async def _read_ranges(self, obj: ObjectInfo, ranges: list[Range], plan: _RangePlan) -> list[bytes]:
+        c = self._counters
+        c.calls += 1
+        c.ranges_requested += len(ranges)
+        c.bytes_requested += sum(end - start for start, end in ranges)
+        if not plan.merged:
+            return [b""] * len(ranges)
+        nonempty = sum(1 for start, end in ranges if end > start)
+        c.merged_ranges += len(plan.merged)
+        c.coalesced_ranges += max(0, nonempty - len(plan.merged)) if not plan.whole else max(0, nonempty - 1)
+        identity = self._identity(obj)
+        if plan.whole:
+            blobs = [await self._read_whole(obj, identity)]
+        else:
+            blobs = await gather_all([self._read_span(obj, start, end, identity) for start, end in plan.merged])
+        self._learn(obj, identity)
+        return slice_merged(ranges, plan.merged, blobs)
+
+    async def _read_object(self, obj: ObjectInfo, lease: Lease) -> bytes:
+        self._counters.calls += 1
+        identity = self._identity(obj)
+        part_size = self.config.part_size
+        if 0 <= obj.size <= part_size:
+            data = await self._read_whole(obj, identity)
+        elif obj.size > part_size:
+            data = await self._read_span(obj, 0, obj.size, identity)
+        else:
+            data = await self._read_unknown_size(obj, identity, lease)
+        self._counters.bytes_requested += len(data)
+        self._learn(obj, identity)
+        return data
+
+    async def _read_unknown_size(self, obj: ObjectInfo, identity: _Identity, lease: Lease) -> bytes:
+        """First part learns the size from Content-Range; the rest follow in parallel, pinned to its ETag."""
+        part_size = self.config.part_size
+        first = await self._get_or_whole(obj, 0, part_size, identity)
+        size = identity.size if identity.size is not None else len(first.data)
+        if size <= part_size:
+            await lease.resize(len(first.data))
+            return first.data
+        await lease.resize(size)
+        rest = await self._read_span(obj, part_size, size, identity)
+        return first.data + rest
+
+    async def _read_tail(self, obj: ObjectInfo, n: int, lease: Lease) -> tuple[bytes, int]:
+        self._counters.calls += 1
+        identity = self._identity(obj)
+        result = await self._get_or_whole(obj, -n, None, identity)
+        size = identity.size if identity.size is not None else len(result.data)
+        data = result.data
+        if len(data) > n:
+            data = data[-n:]
+        if len(data) != min(n, size):
+            raise errors.Truncated(
+                f"suffix GET returned {len(data)} bytes, expected {min(n, size)}", bucket=obj.bucket, key=obj.key
+            )
+        await lease.resize(len(data))
+        self._counters.ranges_requested += 1
+        self._counters.bytes_requested += len(data)
+        self._learn(obj, identity)
+        return data, size
+
+    async def _read_whole(self, obj: ObjectInfo, identity: _Identity) -> bytes:
+        """One GET without a Range header; the size must match the one we were told (if any)."""
+        result = await self._get(obj, None, None, identity, exact=False)
+        if identity.size is not None and len(result.data) != identity.size:
+            raise errors.Truncated(
+                f"GET returned {len(result.data)} bytes of a {identity.size}-byte object",
+                bucket=obj.bucket,
+                key=obj.key,
+            )
+        return result.data
+
+    async def _read_span(self, obj: ObjectInfo, start: int, end: int, identity: _Identity) -> bytes:
+        """``[start, end)`` as part_size parts fetched concurrently and joined in offset order."""
+        parts = split_range(start, end, self.config.part_size)
+        results = await gather_all([self._get(obj, s, e, identity) for s, e in parts])
+        if len(results) == 1:
+            return results[0].data
+        return b"".join(result.data for result in results)
+
+    async def _get_or_whole(self, obj: ObjectInfo, start: int, end: int | None, identity: _Identity) -> GetResult:
+        """A GET whose range may not fit the object; S3 answers 416 for any range of an empty object."""
+        try:
+            return await self._get(obj, start, end, identity, exact=False)
+        except errors.RequestError as exc:
+            if exc.status != 416:
+                raise
+        return await self._get(obj, None, None, identity, exact=False)
+
+    async def _get(
+        self, obj: ObjectInfo, start: int | None, end: int | None, identity: _Identity, *, exact: bool = True
+    ) -> GetResult:
+        """One GET through single-flight, pinned to the read's ETag; checked against the read's identity."""
+        pin = identity.etag
+        key = (obj.bucket, obj.key, pin, start, end)
+        result = await self._flights.get(key, lambda: self._issue(obj, start, end, identity), cache=pin is not None)
+        identity.verify(result)
+        if exact and start is not None and end is not None and len(result.data) != end - start:
+            size = identity.size
+            if size is not None and end > size:
+                raise errors.InvalidConfig(
+                    f"range ({start}, {end}) ends past the end of the object ({size} bytes)",
+                    bucket=obj.bucket,
+                    key=obj.key,
+                )
+            raise errors.Truncated(
+                f"GET of ({start}, {end}) returned {len(result.data)} bytes", bucket=obj.bucket, key=obj.key
+            )
+        return result
+
+    async def _issue(self, obj: ObjectInfo, start: int | None, end: int | None, identity: _Identity) -> GetResult:
+        """The GET itself: a concurrency slot, then the hedger around S3Client.get_object.
+
+        The pin is read once the slot is ours: a part that waited for a slot is pinned to the ETag of any
+        part of the same read that answered meanwhile.
+        """
+        if start is not None and start < 0:
+            size: int | None = -start
+        elif start is not None and end is not None:
+            size = end - start
+        else:
+            size = obj.size if obj.size >= 0 else None
+        async with self._slots:
+            pin = identity.etag
+            self._counters.gets += 1
+            result = await self.hedger.run(
+                lambda: self.client.get_object(obj.bucket, obj.key, start, end, if_match=pin), size
+            )
+            identity.verify(result)
+        self._counters.bytes_fetched += len(result.data)
+        return result
+
+    # ----------------------------------------------------------------- stream plumbing
+
+    async def _launch(
+        self,
+        requests: Iterable[Request],
+        window: ByteBudget,
+        lookahead: asyncio.Semaphore,
+        queue: asyncio.Queue[_Slot],
+        state: _StreamState,
+    ) -> None:
+        """Reserve (window, then engine budget) and start one task per request, in order, ahead of the consumer."""
+        index = 0
+        try:
+            for index, request in enumerate(requests):
+                if not isinstance(request, Request):
+                    raise errors.InvalidConfig(f"stream: expected Request items, got {type(request).__name__}")
+                obj = request.obj
+                if request.ranges is None:
+                    reservation, run = self._prepare_object(obj)
+                else:
+                    reservation, run = self._prepare_ranges(obj, list(request.ranges))
+                await lookahead.acquire()
+                slot = _Slot(index, request, Lease(window, self.budget))
+                state.live.append(slot)
+                assert slot.lease is not None
+                await slot.lease.resize(reservation)
+                if state.failed_at is not None:
+                    return
+                slot.task = asyncio.get_running_loop().create_task(_named(obj, run(slot.lease)))
+                slot.task.add_done_callback(lambda task, slot=slot: self._item_done(state, slot, task))
+                queue.put_nowait(slot)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            queue.put_nowait(_Slot(index, error=exc))
+            return
+        queue.put_nowait(_Slot(index + 1, end=True))
+
+    @staticmethod
+    def _item_done(state: _StreamState, slot: _Slot, task: asyncio.Task[Result]) -> None:
+        """A failed item stops the stream there: items after it are cancelled and their budget released."""
+        if task.cancelled() or task.exception() is None:
+            if task.cancelled() and slot.lease is not None:
+                slot.lease.release()
+            return
+        if slot.lease is not None:
+            slot.lease.release()
+        if state.failed_at is None or slot.index < state.failed_at:
+            state.failed_at = slot.index
+        if state.launcher is not None:
+            state.launcher.cancel()
+        for other in state.live:
+            if other.index > slot.index and other.task is not None:
+                other.task.cancel()
+
+    # ----------------------------------------------------------------- version pins
+
+    def _identity(self, obj: ObjectInfo) -> _Identity:
+        pin = obj.etag or self._pins.get((obj.bucket, obj.key))
+        return _Identity(obj, pin)
+
+    def _learn(self, obj: ObjectInfo, identity: _Identity) -> None:
+        """Remember the ETag of an object read without one, so later reads of it see the same version."""
+        if obj.etag is not None or identity.etag is None:
+            return
+        key = (obj.bucket, obj.key)
+        self._pins[key] = identity.etag
+        self._pins.move_to_end(key)
+        while len(self._pins) > MAX_LEARNED_PINS:
+            self._pins.popitem(last=False)
+
+    def forget(self, obj: ObjectInfo) -> None:
+        """Drop the learned ETag of an object, so the next read without an ETag accepts its current version."""
+        self._pins.pop((obj.bucket, obj.key), None)
+
+
+async def _named(obj: ObjectInfo, work: Awaitable[Any]) -> Any:
+    """Await ``work``; any failure comes out as an S3IOError naming the object."""
+    try:
+        return await work
+    except errors.S3IOError as exc:
+        raise exc.with_context(bucket=obj.bucket, key=obj.key) from exc.__cause__
+    except Exception as exc:
+        raise errors.S3IOError(f"read failed: {exc!r}", bucket=obj.bucket, key=obj.key, cause=exc) from exc

@@ -1,0 +1,90 @@
+"""Decode chosen row groups and columns of one parquet file into Arrow record batches; no I/O beyond the source.
+
+Uses ``ParquetFile.iter_batches`` one row group at a time rather than ``read_row_group(...).to_batches()``:
+measured here (9 interleaved runs, 2 shared cores; 61 MB file, 5 row groups, int64/double/int64/string columns)
+the speed is the same for all columns (median 151 vs 152 ms) and 10% lower for two numeric columns (13.0 vs
+11.8 ms, both > 4 GB/s), while the peak Arrow memory pool is 3.7x smaller (15 MB vs 55 MB): a row group is
+never materialised whole. A 110 KB file decodes in 0.31 ms either way (~0.5 ms through a SparseFile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from s3io.errors import CorruptFile
+from s3io.parquet.leaves import top_level_leaves
+from s3io.parquet.naming import file_error
+from s3io.parquet.sparse import Bytes, SparseFile, as_native_file
+
+DEFAULT_BATCH_SIZE = 65536
+_DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
+
+
+def as_arrow_source(source: pa.NativeFile | SparseFile | Bytes) -> pa.NativeFile:
+    """An Arrow file for ``source``: a NativeFile as is, a SparseFile via ``as_native_file``, bytes zero-copy."""
+    if isinstance(source, pa.NativeFile):
+        return source
+    if isinstance(source, SparseFile):
+        return as_native_file(source)
+    return pa.BufferReader(pa.py_buffer(source))
+
+
+def present_columns(metadata: pq.FileMetaData, columns: Sequence[str] | None) -> list[str] | None:
+    """The requested top-level columns this file has, in request order (None: all columns)."""
+    if columns is None:
+        return None
+    have = top_level_leaves(metadata)
+    return [name for name in dict.fromkeys(columns) if name in have]
+
+
+def decode(
+    source: pa.NativeFile | SparseFile | Bytes,
+    metadata: pq.FileMetaData,
+    row_groups: Sequence[int],
+    columns: Sequence[str] | None,
+    *,
+    url: str | None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of the chosen row groups (in the given order) and top-level columns (None: all).
+
+    Batches carry the file's own types, columns in file order; requested columns the file lacks are left out
+    (``schema.conform`` adds them as nulls). Decode failures raise CorruptFile naming ``url``, the row group and,
+    when one column alone fails, that column. A read of bytes that were never fetched raises ``RangeNotFetched``.
+    """
+    wanted = present_columns(metadata, columns)
+    try:
+        reader = pq.ParquetFile(as_arrow_source(source), metadata=metadata, pre_buffer=False, buffer_size=0)
+    except _DECODE_ERRORS as exc:
+        raise file_error(CorruptFile, "cannot open parquet file", url, cause=exc) from exc
+    for row_group in row_groups:
+        if not 0 <= row_group < metadata.num_row_groups:
+            raise IndexError(f"{url}: row group {row_group} out of range (file has {metadata.num_row_groups})")
+        try:
+            yield from reader.iter_batches(
+                batch_size=batch_size, row_groups=[row_group], columns=wanted, use_threads=False
+            )
+        except _DECODE_ERRORS as exc:
+            raise _decode_error(reader, row_group, wanted, url, exc) from exc
+
+
+def _decode_error(
+    reader: pq.ParquetFile, row_group: int, columns: list[str] | None, url: str | None, exc: BaseException
+) -> CorruptFile:
+    """CorruptFile for a failed row group, naming the column when decoding it alone fails too."""
+    names = columns if columns is not None else reader.schema_arrow.names
+    culprit = None
+    if len(names) > 1:
+        for name in names:
+            try:
+                reader.read_row_group(row_group, columns=[name], use_threads=False)
+            except _DECODE_ERRORS:
+                culprit = name
+                break
+    elif names:
+        culprit = names[0]
+    where = f"row group {row_group}" + (f", column {culprit!r}" if culprit is not None else "")
+    return file_error(CorruptFile, f"cannot decode {where}", url, cause=exc)

@@ -1,0 +1,238 @@
+"""One read schema for many files, and batches conformed to it, so every batch of a dataset has the same schema.
+
+Unification rules (Spark-like, lossless where Spark is):
+- fields are matched by name, first-seen order; a field missing from some file is nullable; nested structs merge
+  the same way, lists and maps unify their element types;
+- types are made plain first: dictionary -> its value type, large/view strings -> string, large/view binary ->
+  binary, large lists / list views -> list, date64 -> date32 (what Spark accepts);
+- integers widen to the narrowest type holding both (int8+int32 -> int32, uint32+int8 -> int64; uint64 with a
+  signed type is a mismatch); floats widen (float32+float64 -> float64); integer + float -> float64;
+- decimals widen to hold both integer parts and the larger scale (max 76 digits); an integer joins a decimal as
+  decimal(3|5|10|20, 0) by width, as Spark does; decimal + float -> float64;
+- timestamps take the finer unit; both must be naive or both zoned (the first file's zone wins: same instants);
+  times and durations take the finer unit;
+- anything else (string vs int, bool vs int, naive vs zoned) raises SchemaMismatch naming both files and the column.
+Schema-level metadata (e.g. pandas') is dropped: it describes one file, not the union.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from s3io.errors import SchemaMismatch
+from s3io.parquet.naming import file_error
+
+Data = TypeVar("Data", pa.RecordBatch, pa.Table)
+
+_UNIT_ORDER = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+_DECIMAL_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+class _Incompatible(Exception):
+    """Two types cannot be unified; ``path`` names the (nested) column."""
+
+    def __init__(self, path: str, left: pa.DataType, right: pa.DataType) -> None:
+        self.path, self.left, self.right = path, left, right
+        super().__init__(path)
+
+
+def file_schema(metadata: pq.FileMetaData) -> pa.Schema:
+    """The Arrow schema pyarrow reads the file with (honours a stored ARROW:schema)."""
+    return metadata.schema.to_arrow_schema()
+
+
+def unify_schemas(schemas: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:
+    """The read schema of files given as ``(url, schema)``: union of fields, widened types (see module doc)."""
+    fields: dict[str, pa.Field] = {}
+    origin: dict[str, str] = {}
+    seen_in: dict[str, int] = {}
+    for url, schema in schemas:
+        for field in schema:
+            if field.name not in fields:
+                fields[field.name] = plain_field(field)
+                origin[field.name] = url
+                seen_in[field.name] = 0
+            else:
+                try:
+                    fields[field.name] = _merge_fields(fields[field.name], field, field.name)
+                except _Incompatible as exc:
+                    raise SchemaMismatch(
+                        f"column {exc.path!r} is {exc.left} in {origin[field.name]} but {exc.right} in {url}"
+                    ) from None
+            seen_in[field.name] += 1
+    total = len(schemas)
+    return pa.schema([field if seen_in[name] == total else field.with_nullable(True) for name, field in fields.items()])
+
+
+def plain_type(arrow_type: pa.DataType) -> pa.DataType:
+    """The type as the read schema carries it: no dictionaries, no large/view variants, date32 for dates."""
+    t = pa.types
+    if t.is_dictionary(arrow_type):
+        return plain_type(arrow_type.value_type)
+    if t.is_large_string(arrow_type) or t.is_string_view(arrow_type):
+        return pa.string()
+    if t.is_large_binary(arrow_type) or t.is_binary_view(arrow_type):
+        return pa.binary()
+    if t.is_date64(arrow_type):
+        return pa.date32()
+    if t.is_struct(arrow_type):
+        return pa.struct([plain_field(arrow_type.field(i)) for i in range(arrow_type.num_fields)])
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_list_view(arrow_type):
+        return pa.list_(plain_field(arrow_type.value_field))
+    if t.is_large_list_view(arrow_type):
+        return pa.list_(plain_field(arrow_type.value_field))
+    if t.is_fixed_size_list(arrow_type):
+        return pa.list_(plain_field(arrow_type.value_field), arrow_type.list_size)
+    if t.is_map(arrow_type):
+        return pa.map_(plain_field(arrow_type.key_field), plain_field(arrow_type.item_field), arrow_type.keys_sorted)
+    return arrow_type
+
+
+def plain_field(field: pa.Field) -> pa.Field:
+    return field.with_type(plain_type(field.type))
+
+
+def _merge_fields(left: pa.Field, right: pa.Field, path: str) -> pa.Field:
+    merged = unify_types(left.type, plain_type(right.type), path)
+    return left.with_type(merged).with_nullable(left.nullable or right.nullable)
+
+
+def unify_types(left: pa.DataType, right: pa.DataType, path: str = "") -> pa.DataType:
+    """The common read type of two plain types; raises _Incompatible (caught by unify_schemas) otherwise."""
+    t = pa.types
+    if left == right:
+        return left
+    if t.is_null(left):
+        return right
+    if t.is_null(right):
+        return left
+    if t.is_integer(left) and t.is_integer(right):
+        return _common_integer(left, right) or _fail(path, left, right)
+    if _is_number(left) and _is_number(right):
+        if t.is_floating(left) and t.is_floating(right):
+            return left if left.bit_width >= right.bit_width else right
+        if t.is_floating(left) or t.is_floating(right):
+            return pa.float64()
+        return _common_decimal(_as_decimal(left), _as_decimal(right)) or _fail(path, left, right)
+    if t.is_timestamp(left) and t.is_timestamp(right):
+        if (left.tz is None) != (right.tz is None):
+            _fail(path, left, right)
+        return pa.timestamp(_finer(left.unit, right.unit), left.tz)
+    if t.is_time(left) and t.is_time(right):
+        unit = _finer(left.unit, right.unit)
+        return pa.time32(unit) if unit in ("s", "ms") else pa.time64(unit)
+    if t.is_duration(left) and t.is_duration(right):
+        return pa.duration(_finer(left.unit, right.unit))
+    if t.is_struct(left) and t.is_struct(right):
+        return _merge_structs(left, right, path)
+    if t.is_list(left) and t.is_list(right):
+        value = unify_types(left.value_type, right.value_type, f"{path}[]")
+        return pa.list_(left.value_field.with_type(value).with_nullable(_either_nullable(left, right)))
+    if t.is_fixed_size_list(left) and t.is_fixed_size_list(right) and left.list_size == right.list_size:
+        value = unify_types(left.value_type, right.value_type, f"{path}[]")
+        return pa.list_(left.value_field.with_type(value), left.list_size)
+    if t.is_map(left) and t.is_map(right):
+        key = unify_types(left.key_type, right.key_type, f"{path}.key")
+        item = unify_types(left.item_type, right.item_type, f"{path}.value")
+        return pa.map_(left.key_field.with_type(key), left.item_field.with_type(item).with_nullable(True))
+    return _fail(path, left, right)
+
+
+def _merge_structs(left: pa.StructType, right: pa.StructType, path: str) -> pa.StructType:
+    fields = {left.field(i).name: left.field(i) for i in range(left.num_fields)}
+    right_fields = {right.field(i).name: right.field(i) for i in range(right.num_fields)}
+    merged = []
+    for name, field in fields.items():
+        other = right_fields.get(name)
+        if other is None:
+            merged.append(field.with_nullable(True))
+        else:
+            merged.append(_merge_fields(field, other, f"{path}.{name}"))
+    merged.extend(field.with_nullable(True) for name, field in right_fields.items() if name not in fields)
+    return pa.struct(merged)
+
+
+def _either_nullable(left: pa.DataType, right: pa.DataType) -> bool:
+    return left.value_field.nullable or right.value_field.nullable
+
+
+def _is_number(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
+
+
+def _common_integer(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
+    """The narrowest integer type holding every value of both, or None (uint64 with a signed type)."""
+    left_signed, right_signed = pa.types.is_signed_integer(left), pa.types.is_signed_integer(right)
+    if left_signed == right_signed:
+        return left if left.bit_width >= right.bit_width else right
+    signed, unsigned = (left, right) if left_signed else (right, left)
+    bits = max(signed.bit_width, 2 * unsigned.bit_width)
+    return getattr(pa, f"int{bits}")() if bits <= 64 else None
+
+
+def _as_decimal(arrow_type: pa.DataType) -> pa.DataType:
+    if pa.types.is_decimal(arrow_type):
+        return arrow_type
+    return pa.decimal128(_DECIMAL_DIGITS[arrow_type.bit_width], 0)
+
+
+def _common_decimal(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
+    scale = max(left.scale, right.scale)
+    precision = max(left.precision - left.scale, right.precision - right.scale) + scale
+    if precision <= 38:
+        return pa.decimal128(precision, scale)
+    return pa.decimal256(precision, scale) if precision <= 76 else None
+
+
+def _finer(left: str, right: str) -> str:
+    return left if _UNIT_ORDER[left] >= _UNIT_ORDER[right] else right
+
+
+def _fail(path: str, left: pa.DataType, right: pa.DataType) -> pa.DataType:
+    raise _Incompatible(path, left, right)
+
+
+def conform(data: Data, target: pa.Schema, *, url: str | None = None) -> Data:
+    """``data`` with exactly the ``target`` schema: columns reordered, missing ones null, types safely cast.
+
+    Columns not in the target are dropped. A failed cast, or nulls in a non-nullable target column, raise
+    SchemaMismatch naming ``url`` and the column. Returns ``data`` itself when it already matches.
+    """
+    if data.schema.equals(target):
+        return data
+    names = data.schema.names
+    columns = []
+    for field in target:
+        if field.name in names:
+            column = data.column(names.index(field.name))
+            if column.type != field.type:
+                try:
+                    column = column.cast(field.type, safe=True)
+                except (pa.ArrowException, ValueError, TypeError) as exc:
+                    message = f"column {field.name!r} cannot be cast from {column.type} to {field.type}"
+                    raise file_error(SchemaMismatch, message, url, cause=exc) from exc
+        else:
+            column = _nulls(data, field.type)
+        if not field.nullable and column.null_count:
+            message = f"column {field.name!r} has nulls (or is missing) but the read schema says not null"
+            raise file_error(SchemaMismatch, message, url)
+        columns.append(column)
+    if isinstance(data, pa.Table):
+        return pa.Table.from_arrays(columns, schema=target)
+    return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _nulls(data: pa.RecordBatch | pa.Table, arrow_type: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    if isinstance(data, pa.Table):
+        return pa.chunked_array([pa.nulls(n, arrow_type) for n in _chunk_lengths(data)], type=arrow_type)
+    return pa.nulls(data.num_rows, arrow_type)
+
+
+def _chunk_lengths(table: pa.Table) -> list[int]:
+    if table.num_columns:
+        return [len(chunk) for chunk in table.column(0).chunks]
+    return [table.num_rows]

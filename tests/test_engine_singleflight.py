@@ -1,0 +1,160 @@
+"""SingleFlight: one fetch per key, cancellation-safe waiters, no lost wake-ups, errors not cached, bounded LRU."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from s3io.engine.singleflight import SingleFlight
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Fetcher:
+    """A fetch that blocks until released and counts its calls."""
+
+    def __init__(self, value: bytes = b"value") -> None:
+        self.value = value
+        self.calls = 0
+        self.cancelled = 0
+        self.release = asyncio.Event()
+
+    async def __call__(self) -> bytes:
+        self.calls += 1
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return self.value
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_many_waiters_random_cancellations_survivors_get_value_from_one_fetch(seed: int) -> None:
+    async def main() -> None:
+        rng = random.Random(seed)
+        sf: SingleFlight[str, bytes] = SingleFlight()
+        fetch = Fetcher()
+        waiters = [asyncio.create_task(sf.get("k", fetch)) for _ in range(50)]
+        doomed = set(rng.sample(range(50), rng.randint(1, 49)))
+        for i in sorted(doomed, key=lambda _: rng.random()):
+            for _ in range(rng.randint(0, 3)):
+                await asyncio.sleep(0)
+            waiters[i].cancel()
+        fetch.release.set()
+        results = await asyncio.gather(*waiters, return_exceptions=True)
+        for i, result in enumerate(results):
+            if i in doomed:
+                assert isinstance(result, asyncio.CancelledError)
+            else:
+                assert result == b"value"
+        assert fetch.calls == 1 and fetch.cancelled == 0
+        assert sf.in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_cancelling_every_waiter_cancels_the_fetch_and_next_get_fetches_again() -> None:
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight()
+        fetch = Fetcher()
+        waiters = [asyncio.create_task(sf.get("k", fetch)) for _ in range(5)]
+        await asyncio.sleep(0)
+        for w in waiters:
+            w.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        await asyncio.sleep(0)
+        assert fetch.cancelled == 1 and sf.in_flight == 0
+        fetch.release.set()
+        assert await sf.get("k", fetch) == b"value"
+        assert fetch.calls == 2
+
+    asyncio.run(main())
+
+
+def test_waiter_arriving_as_the_fetch_completes_gets_the_result() -> None:
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight()
+        fetch = Fetcher()
+        first = asyncio.create_task(sf.get("k", fetch))
+        await asyncio.sleep(0)
+        fetch.release.set()
+        # Step until the fetch task is done: its done-callback (which clears the in-flight entry) has not run yet
+        flight_task = next(iter(sf._flights.values())).task
+        for _ in range(10):
+            if flight_task.done():
+                break
+            await asyncio.sleep(0)
+        assert flight_task.done() and sf.in_flight == 1
+        late = await sf.get("k", fetch)  # runs synchronously up to its first await
+        assert late == b"value" and await first == b"value"
+        assert fetch.calls == 1
+
+    asyncio.run(main())
+
+
+def test_arrival_after_completion_without_cache_fetches_again() -> None:
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight()
+        fetch = Fetcher()
+        fetch.release.set()
+        assert await sf.get("k", fetch) == b"value"
+        assert await sf.get("k", fetch) == b"value"
+        assert fetch.calls == 2
+
+    asyncio.run(main())
+
+
+def test_error_reaches_every_waiter_and_is_not_cached() -> None:
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight(max_bytes=1000, size_of=len)
+        calls = 0
+        gate = asyncio.Event()
+
+        async def failing() -> bytes:
+            nonlocal calls
+            calls += 1
+            await gate.wait()
+            raise OSError("boom")
+
+        waiters = [asyncio.create_task(sf.get("k", failing)) for _ in range(10)]
+        await asyncio.sleep(0)
+        gate.set()
+        results = await asyncio.gather(*waiters, return_exceptions=True)
+        assert all(isinstance(r, OSError) for r in results)
+        assert calls == 1 and "k" not in sf
+
+        async def ok() -> bytes:
+            return b"fine"
+
+        assert await sf.get("k", ok) == b"fine"
+        assert "k" in sf
+
+    asyncio.run(main())
+
+
+def test_cache_is_an_lru_bounded_in_bytes() -> None:
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight(max_bytes=10, size_of=len)
+
+        def value(v: bytes) -> Callable[[], Awaitable[bytes]]:
+            async def fetch() -> bytes:
+                return v
+
+            return fetch
+
+        await sf.get("a", value(b"aaaa"))
+        await sf.get("b", value(b"bbbb"))
+        assert await sf.get("a", value(b"XXXX")) == b"aaaa"  # hit, and "a" becomes most recent
+        await sf.get("c", value(b"cccc"))  # 12 bytes > 10: evicts the least recent, "b"
+        assert "a" in sf and "c" in sf and "b" not in sf
+        assert sf.cached_bytes == 8 and sf.hits == 1
+        await sf.get("big", value(b"x" * 11))  # larger than the cache: never stored
+        assert "big" not in sf
+        await sf.get("u", value(b"u"), cache=False)
+        assert "u" not in sf
+
+    asyncio.run(main())
