@@ -17,7 +17,7 @@ from s3io.errors import InvalidConfig, S3IOError
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.transport.credentials import ANONYMOUS
-from s3io.urls import parse_s3_url
+from s3io.urls import split_s3_url
 
 CAT_PART = 8 * 1024 * 1024
 
@@ -83,7 +83,7 @@ def _policy(args: argparse.Namespace) -> Policy:
 
 
 async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
-    bucket, key = parse_s3_url(url, require_key=True)
+    bucket, key = split_s3_url(url, require_key=True)
     start, end = parse_range(byte_range) if byte_range else (None, None)
     out = sys.stdout.buffer
     if start is None or start < 0:
@@ -111,7 +111,7 @@ async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
 
 
 async def _ls(s3: S3Client, url: str, recursive: bool) -> None:
-    bucket, prefix = parse_s3_url(url)
+    bucket, prefix = split_s3_url(url)
     if recursive:
         async for obj in s3.list_objects(bucket, prefix):
             print(f"{_date(obj.last_modified)} {obj.size:>12} {obj.key}")
@@ -128,7 +128,7 @@ async def _ls(s3: S3Client, url: str, recursive: bool) -> None:
 
 
 async def _stat(s3: S3Client, url: str) -> None:
-    bucket, key = parse_s3_url(url, require_key=True)
+    bucket, key = split_s3_url(url, require_key=True)
     info = await s3.head_object(bucket, key)
     print(f"url: s3://{bucket}/{key}\nsize: {info.size}\netag: {info.etag}\nlast_modified: {_date(info.last_modified)}")
 

@@ -22,11 +22,11 @@ from pyspark.sql.types import (
 )
 
 from s3io.errors import InvalidConfig
+from s3io.listing import ListedFile, is_hidden, is_hidden_name, select_files
 from s3io.s3.types import ObjectInfo
-from spark_ext.planning.files import ListedFile, select_files
-from spark_ext.planning.hive import PartitionSpec, discover_partitions, is_hidden, is_hidden_name
+from s3io.urls import parse_s3_url
+from spark_ext.planning.hive import PartitionSpec, discover_partitions
 from spark_ext.planning.partition_types import unescape_path_name
-from spark_ext.planning.urls import parse_s3_url
 
 ROOT = "s3://b/t/"
 

@@ -7,9 +7,9 @@ import pickle
 import pytest
 
 from s3io.errors import InvalidConfig
+from s3io.listing import select_files
 from s3io.s3.types import ObjectInfo
-from spark_ext.planning.files import select_files
-from spark_ext.planning.urls import compile_name_glob, has_glob, parse_paths, parse_s3_url
+from s3io.urls import compile_name_glob, has_glob, parse_paths, parse_s3_url
 
 
 @pytest.mark.parametrize(

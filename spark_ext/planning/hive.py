@@ -17,6 +17,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from s3io.errors import InvalidConfig
 from s3io.s3.types import ObjectInfo
+from s3io.urls import parse_s3_url
 from spark_ext.planning.partition_types import (
     DEFAULT_PARTITION_NAME,
     arrow_type,
@@ -25,26 +26,9 @@ from spark_ext.planning.partition_types import (
     parse_time_zone,
     unescape_path_name,
 )
-from spark_ext.planning.urls import parse_s3_url
 
 if TYPE_CHECKING:
-    from spark_ext.planning.files import ListedFile
-
-
-def is_hidden_name(name: str) -> bool:
-    """Spark's and Hive's rule for one path segment: names starting with "_" (unless they hold "=") or ".".
-
-    Also ``*._COPYING_`` (a file being copied), and ``_metadata`` / ``_common_metadata`` summary files, which
-    Spark lists but never reads as data.
-    """
-    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
-
-
-def is_hidden(key_relative_to_base: str) -> bool:
-    """True if any segment of a key below the base (root) path is hidden, or the key is a directory marker."""
-    if key_relative_to_base.endswith("/") or key_relative_to_base.endswith("_$folder$"):
-        return True
-    return any(is_hidden_name(segment) for segment in key_relative_to_base.split("/"))
+    from s3io.listing import ListedFile
 
 
 @dataclass(frozen=True, slots=True)

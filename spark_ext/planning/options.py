@@ -24,8 +24,8 @@ from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.units import parse_bool, parse_int, parse_size
+from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
 from spark_ext.planning.partition_types import parse_time_zone
-from spark_ext.planning.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
 
 MiB = 1024 * 1024
 

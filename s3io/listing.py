@@ -1,4 +1,4 @@
-"""Which listed objects are data files of a read, and the root path each was found under."""
+"""Which listed objects are data files of a read (Spark's and Hive's hidden-name rules), and their root path."""
 
 from __future__ import annotations
 
@@ -6,8 +6,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from s3io.s3.types import ObjectInfo
-from spark_ext.planning.hive import is_hidden
-from spark_ext.planning.urls import S3Path, compile_name_glob
+from s3io.urls import S3Path, compile_name_glob
+
+
+def is_hidden_name(name: str) -> bool:
+    """Spark's and Hive's rule for one path segment: names starting with "_" (unless they hold "=") or ".".
+
+    Also ``*._COPYING_`` (a file being copied), and ``_metadata`` / ``_common_metadata`` summary files, which
+    Spark lists but never reads as data.
+    """
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+
+
+def is_hidden(key_relative_to_base: str) -> bool:
+    """True if any segment of a key below the base (root) path is hidden, or the key is a directory marker."""
+    if key_relative_to_base.endswith("/") or key_relative_to_base.endswith("_$folder$"):
+        return True
+    return any(is_hidden_name(segment) for segment in key_relative_to_base.split("/"))
 
 
 @dataclass(frozen=True, slots=True)
