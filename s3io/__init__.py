@@ -23,6 +23,16 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import DeleteResult, GetResult, ObjectInfo, PutResult
 from s3io.transport.credentials import Credentials
 
+
+def __getattr__(name: str) -> object:
+    """``s3io.S3FileSystem`` is imported on first use: it loads s3fs and aiobotocore, which most users never need."""
+    if name == "S3FileSystem":
+        from s3io.fs import S3FileSystem
+
+        return S3FileSystem
+    raise AttributeError(f"module 's3io' has no attribute {name!r}")
+
+
 __all__ = [
     "AccessDenied",
     "CorruptFile",
@@ -41,6 +51,7 @@ __all__ = [
     "RequestError",
     "RetryBudgetExhausted",
     "S3Client",
+    "S3FileSystem",
     "S3IOError",
     "SchemaMismatch",
     "ServerError",

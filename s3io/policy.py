@@ -117,13 +117,15 @@ _INT_FIELDS = {"max_attempts", "retry_budget", "retry_cost", "timeout_retry_cost
 
 
 def _apply(base: Policy, changes: dict[str, object], labels: dict[str, str]) -> Policy:
-    """Apply parsed changes; a range error names the option as the user spelled it."""
-    for name, value in changes.items():
-        try:
-            base.replace(**{name: value})
-        except InvalidConfig as exc:
-            raise InvalidConfig(f"{labels[name]}: {str(exc).split(': ', 1)[-1]}") from None
-    return base.replace(**changes) if changes else base
+    """Apply parsed changes together; a range error names the option as the user spelled it."""
+    try:
+        return base.replace(**changes)
+    except InvalidConfig as exc:
+        text = str(exc)
+        for name, label in labels.items():
+            if text.startswith(_option(name) + ":"):
+                raise InvalidConfig(f"{label}:{text.split(':', 1)[1]}") from None
+        raise
 
 
 def _parse_field(name: str, value: object, *, label: str) -> object:

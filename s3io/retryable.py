@@ -99,8 +99,8 @@ def from_wire(exc: BaseException, **context: object) -> BaseException:
         return errors.Truncated("response body ended early", cause=exc, **context)
     if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientOSError | ConnectionError | OSError):
         return errors.TransportError("connection failed", cause=exc, **context)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return error_for_status(exc.status, None, exc.message, **context)
+    if isinstance(exc, aiohttp.ClientResponseError):  # we never raise_for_status: this is an unparseable response
+        return errors.TransportError("malformed HTTP response", cause=exc, **context)
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return errors.DeadlineExceeded("timed out", phase="attempt", cause=exc, **context)
     if isinstance(exc, aiohttp.ClientError):

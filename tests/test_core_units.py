@@ -178,3 +178,10 @@ def test_endpoint_addressing() -> None:
     assert aws.target("dotted.bucket", "k")[0] == "https://s3.eu-west-1.amazonaws.com/dotted.bucket/k"
     with pytest.raises(errors.InvalidConfig, match="endpoint"):
         resolve_endpoint("ftp://x", None)
+
+
+def test_policy_changes_are_validated_together() -> None:
+    policy = Policy.from_mapping({"backoff_base": "1ms", "backoff_cap": "10ms"})
+    assert (policy.backoff_base, policy.backoff_cap) == (0.001, 0.01)
+    with pytest.raises(errors.InvalidConfig, match=r"^backoffCap: "):
+        Policy.from_mapping({"backoffCap": "1ms"})

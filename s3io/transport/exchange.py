@@ -16,6 +16,10 @@ from yarl import URL
 from s3io.deadline import Watchdog
 from s3io.policy import Policy
 
+# Sending a request body happens before the first byte of the answer; allow it this floor rate on top of
+# the first-byte timeout, so a large part on a slow link is not mistaken for a silent server.
+UPLOAD_FLOOR_BYTES_PER_SECOND = 1024 * 1024
+
 
 @dataclass(slots=True)
 class Response:
@@ -41,7 +45,8 @@ async def exchange(
 ) -> Response:
     """Run the exchange. With ``on_chunk`` the body is handed over chunk by chunk (kept even if the
     exchange fails later, so a range read can resume); otherwise it is returned whole."""
-    watchdog.start_phase("first_byte", policy.connect_timeout + policy.first_byte_timeout)
+    upload_allowance = len(body) / UPLOAD_FLOOR_BYTES_PER_SECOND if body else 0.0
+    watchdog.start_phase("first_byte", policy.connect_timeout + policy.first_byte_timeout + upload_allowance)
     response = await session.request(method, URL(url, encoded=True), headers=headers, data=body, allow_redirects=False)
     try:
         if on_headers is not None:

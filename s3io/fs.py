@@ -1,0 +1,740 @@
+"""s3io.fs.S3FileSystem: s3fs with every S3 request under an s3io Policy, and reads served by s3io's S3Client.
+
+How s3fs is wrapped (one place each):
+- ``_call_s3``: s3fs sends every botocore request through it. Here it runs the request through s3io's
+  AttemptRunner: each attempt under a Watchdog (response within connect + first_byte timeouts, plus an
+  upload allowance for a request body; the attempt and operation caps), retries decided by
+  ``s3io.retryable.classify`` after botocore errors become typed s3io errors (``_typed_boto_error``).
+- Multipliers off: botocore makes one attempt per call (``retries={"total_max_attempts": 1}``; note that
+  botocore's ``max_attempts`` counts *retries*, so ``max_attempts: 1`` would still mean two attempts), and
+  s3fs's own loop makes one (``retries = 1``). botocore's connect/read timeouts come from the policy
+  (connect_timeout, read_timeout = stall_timeout) and its sockets get the policy's TCP options.
+- Reads: ``_cat_file``, ``_cat_ranges``, ``_get_file`` and ``open(...).read()`` (S3IOFile._fetch_range) use
+  an s3io S3Client, one per event loop (resumable, ETag-pinned ranged GETs with stall timers). A few
+  storage options only botocore can honour (versions, SSE-C, requester-pays, profiles, custom CA/proxies)
+  send reads through botocore instead, still under the policy via ``_call_s3``.
+
+Errors keep s3fs's contract (FileNotFoundError, PermissionError, FileExpired, OSError with errno), chained
+(``__cause__``) to the typed s3io error that names the operation, object, attempts and time spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import urllib.request
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import suppress
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import aiohttp
+import fsspec
+import s3fs
+from botocore.exceptions import (
+    ClientError,
+    ConnectTimeoutError,
+    HTTPClientError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.parsers import ResponseParserError
+from fsspec.asyn import _run_coros_in_chunks, sync, sync_wrapper
+from fsspec.callbacks import DEFAULT_CALLBACK
+from s3fs.errors import translate_boto_error
+from s3fs.utils import FileExpired
+
+from s3io import errors
+from s3io.attempt import AttemptRunner
+from s3io.deadline import Watchdog
+from s3io.metrics import Metrics, MetricsSnapshot
+from s3io.policy import Policy
+from s3io.retryable import error_for_status, from_wire
+from s3io.s3.client import S3Client
+from s3io.s3.types import GetResult
+from s3io.transport.credentials import ANONYMOUS, Credentials
+from s3io.transport.sockets import socket_factory
+
+__all__ = ["PROTOCOL", "S3FileSystem", "S3IOFile", "install_as_s3", "uninstall_as_s3"]
+
+log = logging.getLogger("s3io.fs")
+T = TypeVar("T")
+
+PROTOCOL = "s3io"
+NO_BOTOCORE_RETRIES = {"total_max_attempts": 1, "mode": "standard"}
+# A request body extends the response deadline by its size at this floor rate (1 MiB/s): a 50 MiB part
+# may take 50 s more than a HEAD; slower uploads need a larger first_byte_timeout.
+UPLOAD_FLOOR_BYTES_PER_SECOND = 1 << 20
+CLOSE_TIMEOUT_SECONDS = 2.0
+# GetObject parameters the S3Client does not send: a read that needs one goes through botocore.
+BOTOCORE_ONLY_GET_PARAMS = frozenset(
+    {
+        "ExpectedBucketOwner",
+        "IfModifiedSince",
+        "IfNoneMatch",
+        "IfUnmodifiedSince",
+        "PartNumber",
+        "RequestPayer",
+        "ResponseCacheControl",
+        "ResponseContentDisposition",
+        "ResponseContentEncoding",
+        "ResponseContentLanguage",
+        "ResponseContentType",
+        "ResponseExpires",
+        "SSECustomerAlgorithm",
+        "SSECustomerKey",
+        "SSECustomerKeyMD5",
+        "VersionId",
+    }
+)
+# errno for the typed errors that are not OSErrors already, as s3fs maps the same S3 codes.
+_ERRNO = (
+    (errors.Throttled, errno.EBUSY),
+    (errors.RetryBudgetExhausted, errno.EBUSY),
+    (errors.ServerError, getattr(errno, "EREMOTEIO", errno.EIO)),
+    (errors.PreconditionFailed, errno.EINVAL),
+    (errors.RequestError, errno.EINVAL),
+)
+# Typed errors that stand for an answer from S3: raised as s3fs would raise that answer.
+_S3_ANSWERS = (
+    errors.NotFound,
+    errors.AccessDenied,
+    errors.PreconditionFailed,
+    errors.RequestError,
+    errors.Throttled,
+    errors.ServerError,
+)
+
+
+class S3FileSystem(s3fs.S3FileSystem):
+    """s3fs's filesystem with s3io deadlines and retries on every request and s3io's resumable reads.
+
+    Takes s3fs's storage options plus ``policy`` (a Policy, or a mapping of option strings such as
+    ``{"connectTimeout": "3s"}``) and any Policy field as a flat option (``max_attempts=3``,
+    ``stall_timeout="5s"``); flat options override ``policy``, which overrides ``S3IO_*`` variables.
+    Serves ``s3io://bucket/key``; ``install_as_s3()`` makes it serve ``s3://`` and ``s3a://`` too.
+    """
+
+    protocol = (PROTOCOL, "s3", "s3a")
+    retries = 1  # s3fs's own retry loop: one pass; the policy retries
+
+    def __init__(self, *args: Any, policy: Policy | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        flat = {name: kwargs.pop(name) for name in Policy.field_names() if name in kwargs}
+        self.policy = _resolve_policy(policy, flat)
+        super().__init__(*args, **kwargs)
+        self.metrics = Metrics()  # botocore requests, by botocore operation name (head_object, put_object, ...)
+        refresh = None if self.anon or self.key else self._refresh_botocore_credentials
+        self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=refresh)
+        self._single_runner: AttemptRunner | None = None
+        self._retired_stats = MetricsSnapshot()  # counters of S3Clients already closed
+        self._s3io_clients: dict[asyncio.AbstractEventLoop, S3Client] = {}
+        self._botocore_reads_because = self._static_botocore_read_reason()
+        if self._botocore_reads_because:
+            log.info(
+                "s3io.fs: reads go through botocore (under the policy) because of %s", self._botocore_reads_because
+            )
+        weakref.finalize(self, _close_clients_now, self._s3io_clients)
+
+    # ------------------------------------------------------------------ botocore under the policy
+
+    def _prepare_config_kwargs(self) -> dict[str, Any]:
+        """botocore Config: no botocore retries; timeouts, pool size and TCP options from the policy."""
+        config = dict(self.config_kwargs)
+        if config.get("retries") not in (None, NO_BOTOCORE_RETRIES):
+            log.warning("s3io.fs: config_kwargs['retries'] ignored; the s3io policy retries (max_attempts)")
+        config["retries"] = dict(NO_BOTOCORE_RETRIES)
+        config.setdefault("connect_timeout", self.policy.connect_timeout)
+        config.setdefault("read_timeout", self.policy.stall_timeout)
+        config.setdefault("max_pool_connections", self.policy.max_connections)
+        connector_args = dict(config.get("connector_args") or {})
+        connector_args.setdefault("socket_factory", socket_factory(self.policy))
+        config["connector_args"] = connector_args
+        return config
+
+    async def _call_s3(self, method: str, *akwarglist: Mapping[str, Any], **kwargs: Any) -> Any:
+        """One botocore request under the policy: a Watchdog per attempt, retries by s3io's table."""
+        await self.set_session()
+        bucket, key = kwargs.get("Bucket"), kwargs.get("Key")
+        call_kwargs = self._get_s3_method_kwargs(getattr(self._s3, method), *akwarglist, **kwargs)
+        rewind, body_size, runner = self._body_plan(call_kwargs.get("Body"))
+        policy = self.policy
+        response_budget = policy.connect_timeout + policy.first_byte_timeout + body_size / UPLOAD_FLOOR_BYTES_PER_SECOND
+
+        async def attempt(watchdog: Watchdog) -> Any:
+            if rewind is not None:
+                rewind()
+            s3 = await self.get_s3(bucket)
+            call = getattr(s3, method)
+            watchdog.start_phase("first_byte", response_budget)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            try:
+                out = await call(**call_kwargs)
+            except BaseException as exc:
+                self.metrics.request(method, _status_of(exc), loop.time() - started)
+                if not isinstance(exc, Exception):
+                    raise
+                typed = _typed_boto_error(exc, method, bucket, key)
+                if typed is exc:
+                    raise
+                raise typed from exc
+            status = out.get("ResponseMetadata", {}).get("HTTPStatusCode", 200) if isinstance(out, dict) else 200
+            self.metrics.request(method, status, loop.time() - started)
+            return out
+
+        try:
+            return await runner.run(method, bucket, key, attempt)
+        except errors.S3IOError as exc:
+            translated = _fsspec_error(exc, _path(bucket, key))
+            if translated is exc:
+                raise
+            raise translated from exc
+
+    call_s3 = sync_wrapper(_call_s3)  # s3fs's call_s3 wraps s3fs's own _call_s3 function
+
+    def _body_plan(self, body: Any) -> tuple[Callable[[], Any] | None, int, AttemptRunner]:
+        """(rewind before each attempt, body size, runner): a body that cannot be re-sent gets one attempt."""
+        if body is None:
+            return None, 0, self._runner
+        if isinstance(body, bytes | bytearray | str):
+            return None, len(body), self._runner
+        if isinstance(body, memoryview):
+            return None, body.nbytes, self._runner
+        seekable = getattr(body, "seekable", None)
+        if callable(seekable) and seekable():
+            position = body.tell()
+            size = max(0, body.seek(0, os.SEEK_END) - position)
+            body.seek(position)
+            return (lambda: body.seek(position)), size, self._runner
+        if self._single_runner is None:
+            self._single_runner = AttemptRunner(self.policy.replace(max_attempts=1), self.metrics)
+        return None, 0, self._single_runner
+
+    async def _refresh_botocore_credentials(self) -> None:
+        """After ExpiredToken: a new botocore client re-resolves credentials from the provider chain."""
+        await self.set_session(refresh=True)
+
+    # ------------------------------------------------------------------ reads through s3io
+
+    @property
+    def reads_via_s3io(self) -> bool:
+        """Whether plain reads use the s3io S3Client (False when an option needs botocore)."""
+        return self._botocore_reads_because is None
+
+    def _static_botocore_read_reason(self) -> str | None:
+        """Why reads must use botocore for this instance's options (None: s3io can serve them)."""
+        get_params = BOTOCORE_ONLY_GET_PARAMS.intersection({**self.s3_additional_kwargs, **self.req_kw})
+        if get_params:
+            return f"GetObject parameters {sorted(get_params)}"
+        if not getattr(self, "_session_is_owned", self.session is None):
+            return "a caller-provided botocore session"
+        if self.kwargs.get("profile"):
+            return "a named profile"
+        if self.client_kwargs.get("verify") is not None:
+            return "client_kwargs['verify'] (custom TLS verification)"
+        for name in ("proxies", "proxies_config", "client_cert"):
+            if self.config_kwargs.get(name) is not None:
+                return f"config_kwargs[{name!r}]"
+        endpoint = self._endpoint_url()
+        if endpoint is None and not self.client_kwargs.get("use_ssl", self.use_ssl):
+            return "use_ssl=False without an endpoint_url"
+        host = urlsplit(endpoint).hostname if endpoint else "s3.amazonaws.com"
+        proxies = urllib.request.getproxies()
+        if proxies and not urllib.request.proxy_bypass(host or ""):
+            return "a proxy in the environment"
+        return None
+
+    def _botocore_read_reason(
+        self, version_id: str | None = None, extra: Mapping[str, Any] | None = None
+    ) -> str | None:
+        if self._botocore_reads_because:
+            return self._botocore_reads_because
+        if version_id:
+            return "a version id"
+        if extra and BOTOCORE_ONLY_GET_PARAMS.intersection(extra):
+            return "per-file GetObject parameters"
+        return None
+
+    def _endpoint_url(self) -> str | None:
+        return self.endpoint_url or self.client_kwargs.get("endpoint_url")
+
+    def _s3io_client(self) -> S3Client:
+        """The S3Client of the running event loop, created on first use there."""
+        loop = asyncio.get_running_loop()
+        client = self._s3io_clients.get(loop)
+        if client is None:
+            for retired in _discard_stopped(self._s3io_clients):
+                self._retired_stats = _add_snapshots(self._retired_stats, retired.stats())
+            client = S3Client(
+                self.policy,
+                endpoint_url=self._endpoint_url(),
+                region=self.client_kwargs.get("region_name") or self.config_kwargs.get("region_name"),
+                credentials=self._s3io_credentials(),
+                addressing=(self.config_kwargs.get("s3") or {}).get("addressing_style") or "auto",
+            )
+            self._s3io_clients[loop] = client
+        return client
+
+    def _s3io_credentials(self) -> Credentials | str | None:
+        if self.anon:
+            return ANONYMOUS
+        key = self.key or self.client_kwargs.get("aws_access_key_id")
+        secret = self.secret or self.client_kwargs.get("aws_secret_access_key")
+        token = self.token or self.client_kwargs.get("aws_session_token")
+        if key and secret:
+            return Credentials(key, secret, token)
+        return None  # botocore's provider chain (environment, config files, container, instance metadata)
+
+    async def _s3io_get(
+        self, path: str, bucket: str, key: str, start: int | None, end: int | None, if_match: str | None = None
+    ) -> GetResult:
+        """One ranged GET through the S3Client; past the end of the object is empty, as in a local file."""
+        try:
+            return await self._s3io_client().get_object(bucket, key, start, end, if_match=if_match)
+        except errors.S3IOError as exc:
+            if isinstance(exc, errors.RequestError) and exc.status == 416:
+                return GetResult(b"", if_match, None, max(start or 0, 0))
+            translated = _fsspec_error(exc, path, if_match)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+    async def _read(
+        self,
+        path: str,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        if_match: str | None = None,
+        version_id: str | None = None,
+        chunksize: int | None = None,
+        max_concurrency: int | None = None,
+    ) -> GetResult:
+        """Bytes ``[start, end)`` of ``path`` with the ETag they came from (fsspec semantics for limits)."""
+        bucket, key, path_version = self.split_path(path)
+        version_id = version_id or path_version
+        if self._botocore_read_reason(version_id):
+            data = await super()._cat_file(
+                path, version_id=version_id, start=start, end=end, chunksize=chunksize, max_concurrency=max_concurrency
+            )
+            return GetResult(data, None, None, max(start or 0, 0))
+        if not key:
+            raise IsADirectoryError(errno.EISDIR, "not an object (no key)", path)
+        if not start and end is None:
+            return await self._read_whole(path, bucket, key, if_match, chunksize, max_concurrency)
+        start, end = await self._resolve_limits(path, start, end)
+        if end is not None and end <= start:
+            return GetResult(b"", if_match, None, start)
+        return await self._s3io_get(path, bucket, key, start, end, if_match)
+
+    async def _read_whole(
+        self, path: str, bucket: str, key: str, if_match: str | None, chunksize: int | None, max_concurrency: int | None
+    ) -> GetResult:
+        """A whole object: the first chunk tells size and ETag; the rest follow in parallel, pinned to it."""
+        chunk = chunksize or self.default_block_size
+        first = await self._s3io_get(path, bucket, key, 0, chunk, if_match)
+        size = first.object_size
+        if size is None or size <= len(first.data):
+            return first
+        ranges = [(offset, min(offset + chunk, size)) for offset in range(len(first.data), size, chunk)]
+        limit = asyncio.Semaphore(max_concurrency or self.max_concurrency)
+
+        async def part(start: int, end: int) -> bytes:
+            async with limit:
+                return (await self._s3io_get(path, bucket, key, start, end, first.etag)).data
+
+        parts = await _gather_or_cancel([part(s, e) for s, e in ranges])
+        return GetResult(b"".join([first.data, *parts]), first.etag, size, 0)
+
+    async def _resolve_limits(self, path: str, start: int | None, end: int | None) -> tuple[int, int | None]:
+        """fsspec limits to S3Client ones: negative ends count from the end (a HEAD when needed)."""
+        start = 0 if start is None else start
+        if start < 0 and end is None:
+            return start, None  # suffix range: the S3Client sends bytes=-n
+        if start < 0 or (end is not None and end < 0):
+            size = (await self._info(path))["size"]
+            if start < 0:
+                start = max(0, size + start)
+            if end is not None and end < 0:
+                end = max(0, size + end)
+        return start, end
+
+    async def _cat_file(
+        self,
+        path: str,
+        version_id: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        chunksize: int | None = None,
+        max_concurrency: int | None = None,
+    ) -> bytes:
+        result = await self._read(
+            path, start, end, version_id=version_id, chunksize=chunksize, max_concurrency=max_concurrency
+        )
+        return result.data
+
+    async def _cat_ranges(
+        self,
+        paths: list[str],
+        starts: int | Iterable[int | None] | None,
+        ends: int | Iterable[int | None] | None,
+        max_gap: int | None = None,
+        batch_size: int | None = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> list[bytes | BaseException]:
+        """Ranges in request order; ranges of one path that came from different versions raise FileExpired."""
+        if max_gap is not None or kwargs:
+            return await super()._cat_ranges(
+                paths, starts, ends, max_gap=max_gap, batch_size=batch_size, on_error=on_error, **kwargs
+            )
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        starts = list(starts) if isinstance(starts, Iterable) else [starts] * len(paths)
+        ends = list(ends) if isinstance(ends, Iterable) else [ends] * len(paths)
+        if len(starts) != len(paths) or len(ends) != len(paths):
+            raise ValueError("paths, starts and ends must have the same length")
+        coros = [self._read(p, s, e) for p, s, e in zip(paths, starts, ends, strict=True)]
+        results = await _run_coros_in_chunks(
+            coros, batch_size=batch_size or self.batch_size, nofiles=True, return_exceptions=True
+        )
+        etags: dict[str, set[str]] = {}
+        for path, result in zip(paths, results, strict=True):
+            if isinstance(result, GetResult) and result.etag:
+                etags.setdefault(path, set()).add(result.etag.strip('"'))
+        out: list[bytes | BaseException] = []
+        for path, result in zip(paths, results, strict=True):
+            if not isinstance(result, GetResult):
+                out.append(result)
+            elif len(etags.get(path, ())) > 1:
+                out.append(FileExpired(filename=path, e_tag=" or ".join(sorted(etags[path]))))
+            else:
+                out.append(result.data)
+        if on_error != "return":
+            for item in out:
+                if isinstance(item, BaseException):
+                    raise item
+        return out
+
+    async def _get_file(
+        self,
+        rpath: str,
+        lpath: str,
+        callback: Any = DEFAULT_CALLBACK,
+        version_id: str | None = None,
+        chunksize: int | None = None,
+        max_concurrency: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Download in ETag-pinned chunks, each written as it arrives; no partial file is left on error."""
+        if os.path.isdir(lpath):
+            return
+        bucket, key, path_version = self.split_path(rpath)
+        if kwargs or self._botocore_read_reason(version_id or path_version) or not key:
+            await super()._get_file(
+                rpath,
+                lpath,
+                callback=callback,
+                version_id=version_id,
+                chunksize=chunksize,
+                max_concurrency=max_concurrency,
+                **kwargs,
+            )
+            return
+        chunk = chunksize or self.default_block_size
+        first = await self._s3io_get(rpath, bucket, key, 0, chunk)
+        size = first.object_size if first.object_size is not None else len(first.data)
+        callback.set_size(size)
+        limit = asyncio.Semaphore(max_concurrency or self.max_concurrency)
+        try:
+            with open(lpath, "wb") as out:
+                out.write(first.data)
+                callback.relative_update(len(first.data))
+
+                async def part(start: int, end: int) -> None:
+                    async with limit:
+                        data = (await self._s3io_get(rpath, bucket, key, start, end, first.etag)).data
+                    out.seek(start)
+                    out.write(data)
+                    callback.relative_update(len(data))
+
+                await _gather_or_cancel([part(s, min(s + chunk, size)) for s in range(len(first.data), size, chunk)])
+        except BaseException:
+            with suppress(OSError):
+                os.remove(lpath)
+            raise
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        acl: str | bool = False,
+        version_id: str | None = None,
+        fill_cache: bool | None = None,
+        cache_type: str | None = None,
+        autocommit: bool = True,
+        size: int | None = None,
+        requester_pays: bool | None = None,
+        cache_options: dict | None = None,
+        **kwargs: Any,
+    ) -> S3IOFile:
+        """s3fs's ``_open`` (same options, same defaults), returning an S3IOFile."""
+        if not self.version_aware and version_id:
+            raise ValueError("version_id cannot be specified if the filesystem is not version aware")
+        s3_additional_kwargs = {**self.s3_additional_kwargs, **kwargs}
+        return S3IOFile(
+            self,
+            path,
+            mode,
+            block_size=block_size or self.default_block_size,
+            acl=acl or self.s3_additional_kwargs.get("ACL", False) or self.s3_additional_kwargs.get("acl", False),
+            version_id=version_id,
+            fill_cache=self.default_fill_cache if fill_cache is None else fill_cache,
+            s3_additional_kwargs=s3_additional_kwargs,
+            cache_type=cache_type or self.default_cache_type,
+            autocommit=autocommit,
+            requester_pays=self.requester_pays if requester_pays is None else requester_pays,
+            cache_options=cache_options,
+            size=size,
+        )
+
+    # ------------------------------------------------------------------ lifecycle and counters
+
+    def stats(self) -> MetricsSnapshot:
+        """Counters of this filesystem: botocore requests by operation name (``head_object``, ...) and the
+        S3Clients' requests (``get``), retries by reason, timeouts by phase."""
+        snapshot = _add_snapshots(self.metrics.snapshot(), self._retired_stats)
+        for client in list(self._s3io_clients.values()):
+            snapshot = _add_snapshots(snapshot, client.stats())
+        return snapshot
+
+    async def aclose(self) -> None:
+        """Close the S3Clients and the botocore client; both are re-created if the filesystem is used again."""
+        current = asyncio.get_running_loop()
+        clients = list(self._s3io_clients.items())
+        self._s3io_clients.clear()
+        for _, client in clients:
+            self._retired_stats = _add_snapshots(self._retired_stats, client.stats())
+        for loop, client in clients:
+            if loop is current:
+                await client.close()
+            elif loop.is_running():
+                with suppress(Exception):
+                    future = asyncio.run_coroutine_threadsafe(client.close(), loop)
+                    await asyncio.wait_for(asyncio.wrap_future(future), CLOSE_TIMEOUT_SECONDS)
+            else:
+                _abort_client(client)
+        creator = getattr(self, "_s3creator", None)
+        self._s3 = None
+        self._s3creator = None
+        if creator is not None:
+            with suppress(Exception):
+                await creator.__aexit__(None, None, None)
+
+    def close(self) -> None:
+        """Blocking ``aclose`` for a synchronous filesystem (runs on fsspec's IO loop)."""
+        if self.asynchronous:
+            raise RuntimeError("an asynchronous filesystem is closed with `await fs.aclose()`")
+        if self.loop is not None and self.loop.is_running():
+            sync(self.loop, self.aclose)
+        else:
+            _close_clients_now(self._s3io_clients)
+
+
+class S3IOFile(s3fs.core.S3File):
+    """s3fs's file whose reads are ranged GETs through the S3Client, all pinned to one ETag."""
+
+    retries = 1
+    _s3io_etag: str | None = None
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        fs: S3FileSystem = self.fs
+        if fs._botocore_read_reason(self.version_id, self.req_kw):
+            return super()._fetch_range(start, end)
+        if_match = self.read_kw.get("IfMatch") or self._s3io_etag
+        result = sync(fs.loop, fs._read, self.path, start, end, if_match=if_match)
+        if self._s3io_etag is None and result.etag:
+            self._s3io_etag = result.etag
+        return result.data
+
+
+# ---------------------------------------------------------------------- protocol registration
+
+_replaced: dict[str, type | None] = {}
+
+
+def install_as_s3(protocols: Iterable[str] = ("s3", "s3a")) -> None:
+    """Serve ``s3://`` and ``s3a://`` with s3io.fs.S3FileSystem (explicit opt-in; undo: uninstall_as_s3)."""
+    for protocol in protocols:
+        current = fsspec.registry.get(protocol)
+        if current is S3FileSystem:
+            continue
+        _replaced.setdefault(protocol, current)
+        fsspec.register_implementation(protocol, S3FileSystem, clobber=True)
+
+
+def uninstall_as_s3() -> None:
+    """Give ``s3://`` and ``s3a://`` back to what served them before install_as_s3 (s3fs by default)."""
+    for protocol, previous in list(_replaced.items()):
+        if fsspec.registry.get(protocol) is S3FileSystem:
+            fsspec.register_implementation(protocol, previous or s3fs.S3FileSystem, clobber=True)
+        del _replaced[protocol]
+
+
+try:
+    fsspec.register_implementation(PROTOCOL, S3FileSystem, clobber=False)
+except ValueError:  # another class already serves "s3io"; it is not ours to replace
+    log.debug("s3io.fs: protocol %r is already registered to another class", PROTOCOL)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _resolve_policy(policy: Policy | Mapping[str, Any] | None, flat: Mapping[str, Any]) -> Policy:
+    if policy is None:
+        resolved = Policy.from_env()
+    elif isinstance(policy, Policy):
+        resolved = policy
+    elif isinstance(policy, Mapping):
+        resolved = Policy.from_mapping(policy, base=Policy.from_env())
+    else:
+        raise errors.InvalidConfig(f"policy: expected an s3io.Policy or a mapping of options, got {policy!r}")
+    return Policy.from_mapping(flat, base=resolved) if flat else resolved
+
+
+def _typed_boto_error(exc: Exception, operation: str, bucket: str | None, key: str | None) -> BaseException:
+    """The typed s3io error for a botocore failure, so ``retryable.classify`` decides; others unchanged."""
+    context: dict[str, Any] = {"operation": operation, "bucket": bucket, "key": key}
+    if isinstance(exc, ClientError):
+        response = exc.response or {}
+        error = response.get("Error") or {}
+        status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        return error_for_status(status, error.get("Code"), error.get("Message"), **context)
+    if isinstance(exc, ConnectTimeoutError):
+        return errors.DeadlineExceeded("connect timed out", phase="connect", cause=exc, **context)
+    if isinstance(exc, ReadTimeoutError):
+        return errors.DeadlineExceeded("socket read timed out", phase="stall", cause=exc, **context)
+    if isinstance(exc, IncompleteReadError | ResponseStreamingError):
+        return errors.Truncated("response body ended early", cause=exc, **context)
+    if isinstance(exc, ResponseParserError):
+        # S3 has sent unparseable bodies while throttling (s3fs issue #484): treated as a server error.
+        return errors.ServerError("unparseable response", cause=exc, **context)
+    if isinstance(exc, HTTPClientError | BotoConnectionError):
+        # aiobotocore wraps aiohttp's exception: classify that one (a body cut short is Truncated, a timer a
+        # timeout). A malformed response (ClientResponseError, status 400 from aiohttp's parser, not from S3)
+        # and anything unknown stay connection failures, retried as botocore and s3fs retry them.
+        original = exc.kwargs.get("error")
+        if isinstance(original, BaseException) and not isinstance(original, aiohttp.ClientResponseError):
+            typed = from_wire(original, **context)
+            if isinstance(typed, errors.S3IOError):
+                return typed
+        return errors.TransportError("connection failed", cause=exc, **context)
+    return exc  # aiohttp/socket errors: the AttemptRunner's from_wire; anything else is not retried
+
+
+def _status_of(exc: BaseException) -> int | str:
+    if isinstance(exc, ClientError):
+        return (exc.response or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") or "error"
+    return "error"
+
+
+def _fsspec_error(exc: errors.S3IOError, path: str, etag: str | None = None) -> BaseException:
+    """What s3fs would raise for the failure (FileNotFoundError, FileExpired, OSError with errno)."""
+    if isinstance(exc, errors.ObjectChanged):
+        return FileExpired(filename=path, e_tag=etag or "?")
+    if isinstance(exc, _S3_ANSWERS):
+        client_error = _find_cause(exc, ClientError)
+        if client_error is not None:
+            return translate_boto_error(client_error, set_cause=False)
+    if isinstance(exc, OSError):
+        return exc
+    code = next((number for kind, number in _ERRNO if isinstance(exc, kind)), errno.EIO)
+    return OSError(code, str(exc))
+
+
+def _find_cause(exc: BaseException, kind: type[BaseException]) -> Any:
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        if isinstance(current, kind):
+            return current
+        current = current.__cause__
+        seen += 1
+    return None
+
+
+def _path(bucket: str | None, key: str | None) -> str:
+    return f"{bucket or ''}/{key or ''}".rstrip("/")
+
+
+async def _gather_or_cancel(coros: list[Awaitable[T]]) -> list[T]:
+    """gather, but the first failure cancels the siblings instead of leaving them running."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _add_snapshots(a: MetricsSnapshot, b: MetricsSnapshot) -> MetricsSnapshot:
+    def merged(x: dict, y: dict) -> dict:
+        return {k: x.get(k, 0) + y.get(k, 0) for k in set(x) | set(y)}
+
+    return MetricsSnapshot(
+        requests=merged(a.requests, b.requests),
+        retries=merged(a.retries, b.retries),
+        timeouts=merged(a.timeouts, b.timeouts),
+        bytes_in=a.bytes_in + b.bytes_in,
+        bytes_out=a.bytes_out + b.bytes_out,
+        hedges=a.hedges + b.hedges,
+        latency_buckets=tuple(x + y for x, y in zip(a.latency_buckets, b.latency_buckets, strict=True)),
+    )
+
+
+_closing: set[asyncio.Future] = set()
+
+
+def _close_clients_now(clients: dict[asyncio.AbstractEventLoop, S3Client]) -> None:
+    """Close every S3Client from any thread (also the weakref finalizer: it holds no filesystem)."""
+    try:
+        current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    for loop, client in list(clients.items()):
+        clients.pop(loop, None)
+        if loop is current:
+            task = loop.create_task(client.close())
+            _closing.add(task)
+            task.add_done_callback(_closing.discard)
+        elif loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(client.close(), loop)
+            with suppress(Exception):
+                future.result(CLOSE_TIMEOUT_SECONDS)
+        else:
+            _abort_client(client)
+
+
+def _discard_stopped(clients: dict[asyncio.AbstractEventLoop, S3Client]) -> list[S3Client]:
+    """Drop clients of loops that no longer run (asyncio.run finished, a forked child): their sockets close."""
+    dropped = [clients.pop(loop) for loop in [loop for loop in clients if not loop.is_running()]]
+    for client in dropped:
+        _abort_client(client)
+    return dropped
+
+
+def _abort_client(client: S3Client) -> None:
+    """Close a client whose loop is not running: its connector's sockets are closed synchronously."""
+    session = getattr(client, "_session", None)
+    connector = getattr(session, "connector", None)
+    if connector is not None:
+        with suppress(Exception):
+            connector._close()

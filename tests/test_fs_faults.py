@@ -1,0 +1,149 @@
+"""s3io.fs.S3FileSystem behind the fault proxy: one retry loop (the policy's), typed errors, resumed reads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from support.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders, Stall, StallBeforeHeaders
+from support.moto_server import boto3_client
+
+from s3io import errors
+from s3io.fs import S3FileSystem
+
+pytestmark = pytest.mark.timeout(60)
+
+PAYLOAD = bytes(range(256)) * 64  # 16 KiB
+FAST = {"backoff_base": "1ms", "backoff_cap": "100ms"}
+
+
+@pytest.fixture
+def make_fs(fault_proxy: Any) -> Iterator[Callable[..., S3FileSystem]]:
+    """Filesystems pointed at the fault proxy, closed after the test."""
+    made: list[S3FileSystem] = []
+
+    def make(**policy: Any) -> S3FileSystem:
+        fs = S3FileSystem(endpoint_url=fault_proxy.url, policy={**FAST, **policy}, skip_instance_cache=True)
+        made.append(fs)
+        return fs
+
+    yield make
+    for fs in made:
+        fs.close()
+
+
+@pytest.fixture
+def obj(bucket: str, s3_endpoint: Any) -> str:
+    boto3_client(s3_endpoint.url).put_object(Bucket=bucket, Key="data.bin", Body=PAYLOAD)
+    return f"{bucket}/data.bin"
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_persistent_503_is_tried_exactly_max_attempts_times(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, obj: str, max_attempts: int
+) -> None:
+    fs = make_fs(max_attempts=str(max_attempts))
+    fault_proxy.add_rule(FaultRule(ErrorResponse.slow_down(), method="HEAD"))
+    with pytest.raises(OSError) as caught:
+        fs.info(obj)
+    assert fault_proxy.count(method="HEAD") == max_attempts  # neither botocore nor s3fs adds attempts
+    assert caught.value.__cause__.attempts == max_attempts
+    assert fs.stats().retries.get("throttled", 0) == max_attempts - 1
+
+
+def test_one_503_on_a_botocore_call_is_retried_once(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, obj: str
+) -> None:
+    fs = make_fs(max_attempts="5")
+    fault_proxy.add_rule(FaultRule(ErrorResponse.slow_down(), method="HEAD", times=1))
+    assert fs.info(obj)["size"] == len(PAYLOAD)
+    assert fault_proxy.count(method="HEAD") == 2
+
+
+def test_missing_object_is_not_retried(make_fs: Callable[..., S3FileSystem], fault_proxy: Any, bucket: str) -> None:
+    fs = make_fs(max_attempts="5")
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file(f"{bucket}/missing")
+    assert fault_proxy.count(method="GET") == 1
+    with pytest.raises(FileNotFoundError):
+        fs.info(f"{bucket}/missing")
+    assert fault_proxy.count(method="HEAD") == 1  # s3fs then lists the prefix once, as it always does
+
+
+def test_503s_on_reads_are_retried_by_the_s3io_client(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, obj: str
+) -> None:
+    fs = make_fs(max_attempts="5")
+    fault_proxy.add_rule(FaultRule(ErrorResponse.slow_down(), method="GET", times=2))
+    assert fs.cat_file(obj, start=100, end=200) == PAYLOAD[100:200]
+    assert fault_proxy.count(method="GET") == 3
+    stats = fs.stats()
+    assert stats.requests.get(("get", 503)) == 2
+    assert stats.retries.get("throttled") == 2
+
+
+def test_stalled_body_resumes_from_the_last_byte_pinned_to_the_etag(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, obj: str
+) -> None:
+    fs = make_fs(max_attempts="3", stall_timeout="300ms")
+    fault_proxy.add_rule(FaultRule(Stall(after_bytes=5000), method="GET", times=1))
+    assert fs.cat_file(obj, start=0, end=len(PAYLOAD)) == PAYLOAD
+    first, second = fault_proxy.requests
+    assert first.range == f"bytes=0-{len(PAYLOAD) - 1}"
+    assert second.range == f"bytes=5000-{len(PAYLOAD) - 1}"
+    assert second.if_match
+    assert fs.stats().timeouts.get("stall") == 1
+
+
+def test_stalled_botocore_call_is_cut_by_the_first_byte_deadline_and_retried(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, obj: str
+) -> None:
+    fs = make_fs(max_attempts="3", connect_timeout="500ms", first_byte_timeout="500ms")
+    fault_proxy.add_rule(FaultRule(StallBeforeHeaders(), method="HEAD", times=1))
+    started = time.monotonic()
+    assert fs.info(obj)["size"] == len(PAYLOAD)
+    assert time.monotonic() - started < 20  # generous: the deadline is ~1 s, botocore's default read timeout 60 s
+    assert fault_proxy.count(method="HEAD") == 2
+    assert fs.stats().timeouts.get("first_byte") == 1
+
+
+def test_stalled_botocore_call_gives_up_after_max_attempts_with_a_deadline_error(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, obj: str
+) -> None:
+    fs = make_fs(max_attempts="2", connect_timeout="300ms", first_byte_timeout="300ms")
+    fault_proxy.add_rule(FaultRule(StallBeforeHeaders(), method="HEAD"))
+    with pytest.raises(TimeoutError) as caught:  # fsspec's sync() turns it into FSTimeoutError, a TimeoutError
+        fs.info(obj)
+    deadline = caught.value.__cause__
+    assert isinstance(deadline, errors.DeadlineExceeded)
+    assert deadline.phase == "first_byte"
+    assert deadline.attempts == 2
+    assert fault_proxy.count(method="HEAD") == 2
+
+
+def test_connection_resets_are_retried_by_the_policy_and_bounded(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, obj: str, bucket: str
+) -> None:
+    fs = make_fs(max_attempts="2")
+    fault_proxy.add_rule(FaultRule(ResetBeforeHeaders(), method="GET", path=r"list-type=2"))
+    with pytest.raises(ConnectionError):
+        fs.ls(bucket, detail=False)
+    assert fs.stats().retries.get("connection") == 1
+    # aiohttp itself re-sends an idempotent request once after a reset (RFC 9112 section 9.3.1.1), so each
+    # policy attempt may reach the server twice; botocore and s3fs add nothing.
+    assert 2 <= fault_proxy.count(method="GET", path=r"list-type=2") <= 4
+
+    fault_proxy.clear_rules()
+    assert fs.ls(bucket, detail=False) == [obj]
+
+
+def test_non_retryable_error_on_a_write_is_raised_after_one_request(
+    make_fs: Callable[..., S3FileSystem], fault_proxy: Any, bucket: str
+) -> None:
+    fs = make_fs(max_attempts="5")
+    fault_proxy.add_rule(FaultRule(ErrorResponse(403, "AccessDenied", "Access Denied"), method="PUT"))
+    with pytest.raises(PermissionError):
+        fs.pipe(f"{bucket}/denied.bin", b"data")
+    assert fault_proxy.count(method="PUT") == 1

@@ -1,0 +1,282 @@
+"""s3io.fs.S3FileSystem against a moto S3 server: s3fs's operations, s3io reads, protocols, policy plumbing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import fsspec
+import pytest
+import s3fs
+from fsspec.implementations.local import LocalFileSystem
+from s3fs.utils import FileExpired
+from support.moto_server import boto3_client
+
+import s3io.fs
+from s3io import Policy
+from s3io.fs import S3FileSystem, S3IOFile
+
+pytestmark = pytest.mark.timeout(60)
+
+FAST_RETRIES = {"max_attempts": "3", "backoff_base": "1ms", "backoff_cap": "100ms"}
+PAYLOAD = bytes(range(256)) * 40  # 10 240 bytes
+
+
+@pytest.fixture
+def fs(s3_endpoint: Any) -> Iterator[S3FileSystem]:
+    filesystem = S3FileSystem(endpoint_url=s3_endpoint.url, policy=FAST_RETRIES, skip_instance_cache=True)
+    try:
+        yield filesystem
+    finally:
+        filesystem.close()
+
+
+@pytest.fixture
+def obj(fs: S3FileSystem, bucket: str) -> str:
+    path = f"{bucket}/dir/data.bin"
+    fs.pipe(path, PAYLOAD)
+    return path
+
+
+def test_put_ls_info_cat_rm_round_trip(fs: S3FileSystem, bucket: str, tmp_path: Any) -> None:
+    local = tmp_path / "up.bin"
+    local.write_bytes(b"uploaded")
+    fs.put(str(local), f"{bucket}/a/up.bin")
+    fs.pipe(f"{bucket}/a/piped.bin", b"piped")
+
+    assert fs.ls(f"{bucket}/a", detail=False) == [f"{bucket}/a/piped.bin", f"{bucket}/a/up.bin"]
+    assert fs.info(f"s3io://{bucket}/a/up.bin")["size"] == len(b"uploaded")
+    assert fs.info(f"{bucket}/a")["type"] == "directory"
+    assert fs.cat(f"{bucket}/a/up.bin") == b"uploaded"
+    assert fs.exists(f"{bucket}/a/piped.bin")
+
+    fs.rm(f"{bucket}/a/piped.bin")
+    assert not fs.exists(f"{bucket}/a/piped.bin")
+    assert fs.ls(f"{bucket}/a", detail=False, refresh=True) == [f"{bucket}/a/up.bin"]
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        (None, None),
+        (0, 10),
+        (100, 200),
+        (-50, None),
+        (10, -10),
+        (-100, -20),
+        (10_000, 20_000),
+        (20_000, None),
+        (5, 5),
+    ],
+)
+def test_cat_file_limits_match_a_local_file(fs: S3FileSystem, obj: str, tmp_path: Any, start: Any, end: Any) -> None:
+    local = tmp_path / "data.bin"
+    local.write_bytes(PAYLOAD)
+    expected = LocalFileSystem().cat_file(str(local), start=start, end=end)
+    assert fs.cat_file(obj, start=start, end=end) == expected
+
+
+def test_cat_ranges_returns_results_in_request_order(fs: S3FileSystem, obj: str, bucket: str) -> None:
+    paths = [obj, obj, f"{bucket}/missing", obj]
+    out = fs.cat_ranges(paths, [300, 0, 0, 10_200], [310, 4, 1, 10_300])
+    assert out[0] == PAYLOAD[300:310]
+    assert out[1] == PAYLOAD[0:4]
+    assert isinstance(out[2], FileNotFoundError)
+    assert out[3] == PAYLOAD[10_200:]
+    with pytest.raises(FileNotFoundError):
+        fs.cat_ranges(paths, 0, 1, on_error="raise")
+
+
+def test_reads_go_through_the_s3io_client(fs: S3FileSystem, obj: str, tmp_path: Any) -> None:
+    before = fs.stats()
+    with fs.open(obj, "rb", block_size=4096, cache_type="none") as f:
+        assert isinstance(f, S3IOFile)
+        assert f.read(10) == PAYLOAD[:10]
+        f.seek(5000)
+        assert f.read() == PAYLOAD[5000:]
+    assert fs.cat(obj) == PAYLOAD
+    fs.get(obj, str(tmp_path / "copy.bin"))
+    assert (tmp_path / "copy.bin").read_bytes() == PAYLOAD
+
+    used = fs.stats() - before
+    assert used.requests_for("get") == 4  # two file reads, cat, get
+    assert used.requests_for("get_object") == 0  # botocore never fetched a body
+
+
+def test_whole_object_read_is_chunked_and_pinned_to_the_first_etag(
+    fault_proxy: Any, bucket: str, s3_endpoint: Any
+) -> None:
+    boto3_client(s3_endpoint.url).put_object(Bucket=bucket, Key="big.bin", Body=PAYLOAD)
+    fs = S3FileSystem(endpoint_url=fault_proxy.url, default_block_size=4096, skip_instance_cache=True)
+    try:
+        assert fs.cat(f"{bucket}/big.bin") == PAYLOAD
+    finally:
+        fs.close()
+    gets = fault_proxy.requests
+    assert sorted(r.range for r in gets) == ["bytes=0-4095", "bytes=4096-8191", "bytes=8192-10239"]
+    etag = next(r for r in gets if r.range == "bytes=0-4095")
+    assert etag.if_match is None
+    assert all(r.if_match for r in gets if r is not etag)
+
+
+def test_object_replaced_while_open_raises_file_expired(fs: S3FileSystem, obj: str) -> None:
+    with fs.open(obj, "rb", block_size=1024, cache_type="none") as f:
+        assert f.read(100) == PAYLOAD[:100]
+        fs.pipe(obj, b"x" * len(PAYLOAD))
+        with pytest.raises(FileExpired):
+            f.read(100)
+
+
+def test_get_file_writes_identical_bytes_in_chunks(fs: S3FileSystem, obj: str, tmp_path: Any) -> None:
+    target = tmp_path / "out.bin"
+    fs.get_file(obj, str(target), chunksize=3000)
+    assert target.read_bytes() == PAYLOAD
+
+
+def test_get_file_leaves_no_partial_file_when_the_object_is_missing(
+    fs: S3FileSystem, bucket: str, tmp_path: Any
+) -> None:
+    target = tmp_path / "out.bin"
+    with pytest.raises(FileNotFoundError):
+        fs.get_file(f"{bucket}/missing", str(target))
+    assert not target.exists()
+
+
+def test_s3io_urls_open_through_fsspec(obj: str, s3_endpoint: Any) -> None:
+    assert fsspec.get_filesystem_class("s3io") is S3FileSystem
+    with fsspec.open(f"s3io://{obj}", "rb", endpoint_url=s3_endpoint.url) as f:
+        assert f.read() == PAYLOAD
+    filesystem, path = fsspec.url_to_fs(f"s3io://{obj}", endpoint_url=s3_endpoint.url)
+    assert isinstance(filesystem, S3FileSystem)
+    assert path == obj
+    assert filesystem.unstrip_protocol(path) == f"s3io://{obj}"
+
+
+def test_install_as_s3_serves_s3_urls_until_uninstalled(obj: str, s3_endpoint: Any) -> None:
+    try:
+        s3io.fs.install_as_s3()
+        assert fsspec.get_filesystem_class("s3") is S3FileSystem
+        assert fsspec.get_filesystem_class("s3a") is S3FileSystem
+        with fsspec.open(f"s3://{obj}", "rb", endpoint_url=s3_endpoint.url) as f:
+            assert f.read(16) == PAYLOAD[:16]
+        assert isinstance(fsspec.url_to_fs(f"s3a://{obj}", endpoint_url=s3_endpoint.url)[0], S3FileSystem)
+    finally:
+        s3io.fs.uninstall_as_s3()
+    cls = fsspec.get_filesystem_class("s3")
+    assert cls is not S3FileSystem
+    assert issubclass(cls, s3fs.S3FileSystem)
+
+
+def test_policy_options_reach_the_policy_and_botocore(s3_endpoint: Any) -> None:
+    fs = S3FileSystem(
+        endpoint_url=s3_endpoint.url,
+        policy={"connectTimeout": "2s", "stall_timeout": "4s"},
+        max_attempts=4,
+        skip_instance_cache=True,
+    )
+    try:
+        assert fs.policy == Policy.from_env().replace(connect_timeout=2.0, stall_timeout=4.0, max_attempts=4)
+        config = fs.s3.meta.config
+        assert config.retries["total_max_attempts"] == 1
+        assert config.connect_timeout == 2.0
+        assert config.read_timeout == 4.0
+        assert fs.retries == 1
+        assert config.connector_args["socket_factory"] is not None  # TCP_USER_TIMEOUT + keepalive sockets
+        assert "max_attempts" not in fs.kwargs  # policy fields are not passed on to botocore
+    finally:
+        fs.close()
+
+
+def test_pickled_filesystem_keeps_its_policy(s3_endpoint: Any) -> None:
+    fs = S3FileSystem(
+        endpoint_url=s3_endpoint.url, policy=Policy(max_attempts=2), stall_timeout=1.5, skip_instance_cache=True
+    )
+    clone = pickle.loads(pickle.dumps(fs))
+    try:
+        assert clone is not fs
+        assert clone.policy == Policy(max_attempts=2, stall_timeout=1.5)
+    finally:
+        clone.close()
+        fs.close()
+
+
+def test_options_only_botocore_honours_send_reads_through_botocore(s3_endpoint: Any, obj: str) -> None:
+    fs = S3FileSystem(endpoint_url=s3_endpoint.url, requester_pays=True, skip_instance_cache=True)
+    try:
+        assert not fs.reads_via_s3io
+        assert fs.cat_file(obj, start=0, end=8) == PAYLOAD[:8]
+        used = fs.stats()
+        assert used.requests_for("get_object") == 1
+        assert used.requests_for("get") == 0
+    finally:
+        fs.close()
+
+
+def test_close_releases_clients_and_the_filesystem_reopens_lazily(fs: S3FileSystem, obj: str) -> None:
+    assert fs.cat_file(obj, start=0, end=4) == PAYLOAD[:4]
+    assert fs._s3io_clients
+    fs.close()
+    assert not fs._s3io_clients
+    assert fs.stats().requests_for("get") == 1  # counters survive the close
+    assert fs.cat_file(obj, start=4, end=8) == PAYLOAD[4:8]
+    assert fs.stats().requests_for("get") == 2
+    assert obj in fs.ls(os.path.dirname(obj), detail=False, refresh=True)
+
+
+def test_multipart_write_through_an_open_file(fs: S3FileSystem, bucket: str) -> None:
+    data = os.urandom(6 * 2**20)
+    with fs.open(f"{bucket}/mpu.bin", "wb", block_size=5 * 2**20) as f:
+        f.write(data)
+    used = fs.stats()
+    assert used.requests_for("create_multipart_upload") == 1
+    assert used.requests_for("upload_part") >= 1
+    assert used.requests_for("complete_multipart_upload") == 1
+    assert fs.cat(f"{bucket}/mpu.bin") == data
+
+
+def test_asynchronous_filesystem_reads_on_the_callers_loop(s3_endpoint: Any, obj: str) -> None:
+    async def main() -> tuple[bytes, list[bytes]]:
+        fs = S3FileSystem(endpoint_url=s3_endpoint.url, asynchronous=True, skip_instance_cache=True)
+        await fs.set_session()
+        try:
+            whole = await fs._cat_file(obj)
+            ranges = await fs._cat_ranges([obj, obj], [0, 100], [10, 110])
+            assert list(fs._s3io_clients) == [asyncio.get_running_loop()]
+            return whole, ranges
+        finally:
+            await fs.aclose()
+            assert not fs._s3io_clients
+
+    whole, ranges = asyncio.run(main())
+    assert whole == PAYLOAD
+    assert ranges == [PAYLOAD[:10], PAYLOAD[100:110]]
+
+
+@pytest.mark.parametrize(
+    ("options", "region", "path_style", "credentials"),
+    [
+        ({"key": "AKIDEXAMPLE", "secret": "s3cr3t"}, "us-east-1", True, "explicit"),
+        ({"anon": True, "client_kwargs": {"region_name": "eu-west-1"}}, "eu-west-1", True, "anonymous"),
+        ({"config_kwargs": {"s3": {"addressing_style": "virtual"}}}, "us-east-1", False, "provider-chain"),
+    ],
+)
+def test_s3io_client_takes_endpoint_region_and_credentials_from_storage_options(
+    s3_endpoint: Any, options: dict, region: str, path_style: bool, credentials: str
+) -> None:
+    fs = S3FileSystem(endpoint_url=s3_endpoint.url, skip_instance_cache=True, **options)
+
+    async def client_description() -> tuple[str, bool, str, str]:
+        client = fs._s3io_client()
+        try:
+            return client.endpoint.region, client.endpoint.path_style, client.endpoint.host, repr(client)
+        finally:
+            await fs.aclose()
+
+    got_region, got_path_style, host, description = asyncio.run(client_description())
+    assert (got_region, got_path_style) == (region, path_style)
+    assert host == f"{s3_endpoint.host}:{s3_endpoint.port}"
+    assert credentials in description
+    assert "s3cr3t" not in description
