@@ -23,9 +23,16 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import DeleteResult, GetResult, ObjectInfo, PutResult
 from s3io.transport.credentials import Credentials
 
+# The parquet API needs pyarrow: imported on first use, so `import s3io` (the CLI, the core client) stays light.
+_API_NAMES = ("Progress", "iter_batches", "iter_batches_async", "read_parquet", "read_parquet_async")
+
 
 def __getattr__(name: str) -> object:
     """``s3io.S3FileSystem`` is imported on first use: it loads s3fs and aiobotocore, which most users never need."""
+    if name in _API_NAMES:
+        from s3io import api
+
+        return getattr(api, name)
     if name == "S3FileSystem":
         from s3io.fs import S3FileSystem
 
@@ -47,6 +54,7 @@ __all__ = [
     "ObjectInfo",
     "Policy",
     "PreconditionFailed",
+    "Progress",
     "PutResult",
     "RequestError",
     "RetryBudgetExhausted",
@@ -58,4 +66,8 @@ __all__ = [
     "Throttled",
     "TransportError",
     "Truncated",
+    "iter_batches",
+    "iter_batches_async",
+    "read_parquet",
+    "read_parquet_async",
 ]

@@ -1,0 +1,10 @@
+"""The dataset layer between the range engine + parquet layer and the APIs (standalone and Spark).
+
+``FilePiece`` names what to read (a file or some of its row groups, plus partition values); ``ParquetReader``
+reads footers, schemas and record batches of many pieces concurrently within the engine's memory budget.
+"""
+
+from s3io.dataset.pieces import FilePiece
+from s3io.dataset.reader import ParquetReader, ReaderStats
+
+__all__ = ["FilePiece", "ParquetReader", "ReaderStats"]

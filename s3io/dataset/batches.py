@@ -1,0 +1,60 @@
+"""Turn decoded batches of one file into batches of the read: conformed, partition columns appended, filtered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from s3io.parquet.schema import conform
+
+
+def constant(value: pa.Array, length: int) -> pa.Array:
+    """``length`` copies of the one-element array ``value`` (any type; one C++ pass, no Python loop)."""
+    if length == 0:
+        return value.slice(0, 0)
+    if value.null_count:
+        return pa.nulls(length, value.type)
+    return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(pa.array([length], pa.int32()), value))
+
+
+class BatchFinisher:
+    """For one piece: ``finish(batch)`` is the batch with exactly ``schema`` then the partition columns, filtered.
+
+    Returns None for a batch the filter empties, so callers never yield zero-row batches.
+    """
+
+    __slots__ = ("expression", "partition_row", "schema", "target", "url")
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        target: pa.Schema,
+        partition_row: Sequence[pa.Array],
+        expression: pc.Expression | None,
+        url: str,
+    ) -> None:
+        self.schema = schema
+        self.target = target
+        self.partition_row = list(partition_row)
+        self.expression = expression
+        self.url = url
+
+    def finish(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        data = conform(batch, self.schema, url=self.url)
+        n = batch.num_rows
+        if self.partition_row:
+            columns = [*data.columns, *(constant(value, n) for value in self.partition_row)]
+            data = pa.RecordBatch.from_arrays(columns, schema=self.target)
+        if self.expression is not None and n:
+            data = data.filter(self.expression)
+        return data if data.num_rows else None
+
+    def finish_all(self, batches: Iterable[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        out = []
+        for batch in batches:
+            done = self.finish(batch)
+            if done is not None:
+                out.append(done)
+        return out
