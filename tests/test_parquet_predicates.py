@@ -320,3 +320,18 @@ def test_validate_errors_say_what_is_wrong(predicates: Any, message: str) -> Non
 
 def test_ops_are_the_documented_ten() -> None:
     assert OPS == ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null")
+
+
+def test_date_and_timestamp_predicates_accept_iso_strings() -> None:
+    schema = pa.schema([("d", pa.date32()), ("ts", pa.timestamp("us"))])
+    table = pa.table(
+        {
+            "d": [dt.date(2024, 1, 1), dt.date(2024, 1, 3)],
+            "ts": [dt.datetime(2024, 1, 1, 12), dt.datetime(2024, 1, 3, 12)],
+        },
+        schema=schema,
+    )
+    by_string = table.filter(to_expression([("d", ">=", "2024-01-02"), ("ts", "<", "2024-01-04T00:00:00")], schema))
+    assert by_string.column("d").to_pylist() == [dt.date(2024, 1, 3)]
+    with pytest.raises(InvalidConfig, match="ISO-8601"):
+        validate([("d", ">=", "yesterday")], schema)

@@ -10,6 +10,7 @@ with zoned columns as UTC (Arrow's cast rule).
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import math
 import numbers
@@ -63,6 +64,8 @@ def convert(raw: Any, column_type: pa.DataType) -> Converted:
     kind = family(column_type)
     if kind == "number" and isinstance(raw, (numbers.Number, decimal.Decimal)) and not isinstance(raw, bool):
         return _to_number(raw, column_type)
+    if kind == "datetime" and isinstance(raw, str):
+        raw = _parse_iso(raw)
     scalar = raw if isinstance(raw, pa.Scalar) else pa.scalar(raw)
     if kind is None or family(scalar.type) != kind:
         raise TypeError(f"a {scalar.type} value cannot be compared with {column_type}")
@@ -80,6 +83,18 @@ def convert(raw: Any, column_type: pa.DataType) -> Converted:
     except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
         raise TypeError(f"{scalar} cannot be represented as {column_type}") from exc
     return Converted(exact, exact, exact)
+
+
+def _parse_iso(text: str) -> datetime.date | datetime.datetime:
+    """An ISO-8601 date ("2024-01-02") or timestamp ("2024-01-02T03:04:05+00:00") written as a string."""
+    try:
+        if len(text.strip()) == 10:
+            return datetime.date.fromisoformat(text.strip())
+        return datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise TypeError(
+            f"{text!r} is not an ISO-8601 date or timestamp (e.g. 2024-01-02 or 2024-01-02T03:04:05)"
+        ) from None
 
 
 def _to_number(value: Any, column_type: pa.DataType) -> Converted:
