@@ -1,0 +1,71 @@
+"""Compaction of small parquet files under an S3 prefix, with a journaled commit protocol (see PROTOCOL.md).
+
+Driver side: ``compact_prefix`` (the whole job), ``recover_prefix`` (``--recover``), ``plan_compaction`` (pure).
+Worker side: ``rewrite_group`` / ``execute_group_task`` (one group, e.g. inside a Spark task).
+Reader side: ``resolve_visible_files`` (apply the journal to a listing), ``list_visible_files``.
+"""
+
+from spark_ext.compact.checksum import TableChecksum, table_checksum
+from spark_ext.compact.crash import CrashPoint
+from spark_ext.compact.driver import Progress, compact_prefix, recover_prefix
+from spark_ext.compact.errors import CompactionError, InputChanged, LockHeld, LockLost, VerificationFailed
+from spark_ext.compact.facts import fetch_file_facts
+from spark_ext.compact.journal import JournalEntry, ObjectRef, read_journal
+from spark_ext.compact.lock import CompactionLock
+from spark_ext.compact.options import CompactionOptions
+from spark_ext.compact.plan import CompactionGroup, CompactionPlan, FileFacts, plan_compaction
+from spark_ext.compact.recover import RecoveryReport, recover
+from spark_ext.compact.report import CompactionReport, GroupReport
+from spark_ext.compact.rewrite import (
+    ExecuteGroups,
+    GroupOutput,
+    GroupResult,
+    GroupTask,
+    RewriteSettings,
+    execute_group_task,
+    in_process_executor,
+    rewrite_group,
+    run_group_task,
+)
+from spark_ext.compact.visibility import apply_journal, list_visible_files, logical_key, resolve_visible_files
+
+__all__ = [
+    "CompactionError",
+    "CompactionGroup",
+    "CompactionLock",
+    "CompactionOptions",
+    "CompactionPlan",
+    "CompactionReport",
+    "CrashPoint",
+    "ExecuteGroups",
+    "FileFacts",
+    "GroupOutput",
+    "GroupReport",
+    "GroupResult",
+    "GroupTask",
+    "InputChanged",
+    "JournalEntry",
+    "LockHeld",
+    "LockLost",
+    "ObjectRef",
+    "Progress",
+    "RecoveryReport",
+    "RewriteSettings",
+    "TableChecksum",
+    "VerificationFailed",
+    "apply_journal",
+    "compact_prefix",
+    "execute_group_task",
+    "fetch_file_facts",
+    "in_process_executor",
+    "list_visible_files",
+    "logical_key",
+    "plan_compaction",
+    "read_journal",
+    "recover",
+    "recover_prefix",
+    "resolve_visible_files",
+    "rewrite_group",
+    "run_group_task",
+    "table_checksum",
+]

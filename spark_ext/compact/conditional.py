@@ -1,0 +1,65 @@
+"""Conditional writes that stay correct when a retry follows a lost response.
+
+The client retries a PUT whose response was lost (reset, 503 after the server acted, timeout). For a conditional
+PUT that retry fails with 412 even though the first attempt succeeded: the object now exists (If-None-Match: *)
+or has our new ETag (If-Match). So on 412 we read the object back: if it holds exactly the bytes we wrote
+(every body we write carries a unique ``write_id``), the write was ours and succeeded. A conditional DELETE
+retried after success answers 404: the object is gone either way, which is what we asked for.
+"""
+
+from __future__ import annotations
+
+from s3io.errors import NotFound, PreconditionFailed
+from s3io.s3.client import S3Client
+
+
+def same_etag(a: str | None, b: str | None) -> bool:
+    """ETags compare without their quotes (listings, HEAD and PUT may differ in quoting)."""
+    return a is not None and b is not None and a.strip('"') == b.strip('"')
+
+
+async def _ours_after_412(client: S3Client, bucket: str, key: str, body: bytes) -> str | None:
+    try:
+        current = await client.get_object(bucket, key)
+    except NotFound:
+        return None
+    return current.etag if current.data == body else None
+
+
+async def put_if_absent(client: S3Client, bucket: str, key: str, body: bytes) -> str:
+    """Create ``key`` only if it does not exist; returns its ETag; PreconditionFailed if someone else's exists."""
+    try:
+        result = await client.put_object(bucket, key, body, if_none_match=True, content_type="application/json")
+    except PreconditionFailed:
+        etag = await _ours_after_412(client, bucket, key, body)
+        if etag is None:
+            raise
+        return etag
+    return await _etag_of(client, bucket, key, result.etag)
+
+
+async def put_if_match(client: S3Client, bucket: str, key: str, body: bytes, etag: str) -> str:
+    """Replace ``key`` only if its ETag is still ``etag``; returns the new ETag; PreconditionFailed otherwise."""
+    try:
+        result = await client.put_object(bucket, key, body, if_match=etag, content_type="application/json")
+    except (PreconditionFailed, NotFound):
+        new_etag = await _ours_after_412(client, bucket, key, body)
+        if new_etag is None:
+            raise
+        return new_etag
+    return await _etag_of(client, bucket, key, result.etag)
+
+
+async def delete_if_match(client: S3Client, bucket: str, key: str, etag: str | None) -> bool:
+    """Delete ``key`` if it still has ``etag``; False if it was already gone; PreconditionFailed if it changed."""
+    try:
+        await client.delete_object(bucket, key, if_match=etag)
+    except NotFound:
+        return False
+    return True
+
+
+async def _etag_of(client: S3Client, bucket: str, key: str, etag: str | None) -> str:
+    if etag:
+        return etag
+    return (await client.head_object(bucket, key)).etag or ""

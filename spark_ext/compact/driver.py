@@ -1,0 +1,446 @@
+"""compact_prefix: the driver of one compaction job; recover_prefix: recovery alone (``--recover``).
+
+Sequence: lock -> list -> refuse if another compaction root overlaps -> recover leftovers -> read footers -> plan
+-> execute groups (in-process by default; the caller may pass a Spark executor) -> commit each verified output as
+it arrives -> wait the grace period -> publish, delete inputs -> wait the grace period -> delete staging and the
+journal -> release the lock. Every protocol step is fenced by the lock; a crash anywhere is repaired by the next
+run's recovery (or ``recover_prefix``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from s3io.errors import NotFound
+from s3io.s3.client import S3Client
+from s3io.s3.types import ObjectInfo
+from spark_ext.compact import journal, layout
+from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
+from spark_ext.compact.errors import CompactionError, LockHeld, LockLost
+from spark_ext.compact.facts import fetch_file_facts, list_prefix
+from spark_ext.compact.journal import JournalEntry
+from spark_ext.compact.lock import CompactionLock
+from spark_ext.compact.options import CompactionOptions
+from spark_ext.compact.plan import CompactionGroup, CompactionPlan, plan_compaction
+from spark_ext.compact.protocol import Clock, Sleep, commit_group, finish_entries
+from spark_ext.compact.recover import recover
+from spark_ext.compact.report import (
+    DRY_RUN,
+    LOCK_LOST,
+    LOCKED,
+    NOTHING_TO_DO,
+    OK,
+    PARTIAL,
+    REFUSED,
+    CompactionReport,
+    GroupReport,
+)
+from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
+from spark_ext.compact.visibility import apply_journal
+
+log = logging.getLogger("spark_ext.compact")
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A progress event for a progress bar: groups and input bytes done so far, of the totals."""
+
+    phase: str  # planning | rewriting | publishing | cleaning | done
+    groups_total: int
+    groups_done: int
+    bytes_total: int
+    bytes_done: int
+    elapsed: float
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+async def compact_prefix(
+    client: S3Client,
+    url: str,
+    options: CompactionOptions | None = None,
+    *,
+    execute_groups: ExecuteGroups | None = None,
+    crash_at: CrashPoint | str | None = None,
+    progress: ProgressCallback | None = None,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+) -> CompactionReport:
+    """Compact the small parquet files under the directory ``url`` (see the module doc); returns the report.
+
+    ``execute_groups(tasks)`` runs GroupTasks anywhere (e.g. one Spark task each) and returns or yields
+    GroupResults; by default they run in-process, ``options.max_concurrent_groups`` at a time. Raises only for
+    errors outside the protocol (bad URL, access denied, S3 unreachable); the journal keeps the prefix consistent
+    whatever happens, and the next run finishes what this one started.
+    """
+    options = options or CompactionOptions()
+    crash = resolve(crash_at)
+    bucket, prefix = layout.parse_prefix(url)
+    job = _Job(client, url, bucket, prefix, options, crash, progress, clock, sleep, external=execute_groups is not None)
+    if options.dry_run:
+        return await job.dry_run()
+    return await job.run(execute_groups or in_process_executor(client, options.max_concurrent_groups))
+
+
+async def recover_prefix(
+    client: S3Client,
+    url: str,
+    options: CompactionOptions | None = None,
+    *,
+    crash_at: CrashPoint | str | None = None,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+) -> CompactionReport:
+    """Take the lock, roll back or forward whatever a dead job left (see recover.py), release; plan nothing."""
+    options = options or CompactionOptions()
+    bucket, prefix = layout.parse_prefix(url)
+    job = _Job(client, url, bucket, prefix, options, resolve(crash_at), None, clock, sleep, external=False)
+    return await job.run(None)
+
+
+class _Job:
+    def __init__(
+        self,
+        client: S3Client,
+        url: str,
+        bucket: str,
+        prefix: str,
+        options: CompactionOptions,
+        crash: CrashPoint | None,
+        progress: ProgressCallback | None,
+        clock: Clock,
+        sleep: Sleep,
+        *,
+        external: bool,
+    ) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix
+        self.options = options
+        self.crash = crash
+        self.progress = progress
+        self.clock = clock
+        self.sleep = sleep
+        self.external = external
+        self.job_id = layout.new_job_id(clock())
+        self.owner = options.owner or layout.default_owner()
+        self.report = CompactionReport(url=f"s3://{bucket}/{prefix}", job_id=self.job_id, dry_run=options.dry_run)
+        self.started = time.monotonic()
+        self.stats_before = client.stats()
+        self.extra_requests = 0
+        self.extra_retries = 0
+        self.bytes_total = 0
+        self.bytes_done = 0
+        self.groups_total = 0
+        self.groups_done = 0
+
+    # ------------------------------------------------------------------ entry points
+
+    async def dry_run(self) -> CompactionReport:
+        """List, read footers, plan; write nothing. In-flight journal entries are applied like a reader would."""
+        listing = await list_prefix(self.client, self.bucket, self.prefix)
+        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        if entries:
+            self.report.warnings.append(
+                f"{len(entries)} journal entr{'y' if len(entries) == 1 else 'ies'} of an unfinished compaction: "
+                "the next run (or --recover) finishes them before planning"
+            )
+        visible = apply_journal(listing, entries, prefix=self.prefix)
+        plan = await self._plan(visible)
+        self.report.status = DRY_RUN
+        self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
+        return self._finish_report(plan)
+
+    async def run(self, execute: ExecuteGroups | None) -> CompactionReport:
+        """The whole job under the lock; ``execute`` None means recovery only."""
+        lock = CompactionLock(
+            self.client,
+            self.bucket,
+            self.prefix,
+            owner=self.owner,
+            job_id=self.job_id,
+            ttl=self.options.lock_ttl,
+            clock_skew=self.options.clock_skew,
+            clock=self.clock,
+        )
+        try:
+            await lock.acquire()
+        except LockHeld as exc:
+            self.report.status = LOCKED
+            self.report.message = str(exc)
+            return self._finish_report(None)
+        if lock.taken_over is not None:
+            self.report.lock_taken_over_from = f"{lock.taken_over.owner} (job {lock.taken_over.job_id})"
+        lock.start_renewing()
+        maybe_crash(CrashPoint.AFTER_LOCK_ACQUIRE, self.crash)
+        plan: CompactionPlan | None = None
+        try:
+            listing = await list_prefix(self.client, self.bucket, self.prefix)
+            problem = await self._other_roots(listing)
+            if problem:
+                self.report.status = REFUSED
+                self.report.message = problem
+                return self._finish_report(None)
+            self.report.recovery = await recover(
+                self.client,
+                lock,
+                self.bucket,
+                self.prefix,
+                listing,
+                grace_period=self.options.grace_period,
+                concurrency=self.options.delete_concurrency,
+                clock=self.clock,
+                sleep=self.sleep,
+                crash=self.crash,
+                keep_history=self.options.keep_history,
+            )
+            self.report.waited_s += self.report.recovery.waited
+            self.report.conflicts.extend(self.report.recovery.conflicts)
+            self.report.warnings.extend(self.report.recovery.errors)
+            if self.report.recovery.errors and execute is not None:
+                self.report.status = REFUSED
+                self.report.message = (
+                    "recovery left journal entries that need a person: "
+                    + "; ".join(self.report.recovery.errors)
+                    + ". Nothing was compacted; fix them (or delete the entries once the data is known to be safe) "
+                    "and run again"
+                )
+                return self._finish_report(None)
+            if self.report.recovery.entries_found or self.report.recovery.staging_deleted:
+                listing = await list_prefix(self.client, self.bucket, self.prefix)
+            data = [o for o in listing if layout.is_data_key(o.key, self.prefix)]
+            if execute is None:
+                self._count_before(data)
+                self.report.status = PARTIAL if self.report.recovery.errors else OK
+                if self.report.recovery.errors:
+                    self.report.message = "recovery left journal entries that need a person (see the warnings)"
+                self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
+                maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
+                return self._finish_report(None)
+            plan = await self._plan(data)
+            if not plan.groups:
+                self.report.status = NOTHING_TO_DO
+                self.report.message = "no group of small files worth rewriting"
+                self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
+                maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
+                return self._finish_report(plan)
+            committed = await self._execute_and_commit(lock, plan, execute)
+            if committed:
+                maybe_crash(CrashPoint.AFTER_ALL_COMMITS, self.crash)
+            if committed and self.options.finish:
+                self._tick("publishing")
+                outcome = await finish_entries(
+                    self.client,
+                    lock,
+                    committed,
+                    grace_period=self.options.grace_period,
+                    concurrency=self.options.delete_concurrency,
+                    clock=self.clock,
+                    sleep=self.sleep,
+                    crash=self.crash,
+                    keep_history=self.options.keep_history,
+                )
+                self.report.waited_s += outcome.waited
+                self.report.conflicts.extend(outcome.conflicts)
+                self.report.warnings.extend(outcome.errors)
+                published = {e.group_id: e for e in outcome.published}
+                finished = set(outcome.done)
+                for g in self.report.groups:
+                    entry = published.get(g.group_id)
+                    if entry is not None and entry.final is not None:
+                        g.output_key, g.output_bytes = entry.final.key, entry.final.size
+                        g.state = "done" if entry.key in finished else "published"
+            elif committed:
+                self.report.warnings.append(
+                    f"{len(committed)} group(s) committed but not published (finish=False): readers through the "
+                    "journal already see the compacted files; the next run (or --recover) publishes them and "
+                    "deletes the inputs after the grace period"
+                )
+            failed = self.report.groups_failed
+            self.report.status = PARTIAL if failed else OK
+            if failed:
+                self.report.message = f"{failed} of {len(plan.groups)} group(s) failed and were left as they were"
+            await self._count_after()
+            self._tick("done")
+            maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
+            return self._finish_report(plan)
+        except LockLost as exc:
+            self.report.status = LOCK_LOST
+            self.report.message = (
+                f"{exc}; stopped before the next step. Committed groups are safe in the journal; the job that "
+                "holds the lock now (or the next run) finishes them"
+            )
+            return self._finish_report(plan)
+        finally:
+            await asyncio.shield(lock.release())
+
+    # ------------------------------------------------------------------ steps
+
+    async def _plan(self, data: Sequence[ObjectInfo]) -> CompactionPlan:
+        self._count_before(data)
+        self._tick("planning")
+        facts = await fetch_file_facts(
+            self.client, data, threshold=self.options.threshold, concurrency=self.options.footer_concurrency
+        )
+        plan = plan_compaction(facts, self.options, bucket=self.bucket)
+        self.report.plan = plan
+        self.report.skipped_groups = list(plan.skipped_groups)
+        self.report.skipped_files = list(plan.skipped_files)
+        self.report.groups = [
+            GroupReport(g.group_id, g.partition_dir, len(g.files), g.input_bytes, rows=g.input_rows)
+            for g in plan.groups
+        ]
+        self.groups_total = len(plan.groups)
+        self.bytes_total = plan.input_bytes
+        return plan
+
+    async def _execute_and_commit(
+        self, lock: CompactionLock, plan: CompactionPlan, execute: ExecuteGroups
+    ) -> list[JournalEntry]:
+        """Run the groups; commit each verified output as soon as it arrives."""
+        settings = RewriteSettings.from_options(self.options)
+        crash_value = self.crash.value if self.crash is not None else None
+        tasks = [GroupTask(self.job_id, g, settings, crash_value) for g in plan.groups]
+        groups = {g.group_id: g for g in plan.groups}
+        reports = {g.group_id: g for g in self.report.groups}
+        committed: list[JournalEntry] = []
+        self._tick("rewriting")
+        stream = _results(execute(tasks))
+        async with contextlib.aclosing(stream):
+            async for result in stream:
+                await self._commit_result(lock, result, groups, reports, committed)
+        return committed
+
+    async def _commit_result(
+        self,
+        lock: CompactionLock,
+        result: GroupResult,
+        groups: dict[str, CompactionGroup],
+        reports: dict[str, GroupReport],
+        committed: list[JournalEntry],
+    ) -> None:
+        """Commit one executed group (or record its failure)."""
+        report = reports[result.group_id]
+        group = groups[result.group_id]
+        if result.output is None:
+            report.state = "failed"
+            report.error = f"{result.error_kind}: {result.error}"
+            log.warning("group %s failed: %s", result.group_id, report.error)
+            return
+        output = result.output
+        if self.external:
+            self.extra_requests += output.requests
+            self.extra_retries += output.retries
+        entry = await commit_group(
+            self.client,
+            lock,
+            job_id=self.job_id,
+            prefix=self.prefix,
+            group=group,
+            output=output,
+            owner=self.owner,
+            clock=self.clock,
+        )
+        maybe_crash(CrashPoint.AFTER_COMMIT_RECORD, self.crash)
+        committed.append(entry)
+        report.state = "committed"
+        report.rows = output.rows
+        report.output_key, report.output_bytes = output.staging.key, output.staging.size
+        self.report.rows_rewritten += output.rows
+        self.groups_done += 1
+        self.bytes_done += output.input_bytes
+        self._tick("rewriting")
+
+    async def _other_roots(self, listing: Sequence[ObjectInfo]) -> str | None:
+        """Why this prefix must not be compacted now: another compaction rooted above or below it is in flight."""
+        control = layout.CONTROL_DIR
+        for obj in listing:
+            relative = obj.key[len(self.prefix) :]
+            marker = relative.find("/" + control)
+            if marker >= 0:
+                root = obj.key[: len(self.prefix) + marker + 1]
+                return (
+                    f"a compaction rooted at s3://{self.bucket}/{root} left its lock or journal there "
+                    f"({obj.key}); finish it first (run the compaction or --recover on that directory), "
+                    "then compact this one"
+                )
+        for root in layout.journal_roots(self.prefix)[1:]:
+            lock_key = layout.lock_key(root)
+            try:
+                await self.client.head_object(self.bucket, lock_key)
+            except NotFound:
+                pass
+            else:
+                return (
+                    f"a compaction rooted at s3://{self.bucket}/{root} holds its lock ({lock_key}); "
+                    "compact either the parent or the child directory, not both at once"
+                )
+            if await journal.list_entry_keys(self.client, self.bucket, root):
+                return (
+                    f"a compaction rooted at s3://{self.bucket}/{root} has unfinished journal entries; "
+                    "finish it first (run the compaction or --recover on that directory)"
+                )
+        return None
+
+    # ------------------------------------------------------------------ accounting
+
+    def _count_before(self, data: Sequence[ObjectInfo]) -> None:
+        self.report.files_before = len(data)
+        self.report.bytes_before = sum(o.size for o in data)
+
+    async def _count_after(self) -> None:
+        listing = await list_prefix(self.client, self.bucket, self.prefix)
+        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        visible = apply_journal(listing, entries, prefix=self.prefix)
+        self.report.files_after = len(visible)
+        self.report.bytes_after = sum(o.size for o in visible)
+
+    def _tick(self, phase: str) -> None:
+        if self.progress is not None:
+            self.progress(
+                Progress(
+                    phase,
+                    self.groups_total,
+                    self.groups_done,
+                    self.bytes_total,
+                    self.bytes_done,
+                    time.monotonic() - self.started,
+                )
+            )
+
+    def _finish_report(self, plan: CompactionPlan | None) -> CompactionReport:
+        if plan is not None:
+            self.report.plan = plan
+        spent = self.client.stats() - self.stats_before
+        self.report.requests = spent.request_count + self.extra_requests
+        self.report.retries = spent.retry_count + self.extra_retries
+        self.report.duration_s = time.monotonic() - self.started
+        return self.report
+
+
+async def _results(
+    produced: AsyncIterator[GroupResult] | Awaitable[Sequence[GroupResult]],
+) -> AsyncIterator[GroupResult]:
+    """Accept an executor that yields results as they finish, or one that returns them all at once."""
+    if inspect.isawaitable(produced):
+        for result in await produced:
+            yield result
+        return
+    iterator = produced
+    try:
+        async for result in iterator:
+            yield result
+    finally:
+        closer = getattr(iterator, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+__all__ = ["CompactionError", "Progress", "ProgressCallback", "compact_prefix", "recover_prefix"]

@@ -1,0 +1,38 @@
+"""Errors of the compaction job; each says what happened and what is left to do."""
+
+from __future__ import annotations
+
+import math
+import time
+
+
+class CompactionError(Exception):
+    """Base class of the compaction's own errors."""
+
+
+class LockHeld(CompactionError):
+    """Another job holds the prefix's lock and it has not expired."""
+
+    def __init__(self, url: str, owner: str, job_id: str, expires_at: float | None) -> None:
+        self.url = url
+        self.owner = owner
+        self.job_id = job_id
+        self.expires_at = expires_at
+        known = expires_at is not None and math.isfinite(expires_at)
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_at)) if known else "unknown"
+        super().__init__(
+            f"{url} is being compacted: lock held by {owner} (job {job_id}) until {until}; "
+            "retry after that time (a dead job's lock is taken over once it expires)"
+        )
+
+
+class LockLost(CompactionError):
+    """Our lock expired or was taken over: we stop before the next protocol step (fencing)."""
+
+
+class VerificationFailed(CompactionError):
+    """A written output does not hold exactly the rows of its inputs; it was not committed."""
+
+
+class InputChanged(CompactionError):
+    """An input was replaced or deleted by someone else after it was planned."""

@@ -1,0 +1,56 @@
+"""The I/O side of planning: list a prefix's data files and read the footers of the candidates."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
+from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
+from s3io.parquet.schema import file_schema
+from s3io.s3.client import S3Client
+from s3io.s3.types import ObjectInfo
+from spark_ext.compact.plan import FileFacts
+from spark_ext.compact.tasks import gather_or_cancel
+
+
+async def list_prefix(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
+    """Every object under ``prefix`` (hidden ones included: recovery and the journal need them)."""
+    return [o async for o in client.list_objects(bucket, prefix)]
+
+
+async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
+    """The schema and row count from one file's footer (one ranged GET, two for a footer over 64 KiB).
+
+    The GET is pinned to the listed ETag, so the schema describes exactly the version the plan will name.
+    """
+    start, end = tail_range(info.size)
+    try:
+        tail = await client.get_object(info.bucket, info.key, start, end, if_match=info.etag)
+        try:
+            metadata = parse_footer(tail.data, info.size, info.url)
+        except FooterNeedsMore as more:
+            tail = await client.get_object(
+                info.bucket, info.key, info.size - more.needed, info.size, if_match=info.etag
+            )
+            metadata = parse_footer(tail.data, info.size, info.url)
+        return FileFacts(info, file_schema(metadata), metadata.num_rows)
+    except CorruptFile as exc:
+        return FileFacts(info, error=exc.message)
+    except (ObjectChanged, PreconditionFailed, NotFound):
+        return FileFacts(info, error="changed or deleted while the job was planning")
+
+
+async def fetch_file_facts(
+    client: S3Client, files: Sequence[ObjectInfo], *, threshold: int, concurrency: int = 32
+) -> list[FileFacts]:
+    """Facts for every file; footers are read only for candidates (non-empty and below ``threshold``)."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(info: ObjectInfo) -> FileFacts:
+        if not 0 < info.size < threshold:
+            return FileFacts(info)
+        async with slots:
+            return await read_file_facts(client, info)
+
+    return await gather_or_cancel(one(f) for f in files)

@@ -1,0 +1,283 @@
+"""Plan a compaction: which small files of which directory are rewritten together. Pure: no I/O, deterministic.
+
+Rules, in order:
+1. A file is a candidate when it is a readable parquet file (its footer parsed) of 1 byte or more and smaller
+   than the candidate threshold (75 % of the target by default, as Iceberg). Other files are skipped, each
+   with its reason; files at or above the threshold are left alone (that is what makes a rerun plan nothing).
+2. Candidates are grouped per directory: a Hive partition (or any directory) is never mixed with another.
+3. Within a directory, files are split into schema classes, in key order: a file joins the first class whose
+   schema it unifies with (``schema_mode="unify"``, s3io.parquet.schema's rules) or equals ("exact"); files of
+   incompatible schemas never share a group, and the report names the conflicting column.
+4. Each class is bin-packed first-fit-decreasing (size descending, then key) into bins of at most the target
+   size (a bin holds at least one file).
+5. A bin becomes a group when it has at least two files and either ``min_input_files`` files or at least the
+   threshold's worth of bytes (Iceberg's "enough input files" or "enough content"); other bins are skipped with
+   the reason.
+Group ids are ``g00000``, ``g00001``, ... in (directory, class, bin) order, so equal inputs give equal plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from s3io.errors import SchemaMismatch
+from s3io.parquet.schema import unify_schemas
+from s3io.s3.types import ObjectInfo
+from spark_ext.compact.layout import partition_dir
+from spark_ext.compact.options import CompactionOptions
+
+# Reasons a file or group is skipped (``kind``), so reports can count them.
+EMPTY = "empty"
+LARGE_ENOUGH = "large_enough"
+UNREADABLE = "unreadable"
+NO_SCHEMA = "no_schema"
+TOO_FEW_FILES = "too_few_files"
+SINGLE_FILE = "single_file"
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """A listed data file and what its footer said: its Arrow schema, or why it could not be read."""
+
+    info: ObjectInfo
+    schema: pa.Schema | None = None
+    num_rows: int | None = None
+    error: str | None = None  # e.g. "not a parquet file (trailing magic b'abcd')"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionGroup:
+    """Files of one directory and one schema class, rewritten into one output file. Picklable."""
+
+    group_id: str
+    bucket: str
+    partition_dir: str
+    files: tuple[ObjectInfo, ...]
+    schema: pa.Schema  # the output schema: the inputs' unified schema
+    input_rows: int | None = None  # from the footers, when known
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    key: str
+    size: int
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedGroup:
+    partition_dir: str
+    keys: tuple[str, ...]
+    bytes: int
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """The groups to rewrite, and everything left alone with its reason."""
+
+    groups: tuple[CompactionGroup, ...]
+    skipped_groups: tuple[SkippedGroup, ...] = ()
+    skipped_files: tuple[SkippedFile, ...] = ()
+    threshold: int = 0
+    target_file_size: int = 0
+    files_seen: int = 0
+    bytes_seen: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def input_files(self) -> int:
+        return sum(len(g.files) for g in self.groups)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(g.input_bytes for g in self.groups)
+
+    def describe(self) -> str:
+        """A few lines for --dry-run: one per group, then the skipped groups and files by reason."""
+        lines = [
+            f"{len(self.groups)} group(s) of {self.input_files} file(s), {format_size(self.input_bytes)} "
+            f"to rewrite (of {self.files_seen} file(s), {format_size(self.bytes_seen)}; "
+            f"target {format_size(self.target_file_size)}, candidates below {format_size(self.threshold)})"
+        ]
+        for g in self.groups:
+            lines.append(
+                f"  {g.group_id}  {g.partition_dir or '/'}  {len(g.files)} files  {format_size(g.input_bytes)}"
+            )
+        for s in self.skipped_groups:
+            lines.append(
+                f"  skipped {s.partition_dir or '/'} ({len(s.keys)} file(s), {format_size(s.bytes)}): {s.reason}"
+            )
+        for f in self.skipped_files:
+            if f.kind != LARGE_ENOUGH:
+                lines.append(f"  skipped file {f.key}: {f.reason}")
+        large = sum(1 for f in self.skipped_files if f.kind == LARGE_ENOUGH)
+        if large:
+            lines.append(f"  {large} file(s) already at or above {format_size(self.threshold)} left as they are")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+@dataclass
+class _SchemaClass:
+    schema: pa.Schema
+    example: str
+    members: list[FileFacts] = field(default_factory=list)
+
+
+def plan_compaction(
+    files: Iterable[FileFacts], options: CompactionOptions | None = None, *, bucket: str | None = None
+) -> CompactionPlan:
+    """Plan groups from the listed data files (hidden files already removed) and their footers' facts."""
+    options = options or CompactionOptions()
+    threshold = options.threshold
+    facts = sorted(files, key=lambda f: f.info.key)
+    skipped_files: list[SkippedFile] = []
+    by_dir: dict[str, list[FileFacts]] = {}
+    for f in facts:
+        size = f.info.size
+        if size == 0:
+            skipped_files.append(SkippedFile(f.info.key, size, EMPTY, "empty object (0 bytes)"))
+        elif size >= threshold:
+            skipped_files.append(
+                SkippedFile(
+                    f.info.key, size, LARGE_ENOUGH, f"{format_size(size)} is at or above {format_size(threshold)}"
+                )
+            )
+        elif f.error is not None:
+            skipped_files.append(SkippedFile(f.info.key, size, UNREADABLE, f"not compacted: {f.error}"))
+        elif f.schema is None:
+            skipped_files.append(SkippedFile(f.info.key, size, NO_SCHEMA, "not compacted: its footer was not read"))
+        else:
+            by_dir.setdefault(partition_dir(f.info.key), []).append(f)
+
+    groups: list[CompactionGroup] = []
+    skipped_groups: list[SkippedGroup] = []
+    for directory in sorted(by_dir):
+        classes = _schema_classes(by_dir[directory], options.schema_mode)
+        conflict = _conflict_note(classes, options.schema_mode)
+        for cls in classes:
+            for members in _first_fit_decreasing(cls.members, options.target_file_size):
+                keys = tuple(m.info.key for m in members)
+                total = sum(m.info.size for m in members)
+                reason = _skip_reason(len(members), total, options)
+                if reason is not None:
+                    kind, text = reason
+                    skipped_groups.append(SkippedGroup(directory, keys, total, kind, text + conflict))
+                    continue
+                rows = [m.num_rows for m in members]
+                groups.append(
+                    CompactionGroup(
+                        group_id=f"g{len(groups):05d}",
+                        bucket=bucket or members[0].info.bucket,
+                        partition_dir=directory,
+                        files=tuple(m.info for m in members),
+                        schema=_group_schema(members, cls.schema, options.schema_mode),
+                        input_rows=None if any(r is None for r in rows) else sum(rows),  # type: ignore[misc]
+                    )
+                )
+    return CompactionPlan(
+        groups=tuple(groups),
+        skipped_groups=tuple(skipped_groups),
+        skipped_files=tuple(skipped_files),
+        threshold=threshold,
+        target_file_size=options.target_file_size,
+        files_seen=len(facts),
+        bytes_seen=sum(f.info.size for f in facts),
+    )
+
+
+def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]:
+    classes: list[_SchemaClass] = []
+    for f in files:
+        assert f.schema is not None
+        schema = f.schema.remove_metadata()
+        for cls in classes:
+            if mode == "exact":
+                if cls.schema.equals(schema):
+                    cls.members.append(f)
+                    break
+                continue
+            try:
+                cls.schema = unify_schemas([(cls.example, cls.schema), (f.info.url, schema)])
+            except SchemaMismatch:
+                continue
+            cls.members.append(f)
+            break
+        else:
+            classes.append(_SchemaClass(schema if mode == "exact" else _plain(f, schema), f.info.url, [f]))
+    return classes
+
+
+def _plain(f: FileFacts, schema: pa.Schema) -> pa.Schema:
+    return unify_schemas([(f.info.url, schema)])
+
+
+def _conflict_note(classes: Sequence[_SchemaClass], mode: str) -> str:
+    """Words for the report when a directory holds files of more than one schema class."""
+    if len(classes) < 2:
+        return ""
+    first, second = classes[0], classes[1]
+    if mode == "exact":
+        detail = f"{first.example} and {second.example} have different schemas (schema_mode=exact)"
+    else:
+        try:
+            unify_schemas([(first.example, first.schema), (second.example, second.schema)])
+            detail = "schemas differ"
+        except SchemaMismatch as exc:
+            detail = exc.message
+    return f"; the directory holds {len(classes)} incompatible schemas, never mixed in one group ({detail})"
+
+
+def _group_schema(members: Sequence[FileFacts], class_schema: pa.Schema, mode: str) -> pa.Schema:
+    if mode == "exact":
+        return class_schema
+    try:
+        return unify_schemas([(m.info.url, m.schema.remove_metadata()) for m in members])  # type: ignore[union-attr]
+    except SchemaMismatch:
+        return class_schema
+
+
+def _first_fit_decreasing(files: Sequence[FileFacts], capacity: int) -> list[list[FileFacts]]:
+    ordered = sorted(files, key=lambda f: (-f.info.size, f.info.key))
+    bins: list[list[FileFacts]] = []
+    room: list[int] = []
+    for f in ordered:
+        for i, free in enumerate(room):
+            if f.info.size <= free:
+                bins[i].append(f)
+                room[i] -= f.info.size
+                break
+        else:
+            bins.append([f])
+            room.append(capacity - f.info.size)
+    return [sorted(b, key=lambda f: f.info.key) for b in bins]
+
+
+def _skip_reason(count: int, total: int, options: CompactionOptions) -> tuple[str, str] | None:
+    if count < 2:
+        return SINGLE_FILE, "a single small file: nothing to merge it with"
+    if count >= options.min_input_files or total >= options.threshold:
+        return None
+    return TOO_FEW_FILES, (
+        f"only {count} file(s) (min_input_files={options.min_input_files}) and {format_size(total)} "
+        f"(below the {format_size(options.threshold)} threshold)"
+    )
+
+
+def format_size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

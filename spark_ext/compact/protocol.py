@@ -1,0 +1,331 @@
+"""The commit protocol: the state machine of one group, its steps (each fenced and conditional), and their timing.
+
+State machine (the journal entry's ``state``; "-" = no entry; PROTOCOL.md has the readable version):
+
+    -          --rewrite_group-->   staged (hidden staging object, verified; still no entry)
+    staged     --commit_group-->    committed   entry created with If-None-Match: *        <- the commit point
+    committed  --copy_to_final-->   committed   + final object (readers still use staging)  [>= grace after commit]
+    committed  --record_published-> published   entry If-Match, final ETag/size recorded
+    published  --delete_inputs-->   published   each input If-Match its planned ETag (412: left, reported)
+    published  --delete_staging-->  published   [>= grace after the last input delete]
+    published  --record_done-->     done        entry If-Match
+    done       --forget-->          -           entry deleted (If-Match)
+
+Recovery: "-" with a staging object -> delete it (roll back); committed -> roll forward from copy_to_final
+(after checking staging still has the recorded ETag and size; if it is gone and every input is intact, roll
+back instead); published -> continue from delete_inputs; done -> forget. Every step first checks that the lock
+is still ours (``lock.ensure_held``), and a journal entry that moved under us means another job holds the lock
+(LockLost). ``finish_entries`` drives entries through the steps and waits the grace periods; the driver uses it
+after its commits, recovery for what a dead job left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from s3io.errors import NotFound, PreconditionFailed
+from s3io.s3.client import S3Client
+from spark_ext.compact import journal, layout
+from spark_ext.compact.conditional import delete_if_match, same_etag
+from spark_ext.compact.crash import CrashPoint, maybe_crash
+from spark_ext.compact.errors import CompactionError, LockLost
+from spark_ext.compact.journal import COMMITTED, DONE, PUBLISHED, JournalEntry, ObjectRef
+from spark_ext.compact.lock import CompactionLock
+from spark_ext.compact.plan import CompactionGroup
+from spark_ext.compact.rewrite import GroupOutput
+from spark_ext.compact.tasks import gather_or_cancel
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class StagingLost(CompactionError):
+    """A committed entry's staging object is gone or changed before it was published."""
+
+
+async def commit_group(
+    client: S3Client,
+    lock: CompactionLock,
+    *,
+    job_id: str,
+    prefix: str,
+    group: CompactionGroup,
+    output: GroupOutput,
+    owner: str = "",
+    clock: Clock = time.time,
+) -> JournalEntry:
+    """Make a verified output the truth for its inputs: create its journal entry (state "committed")."""
+    await lock.ensure_held()
+    entry = JournalEntry(
+        job_id=job_id,
+        group_id=group.group_id,
+        state=COMMITTED,
+        bucket=group.bucket,
+        prefix=prefix,
+        partition_dir=group.partition_dir,
+        inputs=tuple(ObjectRef(f.key, f.etag, f.size) for f in group.files),
+        staging=output.staging,
+        final_key=layout.final_key(group.partition_dir, job_id, group.group_id),
+        rows=output.rows,
+        checksums=dict(output.checksums),
+        committed_at=clock(),
+        owner=owner,
+    )
+    return await journal.create(client, entry)
+
+
+async def copy_to_final(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> ObjectRef:
+    """Copy the committed staging object to the final key; returns the final object's ETag and size."""
+    await lock.ensure_held()
+    staging = entry.staging
+    try:
+        head = await client.head_object(entry.bucket, staging.key)
+    except NotFound:
+        raise StagingLost(f"staging output s3://{entry.bucket}/{staging.key} of {entry.key} is missing") from None
+    if not same_etag(head.etag, staging.etag) or head.size != staging.size:
+        raise StagingLost(
+            f"staging output s3://{entry.bucket}/{staging.key} changed after commit "
+            f"(ETag {head.etag}, size {head.size}; journal says {staging.etag}, {staging.size})"
+        )
+    await client.copy_object(entry.bucket, staging.key, entry.bucket, entry.final_key, if_match=staging.etag)
+    final = await client.head_object(entry.bucket, entry.final_key)
+    if final.size != staging.size:
+        raise CompactionError(
+            f"copy of s3://{entry.bucket}/{staging.key} to {entry.final_key} has {final.size} bytes, "
+            f"expected {staging.size}"
+        )
+    return ObjectRef(entry.final_key, final.etag, final.size)
+
+
+async def record_published(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, final: ObjectRef, *, clock: Clock = time.time
+) -> JournalEntry:
+    await lock.ensure_held()
+    return await _advance(client, entry, state=PUBLISHED, final=final, published_at=clock())
+
+
+@dataclass
+class InputDeletion:
+    deleted: list[str] = field(default_factory=list)
+    already_gone: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+
+async def delete_inputs(
+    client: S3Client,
+    lock: CompactionLock,
+    entry: JournalEntry,
+    *,
+    concurrency: int = 16,
+    after_each: Callable[[str], None] | None = None,
+) -> InputDeletion:
+    """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported."""
+    if entry.state != PUBLISHED or entry.final is None:
+        raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
+    await lock.ensure_held()
+    outcome = InputDeletion()
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(ref: ObjectRef) -> None:
+        async with slots:
+            try:
+                gone_now = await delete_if_match(client, entry.bucket, ref.key, ref.etag)
+            except PreconditionFailed:
+                outcome.conflicts.append(
+                    f"input s3://{entry.bucket}/{ref.key} was replaced after it was compacted into "
+                    f"{entry.final_key} (its ETag is no longer {ref.etag}); the new object was left in place"
+                )
+                return
+            (outcome.deleted if gone_now else outcome.already_gone).append(ref.key)
+            if after_each is not None:
+                after_each(ref.key)
+
+    await gather_or_cancel(one(ref) for ref in entry.inputs)
+    return outcome
+
+
+async def delete_staging(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+    await lock.ensure_held()
+    try:
+        await delete_if_match(client, entry.bucket, entry.staging.key, entry.staging.etag)
+    except PreconditionFailed:
+        pass  # not the object we committed (cannot happen with nonce'd keys); never ours to delete
+
+
+async def record_done(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, *, clock: Clock = time.time
+) -> JournalEntry:
+    await lock.ensure_held()
+    return await _advance(client, entry, state=DONE, done_at=clock())
+
+
+async def forget(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+    await lock.ensure_held()
+    try:
+        await journal.remove(client, entry)
+    except PreconditionFailed as exc:
+        raise _moved(entry) from exc
+
+
+async def _advance(client: S3Client, entry: JournalEntry, **changes: object) -> JournalEntry:
+    try:
+        return await journal.advance(client, entry, **changes)
+    except (PreconditionFailed, NotFound) as exc:
+        raise _moved(entry) from exc
+
+
+def _moved(entry: JournalEntry) -> LockLost:
+    """Only a lock holder changes the journal: an entry that moved under us means another job holds the lock."""
+    return LockLost(f"journal entry s3://{entry.bucket}/{entry.key} was changed by another job; stopping")
+
+
+@dataclass
+class FinishOutcome:
+    """What ``finish_entries`` did."""
+
+    published: list[JournalEntry] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)  # journal keys completed
+    rolled_back: list[str] = field(default_factory=list)  # entries whose staging was lost but inputs intact
+    deleted_inputs: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    waited: float = 0.0
+
+
+async def finish_entries(
+    client: S3Client,
+    lock: CompactionLock,
+    entries: Sequence[JournalEntry],
+    *,
+    grace_period: float,
+    concurrency: int = 16,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+    crash: CrashPoint | None = None,
+    keep_history: bool = False,
+) -> FinishOutcome:
+    """Drive entries to the end of the protocol, waiting the grace periods:
+
+    - publish (copy + record) no earlier than ``committed_at + grace``: readers that planned the inputs before
+      the commit have finished with them by then, and readers that see "committed" read staging;
+    - delete inputs right after publishing (the plain-reader duplicate window is copy -> these deletes);
+    - delete staging, record "done" and delete the entry no earlier than ``grace`` after the last input delete
+      this call confirmed: readers that read "committed" (staging) or listed before the deletes have finished.
+    "done" entries are deleted at once: a "done" record is only written after that second wait.
+    """
+    outcome = FinishOutcome()
+    slots = asyncio.Semaphore(concurrency)
+    live = [e for e in entries if e.state in (COMMITTED, PUBLISHED)]
+    finished = [] if keep_history else [e for e in entries if e.state == DONE]
+
+    committed = [e for e in live if e.state == COMMITTED]
+    if committed:
+        outcome.waited += await _wait_until(max(e.committed_at for e in committed) + grace_period, clock, sleep)
+
+    async def publish(entry: JournalEntry) -> JournalEntry | None:
+        if entry.state != COMMITTED:
+            async with slots:
+                return await _check_final(client, lock, entry, outcome, clock)
+        async with slots:
+            try:
+                final = await copy_to_final(client, lock, entry)
+            except StagingLost as exc:
+                return await _staging_lost(client, lock, entry, exc, outcome)
+            maybe_crash(CrashPoint.AFTER_COPY, crash)
+            published = await record_published(client, lock, entry, final, clock=clock)
+            maybe_crash(CrashPoint.AFTER_PUBLISH_RECORD, crash)
+            outcome.published.append(published)
+            return published
+
+    publishing = await gather_or_cancel(publish(e) for e in live)
+    ready = [e for e in publishing if e is not None]
+
+    def deleted_one(_key: str) -> None:
+        maybe_crash(CrashPoint.AFTER_INPUT_DELETE, crash)
+
+    for entry in ready:
+        deletion = await delete_inputs(client, lock, entry, concurrency=concurrency, after_each=deleted_one)
+        outcome.deleted_inputs += len(deletion.deleted)
+        outcome.conflicts.extend(deletion.conflicts)
+    if ready:
+        maybe_crash(CrashPoint.AFTER_INPUTS_DELETED, crash)
+        outcome.waited += await _wait_until(clock() + grace_period, clock, sleep)
+
+    async def complete(entry: JournalEntry) -> None:
+        async with slots:
+            if entry.state != DONE:
+                await delete_staging(client, lock, entry)
+                maybe_crash(CrashPoint.AFTER_STAGING_DELETE, crash)
+                entry = await record_done(client, lock, entry, clock=clock)
+                maybe_crash(CrashPoint.AFTER_DONE_RECORD, crash)
+            if not keep_history:
+                await forget(client, lock, entry)
+                maybe_crash(CrashPoint.AFTER_JOURNAL_DELETE, crash)
+            outcome.done.append(entry.key)
+
+    await gather_or_cancel(complete(e) for e in [*ready, *finished])
+    return outcome
+
+
+async def _check_final(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, outcome: FinishOutcome, clock: Clock
+) -> JournalEntry | None:
+    """Before deleting the inputs of an entry published by an earlier run: is its final object still the one
+    recorded? If not, publish again from staging when staging is intact; otherwise leave the entry (and its
+    inputs) alone and report it."""
+    assert entry.final is not None
+    try:
+        head = await client.head_object(entry.bucket, entry.final.key)
+    except NotFound:
+        head = None
+    if head is not None and same_etag(head.etag, entry.final.etag) and head.size == entry.final.size:
+        return entry
+    try:
+        final = await copy_to_final(client, lock, entry)
+    except StagingLost as exc:
+        outcome.errors.append(
+            f"{entry.key}: the published output {entry.final.key} is missing or changed and {exc}; "
+            "its inputs were left in place for manual inspection"
+        )
+        return None
+    republished = await _advance(client, entry, final=final, published_at=clock())
+    outcome.published.append(republished)
+    return republished
+
+
+async def _staging_lost(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, exc: StagingLost, outcome: FinishOutcome
+) -> None:
+    """A committed entry without its staging object: roll back if every input is intact, else leave and report."""
+    intact = True
+    for ref in entry.inputs:
+        try:
+            head = await client.head_object(entry.bucket, ref.key)
+        except NotFound:
+            intact = False
+            break
+        if not same_etag(head.etag, ref.etag):
+            intact = False
+            break
+    if intact:
+        await lock.ensure_held()
+        try:
+            await delete_if_match(client, entry.bucket, entry.final_key, None)
+        except PreconditionFailed:
+            pass
+        await journal.remove(client, entry)
+        outcome.rolled_back.append(entry.key)
+    else:
+        outcome.errors.append(f"{exc}; some inputs are gone too: left for manual inspection")
+    return None
+
+
+async def _wait_until(deadline: float, clock: Clock, sleep: Sleep) -> float:
+    delay = deadline - clock()
+    if delay > 0:
+        await sleep(delay)
+        return delay
+    return 0.0

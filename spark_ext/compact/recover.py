@@ -1,0 +1,123 @@
+"""Recovery: finish or undo what a dead job left under a prefix, from the journal alone. Runs under the lock.
+
+- staging objects (``_s3io_staging/``) that no journal entry names: never committed -> deleted (roll back);
+- "committed" entries: rolled forward (publish after the grace period, delete inputs, later staging), after
+  checking the staging object still has the ETag and size the journal recorded; if it does not and every input
+  is intact, the entry is rolled back instead; otherwise it is left and reported;
+- "published" entries: the remaining inputs are deleted (If-Match), then staging and the entry after the grace;
+- "done" entries: deleted.
+Rerunning recovery is safe at any point: every step is conditional and idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from s3io.errors import PreconditionFailed
+from s3io.s3.client import S3Client
+from s3io.s3.types import ObjectInfo
+from spark_ext.compact import journal
+from spark_ext.compact.conditional import delete_if_match
+from spark_ext.compact.crash import CrashPoint
+from spark_ext.compact.journal import JournalEntry
+from spark_ext.compact.layout import is_staging_key
+from spark_ext.compact.lock import CompactionLock
+from spark_ext.compact.protocol import Clock, Sleep, finish_entries
+from spark_ext.compact.tasks import gather_or_cancel
+
+
+@dataclass
+class RecoveryReport:
+    """What recovery found and did; empty when the prefix was clean."""
+
+    entries_found: int = 0
+    rolled_forward: list[str] = field(default_factory=list)  # journal keys driven to completion
+    rolled_back: list[str] = field(default_factory=list)  # journal keys undone (staging lost, inputs intact)
+    staging_deleted: list[str] = field(default_factory=list)  # uncommitted staging objects removed
+    inputs_deleted: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    waited: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.rolled_forward or self.rolled_back or self.staging_deleted or self.inputs_deleted)
+
+    def describe(self) -> str:
+        if not (self.entries_found or self.staging_deleted or self.errors):
+            return "nothing to recover"
+        parts = [f"{self.entries_found} journal entr{'y' if self.entries_found == 1 else 'ies'} found"]
+        if self.rolled_forward:
+            parts.append(f"{len(self.rolled_forward)} rolled forward")
+        if self.rolled_back:
+            parts.append(f"{len(self.rolled_back)} rolled back")
+        if self.staging_deleted:
+            parts.append(f"{len(self.staging_deleted)} uncommitted staging object(s) deleted")
+        if self.inputs_deleted:
+            parts.append(f"{self.inputs_deleted} input(s) deleted")
+        if self.errors:
+            parts.append(f"{len(self.errors)} error(s)")
+        return ", ".join(parts)
+
+
+async def recover(
+    client: S3Client,
+    lock: CompactionLock,
+    bucket: str,
+    prefix: str,
+    listing: Sequence[ObjectInfo] | None = None,
+    *,
+    grace_period: float,
+    concurrency: int = 16,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+    crash: CrashPoint | None = None,
+    keep_history: bool = False,
+) -> RecoveryReport:
+    """Roll every leftover under ``prefix`` forward or back (see the module doc); ``listing``: a fresh full listing."""
+    report = RecoveryReport()
+    if listing is None:
+        listing = [o async for o in client.list_objects(bucket, prefix)]
+    entries: list[JournalEntry] = await journal.read_journal(client, bucket, prefix, concurrency=concurrency)
+    report.entries_found = len(entries)
+    referenced = {e.staging.key for e in entries}
+    orphans = [
+        o
+        for o in listing
+        if is_staging_key(o.key[len(prefix) :]) and o.key not in referenced and o.key.startswith(prefix)
+    ]
+    if orphans:
+        await lock.ensure_held()
+        slots = asyncio.Semaphore(concurrency)
+
+        async def drop(info: ObjectInfo) -> None:
+            async with slots:
+                try:
+                    await delete_if_match(client, bucket, info.key, info.etag)
+                except PreconditionFailed:
+                    return  # rewritten since the listing: a live writer's, not ours to judge now
+                report.staging_deleted.append(info.key)
+
+        await gather_or_cancel(drop(o) for o in orphans)
+    if entries:
+        outcome = await finish_entries(
+            client,
+            lock,
+            entries,
+            grace_period=grace_period,
+            concurrency=concurrency,
+            clock=clock,
+            sleep=sleep,
+            crash=crash,
+            keep_history=keep_history,
+        )
+        report.rolled_forward = list(outcome.done)
+        report.rolled_back = list(outcome.rolled_back)
+        report.inputs_deleted = outcome.deleted_inputs
+        report.conflicts = list(outcome.conflicts)
+        report.errors = list(outcome.errors)
+        report.waited = outcome.waited
+    return report
