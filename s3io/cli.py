@@ -42,8 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         "--addressing", choices=("auto", "path", "virtual"), default="auto", help="bucket addressing style"
     )
     common.add_argument("-v", "--verbose", action="count", default=0, help="-v: log retries; -vv: every attempt")
-    for name, text in _POLICY_FLAGS.items():
-        common.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text)
+    add_policy_arguments(common)
 
     parser = argparse.ArgumentParser(prog="s3io", description="Resilient S3 reads: cat, ls, stat.", parents=[common])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -77,7 +76,14 @@ def parse_range(text: str) -> tuple[int | None, int | None]:
         raise InvalidConfig(f"--range: expected START-END, START- or -N with whole numbers, got {text!r}") from None
 
 
-def _policy(args: argparse.Namespace) -> Policy:
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per policy field users tune (``--stall-timeout 2s``); shared by every command line of the project."""
+    for name, text in _POLICY_FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text)
+
+
+def policy_from_args(args: argparse.Namespace) -> Policy:
+    """The policy from the flags, over ``S3IO_*`` environment variables, over the defaults."""
     values = {name: getattr(args, name) for name in _POLICY_FLAGS if getattr(args, name, None) is not None}
     return Policy.from_mapping(values, base=Policy.from_env())
 
@@ -140,7 +146,7 @@ def _date(ts: float | None) -> str:
 async def _run(args: argparse.Namespace) -> None:
     credentials = ANONYMOUS if args.anonymous else None
     async with S3Client(
-        _policy(args),
+        policy_from_args(args),
         endpoint_url=args.endpoint_url,
         region=args.region,
         credentials=credentials,

@@ -1,19 +1,28 @@
 """Compaction of small parquet files under an S3 prefix, with a journaled commit protocol (see PROTOCOL.md).
 
+Blocking API: ``spark_ext.compact(spark, "s3://bucket/prefix/", target_file_size=..., ...)`` (this package is
+callable; the same function is ``spark_ext.compact.run``). Command line: ``python -m spark_ext.compact``.
+
 Driver side: ``compact_prefix`` (the whole job), ``recover_prefix`` (``--recover``), ``plan_compaction`` (pure).
 Worker side: ``rewrite_group`` / ``execute_group_task`` (one group, e.g. inside a Spark task).
 Reader side: ``resolve_visible_files`` (apply the journal to a listing), ``list_visible_files``.
 """
+
+import sys
+import types
+from typing import Any
 
 from spark_ext.compact.checksum import TableChecksum, table_checksum
 from spark_ext.compact.crash import CrashPoint
 from spark_ext.compact.driver import Progress, compact_prefix, recover_prefix
 from spark_ext.compact.errors import CompactionError, InputChanged, LockHeld, LockLost, VerificationFailed
 from spark_ext.compact.facts import fetch_file_facts
+from spark_ext.compact.job import compact as run
 from spark_ext.compact.journal import JournalEntry, ObjectRef, read_journal
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.compact.plan import CompactionGroup, CompactionPlan, FileFacts, plan_compaction
+from spark_ext.compact.progress_bar import ProgressBar
 from spark_ext.compact.recover import RecoveryReport, recover
 from spark_ext.compact.report import CompactionReport, GroupReport
 from spark_ext.compact.rewrite import (
@@ -49,6 +58,7 @@ __all__ = [
     "LockLost",
     "ObjectRef",
     "Progress",
+    "ProgressBar",
     "RecoveryReport",
     "RewriteSettings",
     "TableChecksum",
@@ -66,6 +76,17 @@ __all__ = [
     "recover_prefix",
     "resolve_visible_files",
     "rewrite_group",
+    "run",
     "run_group_task",
     "table_checksum",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """Makes ``spark_ext.compact(spark, url, ...)`` call ``run`` while this stays a package (for ``python -m``)."""
+
+    def __call__(self, spark: Any, url: str, **kwargs: Any) -> CompactionReport:
+        return run(spark, url, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,73 @@
+"""Run compaction groups on Spark: one small Spark job per group, at most ``max_concurrent_groups`` at once.
+
+Each job is started from a driver thread, so the driver's event loop stays free to renew the lock and record
+results while groups run; results come back as each group finishes (for the progress bar). A cancelled run
+cancels its Spark job group, so no task keeps writing after the driver gave up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from s3io import Credentials, Policy, S3Client
+from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task
+
+_job_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ClientFactory:
+    """Everything an executor needs to build its own S3Client; picklable, so it travels with the task."""
+
+    policy: Policy
+    endpoint_url: str | None = None
+    region: str | None = None
+    credentials: Credentials | str | None = None
+    addressing: str = "auto"
+
+    def __call__(self) -> S3Client:
+        return S3Client(
+            self.policy,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            credentials=self.credentials,
+            addressing=self.addressing,
+        )
+
+
+def spark_executor(spark: Any, make_client: ClientFactory, max_concurrent_groups: int) -> ExecuteGroups:
+    """An ``ExecuteGroups`` that runs every group as a Spark task and yields results as they finish."""
+    context = spark.sparkContext
+
+    async def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
+        job_group = f"s3io-compact-{next(_job_ids)}"
+        slots = asyncio.Semaphore(max_concurrent_groups)
+
+        async def one(task: GroupTask) -> GroupResult:
+            async with slots:
+                return await asyncio.to_thread(_run_one, context, job_group, task, make_client)
+
+        running = [asyncio.create_task(one(task)) for task in tasks]
+        try:
+            for finished in asyncio.as_completed(running):
+                yield await finished
+        finally:
+            unfinished = [task for task in running if not task.done()]
+            if unfinished:
+                context.cancelJobGroup(job_group)
+            for task in unfinished:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    return execute
+
+
+def _run_one(context: Any, job_group: str, task: GroupTask, make_client: ClientFactory) -> GroupResult:
+    context.setJobGroup(job_group, f"s3io compaction group {task.group.group_id}", interruptOnCancel=True)
+    run = functools.partial(execute_group_task, make_client=make_client)
+    return context.parallelize([task], 1).map(run).collect()[0]
