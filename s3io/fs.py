@@ -733,8 +733,5 @@ def _discard_stopped(clients: dict[asyncio.AbstractEventLoop, S3Client]) -> list
 
 def _abort_client(client: S3Client) -> None:
     """Close a client whose loop is not running: its connector's sockets are closed synchronously."""
-    session = getattr(client, "_session", None)
-    connector = getattr(session, "connector", None)
-    if connector is not None:
-        with suppress(Exception):
-            connector._close()
+    with suppress(Exception):
+        client.abort()

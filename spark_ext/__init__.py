@@ -1,0 +1,85 @@
+"""spark_ext: Spark on top of s3io. ``register(spark)`` makes ``spark.read.format("s3parquet")`` available;
+``compact(spark, url, ...)`` rewrites small parquet files into large ones.
+
+Importing this package imports neither pyspark nor the data source; ``register`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    """``spark_ext.compact`` (callable: ``spark_ext.compact(spark, url, ...)``) is imported on first use."""
+    if name == "compact":
+        import spark_ext.compact
+
+        return spark_ext.compact
+    raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")
+
+
+def register(spark: Any, *, filter_pushdown: bool = False) -> type:
+    """Register the ``s3parquet`` data source with ``spark`` (a SparkSession; PySpark >= 4.1) and return its class.
+
+    The session's default parallelism (Spark's default ``minPartitionNum``), time zone and partition type
+    inference are captured now, since Python workers cannot read them.
+
+    ``filter_pushdown=True`` registers the reader with ``pushFilters`` (partition filters prune files, data
+    filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``, without which PySpark
+    refuses such a reader. It is off by default because PySpark 4.3 caches the read plan of a DataFrame and
+    reuses the plan of its last *filtered* query for a later query on the same DataFrame that has no
+    pushable filter: ``df.filter("year = 2024").count()`` then ``df.count()`` silently counts only 2024.
+    With pushdown on, load a fresh DataFrame for each query. Without it, prune partitions by path instead
+    (``load("s3://b/t/year=2024/")`` with ``basePath``, or globs).
+    """
+    from spark_ext.source.datasource import SessionDefaults, bound_to_session
+
+    defaults = SessionDefaults(
+        default_parallelism=_default_parallelism(spark),
+        time_zone=_time_zone(spark),
+        partition_column_type_inference=_bool_conf(spark, "spark.sql.sources.partitionColumnTypeInference.enabled"),
+    )
+    source = bound_to_session(defaults, filter_pushdown=filter_pushdown)
+    if filter_pushdown:
+        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    spark.dataSource.register(source)
+    return source
+
+
+def _default_parallelism(spark: Any) -> int | None:
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect has no SparkContext
+        value = _conf(spark, "spark.default.parallelism")
+        return int(value) if value and value.isdigit() else None
+
+
+def _time_zone(spark: Any) -> str | None:
+    """The session time zone, if our partition-value parser knows it (else partitions are parsed in UTC)."""
+    from spark_ext.planning.partition_types import parse_time_zone
+
+    zone = _conf(spark, "spark.sql.session.timeZone")
+    if zone is None:
+        return None
+    try:
+        parse_time_zone(zone)
+    except ValueError:
+        return None
+    return zone
+
+
+def _conf(spark: Any, key: str) -> str | None:
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:
+        return None
+    return str(value) if value not in (None, "") else None
+
+
+def _bool_conf(spark: Any, key: str) -> bool | None:
+    value = _conf(spark, key)
+    return None if value is None else value.strip().lower() == "true"

@@ -53,6 +53,7 @@ class S3Client:
         self._credentials = CredentialProvider(credentials, self.endpoint.region)
         self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=self._credentials.refresh)
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"S3Client(endpoint={self.endpoint.scheme}://{self.endpoint.host}, {self._credentials!r})"
@@ -64,9 +65,18 @@ class S3Client:
         await self.close()
 
     async def close(self) -> None:
+        """Close the connections; the client cannot be used afterwards (in-flight operations fail)."""
+        self._closed = True
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    def abort(self) -> None:
+        """Close the connections synchronously, from any thread, e.g. when the client's event loop has stopped."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None and session.connector is not None:
+            session.connector._close()  # aiohttp has no public synchronous close
 
     def stats(self) -> MetricsSnapshot:
         """Counters so far: requests by (operation, status), retries by reason, timeouts by phase, bytes."""
@@ -75,7 +85,9 @@ class S3Client:
     # ----------------------------------------------------------------- plumbing
 
     def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+        if self._session is None:
+            if self._closed:
+                raise RuntimeError("this S3Client is closed; create a new one")
             self._session = make_session(self.policy)
         return self._session
 
@@ -329,6 +341,25 @@ class S3Client:
                 return
 
         await self._runner.run("abort_multipart", bucket, key, attempt)
+
+    async def create_bucket(self, bucket: str) -> None:
+        """Create a bucket in the client's region; a bucket that already exists and is ours is not an error."""
+        region = self.endpoint.region
+        body = None
+        if region != "us-east-1":
+            body = (
+                '<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                f"<LocationConstraint>{region}</LocationConstraint></CreateBucketConfiguration>"
+            ).encode()
+
+        async def attempt(watchdog: Watchdog) -> None:
+            try:
+                await self._send(watchdog, "create_bucket", "PUT", bucket, body=body)
+            except errors.RequestError as exc:
+                if exc.code != "BucketAlreadyOwnedByYou":
+                    raise
+
+        await self._runner.run("create_bucket", bucket, None, attempt)
 
     def multipart_writer(
         self,

@@ -1,0 +1,13 @@
+"""Automatic registration of ``spark.read.format("s3parquet")`` (PySpark >= 4.1).
+
+PySpark looks, once per JVM, for top-level modules named ``pyspark_*`` on the Python path of its workers that
+define ``DefaultSource`` (a DataSource subclass), and registers each under its ``name()``: see
+``pyspark/sql/worker/lookup_data_sources.py``. This module is that hook; it must be installed as a top-level
+package next to ``spark_ext``. Without ``spark_ext.register(spark)`` the source cannot see the session: it then
+uses os.cpu_count() as the default parallelism (set minPartitionNum to choose) and UTC for partition
+timestamps, and leaves every filter to Spark (no pushdown; see ``spark_ext.register``).
+"""
+
+from spark_ext.source.datasource import S3ParquetDataSource as DefaultSource
+
+__all__ = ["DefaultSource"]

@@ -1,0 +1,169 @@
+"""``spark.read.format("s3parquet")``: a Spark Python data source reading parquet from S3 through s3io.
+
+Where each step runs (PySpark 4.1+): Spark builds the source and calls ``schema()`` in one Python worker when
+``load()`` is called, pickles the instance, and calls ``reader()``, ``pushFilters()`` and ``partitions()`` in
+another for each query; ``read()`` runs in executors. So the listing is made once per ``load()`` (in
+``__init__``, like Spark's file index) and travels inside the pickled source; footers are read once, for the
+schema (one file, or all with ``mergeSchema``), and again at planning only for files large enough to split.
+
+A Python worker has no SparkSession: the default parallelism (Spark's default ``minPartitionNum``), the
+session time zone and partition type inference are captured by ``spark_ext.register(spark)``; without it
+(automatic registration) they are os.cpu_count(), UTC and true, and the options of the same names override them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.types import StructType
+
+from s3io.listing import ListedFile
+from spark_ext.planning.options import ReadOptions, redact
+from spark_ext.source.planner import (
+    discover,
+    infer_file_schema,
+    list_files,
+    make_client,
+    plan_columns,
+    planning_reader,
+    run_sync,
+    source_schema,
+)
+from spark_ext.source.reader import S3ParquetReader, S3ParquetScan, ScanState
+
+NAME = "s3parquet"
+logger = logging.getLogger("spark_ext.source")
+
+
+@dataclass(frozen=True)
+class SessionDefaults:
+    """Session settings a Python worker cannot read, captured on the driver by ``spark_ext.register``."""
+
+    default_parallelism: int | None = None  # sparkContext.defaultParallelism
+    time_zone: str | None = None  # spark.sql.session.timeZone
+    partition_column_type_inference: bool | None = None  # spark.sql.sources.partitionColumnTypeInference.enabled
+
+
+class S3ParquetDataSource(DataSource):
+    """Parquet files on S3 as a DataFrame: ``spark.read.format("s3parquet").load("s3://bucket/table/")``.
+
+    Options (case-insensitive; unknown ones are errors listing the known ones) are those of
+    ``spark_ext.planning.options``: Spark's file-source options (basePath, recursiveFileLookup, pathGlobFilter,
+    ignoreMissingFiles, ignoreCorruptFiles, mergeSchema, maxPartitionBytes, openCostInBytes, minPartitionNum),
+    ``columns`` (read only these), S3 settings (endpoint, region, pathStyle, anonymous, credentials) and every
+    s3io policy and range-engine field (connectTimeout, stallTimeout, maxAttempts, maxConcurrency, ...).
+    """
+
+    session_defaults: ClassVar[SessionDefaults] = SessionDefaults()
+    filter_pushdown: ClassVar[bool] = False  # see spark_ext.register: PySpark 4.3 reuses stale pushed plans
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        super().__init__(options)  # type: ignore[arg-type]
+        self.read_options = ReadOptions.from_options(with_session_defaults(options, self.session_defaults))
+        self._listed: tuple[ListedFile, ...] | None = None
+        self._data_schema: pa.Schema | None = None
+        self._row_groups: dict[str, tuple[int, ...]] = {}
+        self._listing()  # at load(), as Spark lists files when the DataFrame is created
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({redact(dict(self.options))!r})"
+
+    def schema(self) -> StructType:
+        """Data columns from the footers (first file, or all with mergeSchema), then the partition columns."""
+        options = self.read_options
+        listed = self._listing()
+        if self._data_schema is None:
+
+            async def infer() -> Any:
+                async with make_client(options) as client:
+                    return await infer_file_schema(planning_reader(client, options), [f.info for f in listed], options)
+
+            self._data_schema, self._row_groups = run_sync(infer)
+        return source_schema(self._data_schema, discover(listed, options), options.columns)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """A reader for ``schema`` (ours, or the user's: its columns are the ones read)."""
+        options = self.read_options
+        listed = self._listing()
+        partitions = discover(listed, options, schema)
+        state = ScanState(
+            options=options,
+            schema=schema,
+            partitions=partitions,
+            columns=plan_columns(schema, partitions, self._data_schema),
+            default_parallelism=self.default_parallelism(),
+            row_groups=dict(self._row_groups),
+            data_schema=self._data_schema,
+        )
+        # This instance is pickled again into every task with the read function: leave the listing behind
+        # (the reader has it; a second reader() call lists again and reads the footers of large files again).
+        self._listed = None
+        self._row_groups = {}
+        return (S3ParquetReader if self.filter_pushdown else S3ParquetScan)(state)
+
+    @classmethod
+    def default_parallelism(cls) -> int:
+        """Spark's default minPartitionNum: captured by register(), else the active session's, else CPU count."""
+        captured = cls.session_defaults.default_parallelism
+        if captured:
+            return captured
+        try:
+            from pyspark.sql import SparkSession
+
+            session = SparkSession.getActiveSession()
+            if session is not None:
+                return max(1, int(session.sparkContext.defaultParallelism))
+        except Exception:  # no JVM in this process (a Python worker), or Spark Connect
+            pass
+        return max(1, os.cpu_count() or 1)
+
+    def _listing(self) -> tuple[ListedFile, ...]:
+        if self._listed is None:
+            options = self.read_options
+
+            async def listing() -> list[ListedFile]:
+                async with make_client(options) as client:
+                    return await list_files(client, options)
+
+            self._listed = tuple(run_sync(listing))
+            logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
+        return self._listed
+
+
+def with_session_defaults(options: Mapping[str, str], defaults: SessionDefaults) -> dict[str, str]:
+    """The options, plus the session's time zone and type inference where the options do not set them."""
+    out = dict(options)
+    given = {key.replace("_", "").replace("-", "").lower() for key in out}
+    if defaults.time_zone and "timezone" not in given:
+        out["timeZone"] = defaults.time_zone
+    if defaults.partition_column_type_inference is not None and "partitioncolumntypeinference" not in given:
+        out["partitionColumnTypeInference"] = str(defaults.partition_column_type_inference).lower()
+    return out
+
+
+def bound_to_session(
+    defaults: SessionDefaults, *, filter_pushdown: bool = False, base: type[S3ParquetDataSource] = S3ParquetDataSource
+) -> type[S3ParquetDataSource]:
+    """A subclass carrying a session's defaults. Its qualified name is not importable, so cloudpickle ships it
+    by value (with the defaults) to the Python workers, where the base class is imported by reference."""
+    return type(
+        base.__name__,
+        (base,),
+        {
+            "session_defaults": defaults,
+            "filter_pushdown": filter_pushdown,
+            "__module__": base.__module__,
+            "__qualname__": f"{base.__qualname__}.<session>",
+            "__doc__": base.__doc__,
+        },
+    )

@@ -1,0 +1,360 @@
+"""Driver-side planning of an s3parquet read: list, discover partitions, read footers, resolve columns, bin-pack.
+
+The I/O here (listing, footers) runs in one ``asyncio.run`` per step with one S3Client under the read's policy,
+so every request of planning has the same deadlines and retries as reading. The rest is pure functions over
+the listing, kept apart so they are tested without Spark or a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.types import DataType, StructField, StructType
+
+from s3io.dataset import FilePiece, ParquetReader
+from s3io.engine import RangeEngine
+from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
+from s3io.listing import ListedFile, select_files
+from s3io.parquet.plan import row_group_bytes
+from s3io.parquet.predicates import validate
+from s3io.parquet.schema import file_schema, unify_schemas
+from s3io.s3.client import S3Client
+from s3io.s3.types import ObjectInfo
+from s3io.urls import S3Path
+from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
+from spark_ext.planning.filters import Predicate, partition_matches
+from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
+from spark_ext.planning.options import ReadOptions
+from spark_ext.source.types import read_type, spark_arrow_schema, spark_schema
+
+T = TypeVar("T")
+
+LIST_CONCURRENCY = 16  # listing prefixes (glob alternatives, several paths) listed at once
+FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
+
+
+class PathNotFound(S3IOError, FileNotFoundError):
+    """A path given to load() matches no object at all (Spark's PATH_NOT_FOUND)."""
+
+
+class NoDataFiles(S3IOError, ValueError):
+    """The paths hold no data file, so there is no footer to infer a schema from (and no schema was given)."""
+
+
+# ----------------------------------------------------------------------------------------------- running I/O
+
+
+def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code: ``asyncio.run``, or in a helper thread if a loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(make))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3parquet-plan") as pool:
+        return pool.submit(lambda: asyncio.run(_awaited(make))).result()
+
+
+async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+def make_client(options: ReadOptions) -> S3Client:
+    """The S3Client of a read: endpoint, region, addressing and credentials from the options; the read's policy."""
+    return S3Client(
+        options.policy,
+        endpoint_url=options.endpoint,
+        region=options.region,
+        credentials=options.credentials,
+        addressing=options.addressing,
+    )
+
+
+def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
+    """A ParquetReader for footers only: tails are fetched, never whole objects (their data is read elsewhere)."""
+    return ParquetReader(RangeEngine(client, options.engine.replace(whole_object_threshold=0)))
+
+
+# ----------------------------------------------------------------------------------------------- listing
+
+
+async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]:
+    """The data files of every path, sorted by URL; a path that matches no object raises PathNotFound."""
+    semaphore = asyncio.Semaphore(LIST_CONCURRENCY)
+
+    async def list_prefix(path: S3Path, prefix: str) -> list[ObjectInfo]:
+        async with semaphore:
+            return [obj async for obj in client.list_objects(path.bucket, prefix)]
+
+    jobs = [(path, prefix) for path in options.paths for prefix in path.listing_prefixes]
+    listings = await asyncio.gather(*(list_prefix(path, prefix) for path, prefix in jobs))
+    objects_of: dict[int, list[ObjectInfo]] = {}
+    for (path, _), objects in zip(jobs, listings, strict=True):
+        objects_of.setdefault(id(path), []).extend(objects)
+    selected: dict[str, ListedFile] = {}
+    for path in options.paths:
+        objects = objects_of.get(id(path), [])
+        if not any(path.match(obj.key) is not None for obj in objects if obj.bucket == path.bucket):
+            raise PathNotFound(
+                f"Path does not exist: {path.url} (no object matches it; check the bucket, the prefix and the glob)",
+                operation="list",
+            )
+        for listed in select_files(objects, path, path_glob_filter=options.path_glob_filter):
+            selected.setdefault(listed.info.url, listed)
+    return [selected[url] for url in sorted(selected)]
+
+
+# ----------------------------------------------------------------------------------------------- footers
+
+
+async def fetch_footers(
+    reader: ParquetReader,
+    objects: Sequence[ObjectInfo],
+    *,
+    ignore_missing: bool,
+    ignore_corrupt: bool,
+) -> dict[str, pq.FileMetaData | None]:
+    """Footers of ``objects`` fetched concurrently; None for a skipped (missing or corrupt, if ignored) file."""
+    semaphore = asyncio.Semaphore(FOOTER_CONCURRENCY)
+
+    async def one(obj: ObjectInfo) -> pq.FileMetaData | None:
+        async with semaphore:
+            try:
+                return await reader.metadata(obj)
+            except NotFound:
+                if ignore_missing:
+                    return None
+                raise
+            except CorruptFile:
+                if ignore_corrupt:
+                    return None
+                raise
+
+    results = await asyncio.gather(*(one(obj) for obj in objects))
+    return {obj.url: md for obj, md in zip(objects, results, strict=True)}
+
+
+async def infer_file_schema(
+    reader: ParquetReader, files: Sequence[ObjectInfo], options: ReadOptions
+) -> tuple[pa.Schema, dict[str, tuple[int, ...]]]:
+    """The Arrow schema of the data files (first readable file, or all of them with mergeSchema) and the
+    row-group sizes of every footer read on the way (kept for bin-packing)."""
+    candidates = [obj for obj in files if obj.size != 0]
+    if not candidates:
+        raise NoDataFiles(_no_data_message(options))
+    kwargs = {"ignore_missing": options.ignore_missing_files, "ignore_corrupt": options.ignore_corrupt_files}
+    if options.merge_schema:
+        footers = await fetch_footers(reader, candidates, **kwargs)
+    else:
+        footers = {}
+        for obj in candidates:  # the first file, or the next one if it is skipped as missing or corrupt
+            footers.update(await fetch_footers(reader, [obj], **kwargs))
+            if footers[obj.url] is not None:
+                break
+    readable = [(url, md) for url, md in footers.items() if md is not None]
+    if not readable:
+        raise NoDataFiles(_no_data_message(options) + " (every data file was skipped as missing or corrupt)")
+    schema = unify_schemas([(url, file_schema(md)) for url, md in readable])
+    return schema, {url: row_group_sizes(md) for url, md in readable}
+
+
+def row_group_sizes(metadata: pq.FileMetaData) -> tuple[int, ...]:
+    """Compressed bytes of each row group (all columns): what bin-packing counts a row-group split as."""
+    return tuple(row_group_bytes(metadata, rg) for rg in range(metadata.num_row_groups))
+
+
+def _no_data_message(options: ReadOptions) -> str:
+    paths = ", ".join(p.url for p in options.paths)
+    return (
+        f"Unable to infer schema for parquet: no data file under {paths}; give the schema with .schema(...) "
+        "to read an empty table"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- schema
+
+
+def source_schema(
+    data_schema: pa.Schema | None, partitions: PartitionSpec, columns: Sequence[str] | None
+) -> StructType:
+    """What schema() returns: data columns (minus those shadowed by partition columns), then partition columns;
+    with the ``columns`` option only those columns, in the order given."""
+    partition_names = {name.lower() for name in partitions.names}
+    data_fields = [
+        f
+        for f in (spark_schema(data_schema).fields if data_schema is not None else [])
+        if f.name.lower() not in partition_names
+    ]
+    fields = [*data_fields, *partitions.spark_schema.fields]
+    if columns is None:
+        return StructType(fields)
+    by_name: dict[str, StructField] = {}
+    for f in fields:
+        by_name.setdefault(f.name.lower(), f)
+    missing = [name for name in columns if name.lower() not in by_name]
+    if missing:
+        available = ", ".join(f.name for f in fields)
+        raise InvalidConfig(f"columns: no column named {', '.join(map(repr, missing))}; the columns are: {available}")
+    return StructType([by_name[name.lower()] for name in columns])
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How the output schema maps onto files and partition directories.
+
+    ``read_schema``: data columns in the files' spelling and read types; ``output_names``: the name each read
+    column (then each partition column) takes in the output; ``partition_index``: for each partition column of
+    the output, its index in the PartitionSpec's values; ``file_names``: output name -> file column name.
+    """
+
+    read_schema: pa.Schema
+    partition_schema: pa.Schema
+    target_schema: pa.Schema
+    output_names: tuple[str, ...]
+    partition_index: tuple[int, ...]
+    file_names: Mapping[str, str] = field(default_factory=dict)
+
+
+def plan_columns(schema: StructType, partitions: PartitionSpec, data_schema: pa.Schema | None) -> ColumnPlan:
+    """Split the schema Spark gives the reader into columns read from files and columns from partition paths.
+
+    A data column is matched to the file column of the same name, or (as Spark does by default) the one whose
+    name differs only in case; without a known file schema names are taken as given. Columns absent from a
+    file read as nulls.
+    """
+    spec_index = {name.lower(): i for i, name in enumerate(partitions.names)}
+    file_columns = list(data_schema.names) if data_schema is not None else []
+    data_fields: list[StructField] = []
+    partition_fields: list[StructField] = []
+    for f in schema.fields:
+        (partition_fields if f.name.lower() in spec_index else data_fields).append(f)
+    target = spark_arrow_schema(schema)
+    file_names = {f.name: _file_name(f.name, file_columns) for f in data_fields}
+    read_fields = [
+        pa.field(file_names[f.name], read_type(target.field(f.name).type), nullable=True) for f in data_fields
+    ]
+    partition_struct = StructType([StructField(f.name, f.dataType, True) for f in partition_fields])
+    return ColumnPlan(
+        read_schema=pa.schema(read_fields),
+        partition_schema=spark_arrow_schema(partition_struct),
+        target_schema=target,
+        output_names=tuple(f.name for f in (*data_fields, *partition_fields)),
+        partition_index=tuple(spec_index[f.name.lower()] for f in partition_fields),
+        file_names=file_names,
+    )
+
+
+def _file_name(name: str, file_columns: Sequence[str]) -> str:
+    if name in file_columns:
+        return name
+    folded = [c for c in file_columns if c.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else name
+
+
+def user_types(schema: StructType) -> dict[str, DataType]:
+    return {f.name: f.dataType for f in schema.fields}
+
+
+def discover(listed: Sequence[ListedFile], options: ReadOptions, schema: StructType | None = None) -> PartitionSpec:
+    """Hive partition discovery with the read's options; partition columns named in ``schema`` take its types."""
+    return discover_partitions(
+        listed,
+        base_path=options.base_path,
+        recursive_file_lookup=options.recursive_file_lookup,
+        type_inference=options.partition_column_type_inference,
+        time_zone=options.time_zone,
+        user_types=user_types(schema) if schema is not None else None,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- predicates
+
+
+def data_predicates_for(predicates: Iterable[Predicate], columns: ColumnPlan) -> tuple[tuple[str, str, Any], ...]:
+    """Pruning predicates renamed to file columns, keeping only those the read schema accepts (a predicate the
+    parquet layer cannot bind is dropped: it only ever prunes, Spark applies the filter anyway)."""
+    out = []
+    for column, op, value in predicates:
+        name = columns.file_names.get(column)
+        if name is None:
+            continue
+        try:
+            out.extend(validate([(name, op, list(value) if op in ("in", "not in") else value)], columns.read_schema))
+        except (InvalidConfig, ValueError, TypeError, pa.ArrowException):
+            continue
+    return tuple(out)
+
+
+def prune_partitions(
+    files: Iterable[PartitionedObject], spec: PartitionSpec, predicates: Sequence[Predicate]
+) -> list[PartitionedObject]:
+    """Files whose partition values satisfy every partition predicate (exact, as Spark would evaluate them)."""
+    if not predicates:
+        return list(files)
+    names = spec.names
+    return [f for f in files if partition_matches(dict(zip(names, f.values, strict=True)), predicates)]
+
+
+# ----------------------------------------------------------------------------------------------- bin-packing
+
+
+@dataclass(frozen=True)
+class PackingPlan:
+    """The bin-packed pieces of each partition, and what packing decided (for logs and tests)."""
+
+    partitions: list[list[FilePiece]]
+    max_split_bytes: int
+    min_partitions: int
+    split_files: int  # files split by row groups
+
+
+async def pack(
+    files: Sequence[PartitionedObject],
+    options: ReadOptions,
+    *,
+    default_parallelism: int,
+    partition_index: Sequence[int],
+    known_row_groups: Mapping[str, Sequence[int]],
+    reader: ParquetReader,
+) -> PackingPlan:
+    """Spark's packing: files larger than maxSplitBytes are split at row groups (their footers fetched here,
+    concurrently, unless already known), then splits go next-fit-decreasing into partitions."""
+    min_partitions = options.min_partitions(default_parallelism)
+    max_split = max_split_bytes(
+        (f.info.size for f in files),
+        max_partition_bytes=options.max_partition_bytes,
+        open_cost=options.open_cost_in_bytes,
+        min_partitions=min_partitions,
+    )
+    large = [f.info for f in files if needs_row_group_split(f.info.size, max_split)]
+    sizes: dict[str, Sequence[int]] = {
+        obj.url: known_row_groups[obj.url] for obj in large if obj.url in known_row_groups
+    }
+    unknown = [obj for obj in large if obj.url not in sizes]
+    if unknown:
+        footers = await fetch_footers(
+            reader, unknown, ignore_missing=options.ignore_missing_files, ignore_corrupt=options.ignore_corrupt_files
+        )
+        sizes.update({url: row_group_sizes(md) for url, md in footers.items() if md is not None})
+    groups = plan_partitions(
+        files,
+        max_partition_bytes=options.max_partition_bytes,
+        open_cost=options.open_cost_in_bytes,
+        min_partitions=min_partitions,
+        row_group_sizes=sizes,
+    )
+    split_files = len({s.url for group in groups for s in group if s.row_groups is not None})
+    pieces = [[to_piece(s, partition_index) for s in group] for group in groups]
+    return PackingPlan(pieces, max_split, min_partitions, split_files)
+
+
+def to_piece(split: FileSplit, partition_index: Sequence[int]) -> FilePiece:
+    """A FileSplit as the ParquetReader takes it, with the output's partition columns in output order."""
+    obj = ObjectInfo(split.bucket, split.key, split.size, split.etag)
+    values = tuple(split.partition_values[i] for i in partition_index)
+    return FilePiece(obj, split.row_groups, values)

@@ -1,0 +1,148 @@
+"""Arrow types as Spark reads them from parquet, and record batches cast to exactly the Arrow form Spark accepts.
+
+Spark checks the first batch a Python data source yields against ``to_arrow_schema(schema, timezone="UTC")``:
+names, order, types and nullability must match (``large_string``, ``int32`` for ``long``, ``timestamp[ns]`` are
+rejected). Mapping, as Spark's parquet reader does it: unsigned integers widen (uint8 -> smallint, uint16 -> int,
+uint32 -> bigint, uint64 -> decimal(20,0)); a zoned timestamp is ``timestamp``, a naive one ``timestamp_ntz``;
+dictionaries become their values; every field is nullable (Spark reads files with ``schema.asNullable``).
+Timestamps finer than microseconds are truncated to microseconds, Spark's precision.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from s3io.errors import S3IOError, SchemaMismatch
+from s3io.parquet.naming import file_error
+
+MAX_DECIMAL_PRECISION = 38
+
+
+class UnsupportedType(S3IOError, TypeError):
+    """A parquet column has a type Spark cannot hold; the message names the column and how to skip it."""
+
+
+_SIMPLE: dict[pa.DataType, DataType] = {
+    pa.bool_(): BooleanType(),
+    pa.int8(): ByteType(),
+    pa.int16(): ShortType(),
+    pa.int32(): IntegerType(),
+    pa.int64(): LongType(),
+    pa.uint8(): ShortType(),
+    pa.uint16(): IntegerType(),
+    pa.uint32(): LongType(),
+    pa.uint64(): DecimalType(20, 0),
+    pa.float16(): FloatType(),
+    pa.float32(): FloatType(),
+    pa.float64(): DoubleType(),
+    pa.date32(): DateType(),
+    pa.date64(): DateType(),
+    pa.null(): NullType(),
+}
+
+
+def spark_type(arrow_type: pa.DataType, column: str = "?") -> DataType:
+    """The Spark type of an Arrow (file) type; UnsupportedType names ``column`` for types Spark cannot read."""
+    t = pa.types
+    if arrow_type in _SIMPLE:
+        return _SIMPLE[arrow_type]
+    if t.is_dictionary(arrow_type):
+        return spark_type(arrow_type.value_type, column)
+    if t.is_string(arrow_type) or t.is_large_string(arrow_type) or t.is_string_view(arrow_type):
+        return StringType()
+    if (
+        t.is_binary(arrow_type)
+        or t.is_large_binary(arrow_type)
+        or t.is_binary_view(arrow_type)
+        or t.is_fixed_size_binary(arrow_type)
+    ):
+        return BinaryType()
+    if t.is_timestamp(arrow_type):
+        return TimestampType() if arrow_type.tz is not None else TimestampNTZType()
+    if t.is_decimal(arrow_type) and arrow_type.precision <= MAX_DECIMAL_PRECISION:
+        return DecimalType(arrow_type.precision, arrow_type.scale)
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
+        return ArrayType(spark_type(arrow_type.value_type, f"{column}.element"), containsNull=True)
+    if t.is_list_view(arrow_type) or t.is_large_list_view(arrow_type):
+        return ArrayType(spark_type(arrow_type.value_type, f"{column}.element"), containsNull=True)
+    if t.is_map(arrow_type):
+        return MapType(
+            spark_type(arrow_type.key_type, f"{column}.key"),
+            spark_type(arrow_type.item_type, f"{column}.value"),
+            valueContainsNull=True,
+        )
+    if t.is_struct(arrow_type):
+        fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+        return StructType([StructField(f.name, spark_type(f.type, f"{column}.{f.name}"), True) for f in fields])
+    raise UnsupportedType(
+        f"column {column!r} has type {arrow_type}, which Spark cannot read; leave it out with the columns option "
+        "or a .schema(...) that does not name it"
+    )
+
+
+def spark_schema(arrow_schema: pa.Schema) -> StructType:
+    """The Spark schema of a file (or unified) Arrow schema: every field nullable, as Spark reads files."""
+    return StructType([StructField(f.name, spark_type(f.type, f.name), nullable=True) for f in arrow_schema])
+
+
+def spark_arrow_schema(schema: StructType) -> pa.Schema:
+    """The exact Arrow schema PySpark checks a data source's batches against."""
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def read_type(target: pa.DataType) -> pa.DataType:
+    """The type to read a column in before the final cast: timestamps in nanoseconds, so no file is refused for
+    holding finer values than Spark keeps (the final cast truncates them to microseconds)."""
+    if pa.types.is_timestamp(target):
+        return pa.timestamp("ns", tz=target.tz)
+    return target
+
+
+def conform_to_spark(batch: pa.RecordBatch, target: pa.Schema, *, url: str | None = None) -> pa.RecordBatch:
+    """``batch`` with exactly the ``target`` schema, columns taken by name; timestamps truncate to the target unit.
+
+    Every other cast is safe (no overflow, no lost digits); a failed cast or a null in a non-nullable column
+    raises SchemaMismatch naming ``url`` and the column.
+    """
+    if batch.schema.equals(target):
+        return batch
+    names = batch.schema.names
+    columns = []
+    for field in target:
+        if field.name in names:
+            column = batch.column(names.index(field.name))
+            if not column.type.equals(field.type):
+                try:
+                    column = pc.cast(column, options=pc.CastOptions(field.type, allow_time_truncate=True))
+                except (pa.ArrowException, ValueError, TypeError) as exc:
+                    message = f"column {field.name!r} cannot be cast from {column.type} to {field.type}"
+                    raise file_error(SchemaMismatch, message, url, cause=exc) from exc
+        else:
+            column = pa.nulls(batch.num_rows, field.type)
+        if not field.nullable and column.null_count:
+            raise file_error(SchemaMismatch, f"column {field.name!r} has nulls but the schema says not null", url)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=target)
