@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from s3io.s3.types import ObjectInfo
@@ -27,29 +27,46 @@ def is_hidden(key_relative_to_base: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ListedFile:
-    """A data file and the URL of its root directory (ends with "/"), where partition discovery starts."""
+    """A data file and the URL of its root directory (ends with "/"), where partition discovery starts.
+
+    ``logical_key`` is the name the file stands for when it is stored under another (a compaction output still in
+    staging stands for its published name): names, globs and partition values use it; reads use ``info``.
+    """
 
     info: ObjectInfo
     root: str
+    logical_key: str | None = None
+
+    @property
+    def logical_url(self) -> str:
+        return f"s3://{self.info.bucket}/{self.logical_key or self.info.key}"
 
 
 def select_files(
-    objects: Iterable[ObjectInfo], path: S3Path, *, path_glob_filter: str | None = None
+    objects: Iterable[ObjectInfo],
+    path: S3Path,
+    *,
+    path_glob_filter: str | None = None,
+    logical_keys: Mapping[str, str] | None = None,
 ) -> list[ListedFile]:
     """Keep the objects ``path`` matches, minus hidden names and directory markers, sorted by key.
 
     ``objects`` are the listings of ``path.listing_prefixes``; overlaps are removed. ``path_glob_filter`` is
     Spark's ``pathGlobFilter``: a glob on the file name only, which does not affect partition discovery.
+    ``logical_keys`` maps a stored key to the name it stands for (see ``ListedFile.logical_key``).
     """
+    logical_keys = logical_keys or {}
     accepts_name = compile_name_glob(path_glob_filter) if path_glob_filter else None
     selected: dict[str, ListedFile] = {}
     for info in objects:
-        if info.bucket != path.bucket or info.key in selected:
+        key = logical_keys.get(info.key, info.key)
+        if info.bucket != path.bucket or key in selected:
             continue
-        match = path.match(info.key)
-        if match is None or is_hidden(match.relative) or info.key.endswith("/"):
+        match = path.match(key)
+        if match is None or is_hidden(match.relative) or key.endswith("/"):
             continue
-        if accepts_name is not None and not accepts_name(info.key.rsplit("/", 1)[-1]):
+        if accepts_name is not None and not accepts_name(key.rsplit("/", 1)[-1]):
             continue
-        selected[info.key] = ListedFile(info, f"s3://{path.bucket}/{match.root}")
+        logical = key if key != info.key else None
+        selected[key] = ListedFile(info, f"s3://{path.bucket}/{match.root}", logical)
     return [selected[key] for key in sorted(selected)]

@@ -82,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if spark is not None:
             spark.stop()
+    if args.dry_run and report.plan is not None:
+        print(report.plan.describe())
     print(report.to_text())
     return 0 if report.status in FINISHED else 1
 

@@ -81,7 +81,7 @@ def discover_partitions(
     root path is a base. ``type_inference`` is spark.sql.sources.partitionColumnTypeInference.enabled;
     ``time_zone`` the session time zone timestamps are read in; ``user_types`` types from a user schema.
     """
-    listed = sorted(files, key=lambda f: f.info.url)
+    listed = sorted(files, key=lambda f: f.logical_url)
     unpartitioned = PartitionSpec((), tuple(PartitionedObject(f.info, ()) for f in listed))
     if recursive_file_lookup or not listed:
         return unpartitioned
@@ -89,9 +89,9 @@ def discover_partitions(
     directories: dict[str, _Directory] = {}  # in URL order: the first one names the columns, as in Spark
     file_directories = []
     for f in listed:
-        url = f.info.url.rsplit("/", 1)[0] + "/"
+        url = f.logical_url.rsplit("/", 1)[0] + "/"
         if url not in directories:
-            directories[url] = _parse_directory(url, bases, example=f.info.url)
+            directories[url] = _parse_directory(url, bases, example=f.logical_url)
         file_directories.append(url)
     if not any(d.columns for d in directories.values()):
         return unpartitioned

@@ -27,6 +27,8 @@ from s3io.parquet.schema import file_schema, unify_schemas
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.urls import S3Path
+from spark_ext.compact.layout import logical_key
+from spark_ext.compact.visibility import resolve_visible_files
 from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
@@ -84,27 +86,37 @@ def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
 
 
 async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]:
-    """The data files of every path, sorted by URL; a path that matches no object raises PathNotFound."""
+    """The data files of every path, sorted by URL; a path that matches no object raises PathNotFound.
+
+    Each listing is resolved against the compaction journal (list first, then read the journal), so a read never
+    sees a compacted file twice or misses one, whenever it runs; an output still in staging is read under its
+    stored key and stands for its published name (partition values, globs).
+    """
     semaphore = asyncio.Semaphore(LIST_CONCURRENCY)
 
-    async def list_prefix(path: S3Path, prefix: str) -> list[ObjectInfo]:
+    async def list_prefix(path: S3Path, prefix: str) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
+        """(the raw listing, what a journal-aware reader reads of it)."""
         async with semaphore:
-            return [obj async for obj in client.list_objects(path.bucket, prefix)]
+            listed = [obj async for obj in client.list_objects(path.bucket, prefix)]
+            return listed, await resolve_visible_files(client, path.bucket, prefix, listed)
 
     jobs = [(path, prefix) for path in options.paths for prefix in path.listing_prefixes]
     listings = await asyncio.gather(*(list_prefix(path, prefix) for path, prefix in jobs))
-    objects_of: dict[int, list[ObjectInfo]] = {}
-    for (path, _), objects in zip(jobs, listings, strict=True):
-        objects_of.setdefault(id(path), []).extend(objects)
+    raw_of: dict[int, list[ObjectInfo]] = {}
+    visible_of: dict[int, list[ObjectInfo]] = {}
+    for (path, _), (raw, visible) in zip(jobs, listings, strict=True):
+        raw_of.setdefault(id(path), []).extend(raw)
+        visible_of.setdefault(id(path), []).extend(visible)
     selected: dict[str, ListedFile] = {}
     for path in options.paths:
-        objects = objects_of.get(id(path), [])
-        if not any(path.match(obj.key) is not None for obj in objects if obj.bucket == path.bucket):
+        if not any(path.match(obj.key) is not None for obj in raw_of.get(id(path), []) if obj.bucket == path.bucket):
             raise PathNotFound(
                 f"Path does not exist: {path.url} (no object matches it; check the bucket, the prefix and the glob)",
                 operation="list",
             )
-        for listed in select_files(objects, path, path_glob_filter=options.path_glob_filter):
+        objects = visible_of.get(id(path), [])
+        logical = {obj.key: logical_key(obj.key) for obj in objects}
+        for listed in select_files(objects, path, path_glob_filter=options.path_glob_filter, logical_keys=logical):
             selected.setdefault(listed.info.url, listed)
     return [selected[url] for url in sorted(selected)]
 
