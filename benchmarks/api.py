@@ -1,0 +1,21 @@
+"""The contract between `benchmarks.run` and each benchmark: what it is given and what it hands back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Options:
+    """Run-wide settings: `quick` shrinks sizes for a smoke run; `runs` is how many repetitions feed the median."""
+
+    quick: bool = False
+    runs: int = 3
+
+
+@dataclass(frozen=True)
+class Report:
+    """A section title and its markdown body (tables and notes); `run` adds command, date and machine."""
+
+    title: str
+    body: str

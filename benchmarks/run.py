@@ -1,0 +1,86 @@
+"""One command for every benchmark: ``python -m benchmarks.run [--only NAME ...] [--quick] [--runs N]``.
+
+Starts moto and the keep-alive proxy once (separate processes), runs the chosen benchmarks, and replaces
+each one's section of benchmarks/RESULTS.md with its table, the exact command, the date and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from benchmarks import cpu_per_get, ingest
+from benchmarks.api import Options, Report
+from benchmarks.infra import REPO_ROOT, Stack, use_fake_aws_environment
+from benchmarks.results import RESULTS_PATH, load_average, machine_facts, now, render_section, write_section
+
+BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
+    "cpu_per_get": cpu_per_get.run,
+    "small_files": ingest.run_small_files,
+    "large_files": ingest.run_large_files,
+}
+
+
+def _command(argv: list[str]) -> str:
+    """The command line as typed from the repository root, so a reader can re-run it."""
+    python = Path(sys.executable)
+    try:
+        shown = str(python.relative_to(REPO_ROOT))
+    except ValueError:
+        shown = str(python)
+    return shlex.join([shown, "-m", "benchmarks.run", *argv])
+
+
+def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM unwinds like Ctrl-C, so the servers are stopped by the Stack's cleanup."""
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="benchmarks.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=sorted(BENCHMARKS), help="run only this (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of the harness")
+    parser.add_argument("--runs", type=int, default=3, help="repetitions per row; tables show medians (default 3)")
+    parser.add_argument("--output", type=Path, default=RESULTS_PATH, help="results file (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    names = args.only or list(BENCHMARKS)
+    options = Options(quick=args.quick, runs=args.runs)
+    command = _command(argv)
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    use_fake_aws_environment()
+    try:
+        with Stack() as stack:
+            _run_all(stack, names, options, command, args.output)
+    except KeyboardInterrupt:
+        print("benchmarks.run: interrupted; servers stopped, finished sections kept", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _run_all(stack: Stack, names: list[str], options: Options, command: str, output: Path) -> None:
+    """Run each benchmark and write its section as soon as it finishes (an interrupt keeps the earlier ones)."""
+    for name in names:
+        print(f"== {name}{' (quick)' if options.quick else ''}", flush=True)
+        started = time.perf_counter()
+        date, load_before = now(), load_average()
+        report = BENCHMARKS[name](stack, options)
+        load = f"{load_before} at start, {load_average()} at end"
+        if options.quick:
+            report = Report(report.title + " — QUICK smoke run, not for comparison", report.body)
+        section = render_section(name, report, command, date, machine_facts(), load)
+        write_section(name, section, output)
+        print(section, flush=True)
+        print(f"== {name}: {time.perf_counter() - started:.0f} s, written to {output}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
