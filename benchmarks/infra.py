@@ -62,6 +62,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def process_cpu_seconds(pid: int | None) -> float:
+    """user+sys CPU seconds a process has used so far, all its threads (Linux /proc; 0.0 if unavailable)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _stop_process(proc: subprocess.Popen[Any]) -> None:
     """Terminate, then kill after STOP_TIMEOUT, and always reap."""
     if proc.poll() is None:
@@ -109,6 +120,10 @@ class MotoProcess:
             self.stop()
             last_error = self._log_path.read_text(errors="replace")[-2000:]
         raise RuntimeError(f"moto server did not start; log tail:\n{last_error}")
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def _wait_until_answering(self) -> bool:
         """Poll ListBuckets until it answers, the process dies, or START_TIMEOUT passes."""
@@ -203,6 +218,10 @@ class ProxyProcess:
         self._proc.stdin.write(command + "\n")
         self._proc.stdin.flush()
         return self._receive(REPLY_TIMEOUT)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def reset(self) -> None:
         """Forget the requests logged so far."""
@@ -369,6 +388,13 @@ class Stack:
             self._exit.callback(moto.stop)
             self._moto = moto.start()
         return self._moto.url
+
+    def server_cpu(self) -> dict[str, float]:
+        """CPU seconds used so far by moto and by all proxies: diff two readings to charge a block."""
+        return {
+            "moto": process_cpu_seconds(self._moto.pid if self._moto is not None else None),
+            "proxy": sum(process_cpu_seconds(proxy.pid) for proxy in self._proxies.values()),
+        }
 
     def proxy(self, latency: float = 0.0) -> ProxyProcess:
         """The keep-alive proxy in front of moto adding `latency` seconds before each first byte."""

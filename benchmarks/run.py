@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from benchmarks import cpu_per_get, ingest
+from benchmarks import compaction, cpu_per_get, ingest, memory_budget, spark_small_files
 from benchmarks.api import Options, Report
 from benchmarks.infra import REPO_ROOT, Stack, use_fake_aws_environment
 from benchmarks.results import RESULTS_PATH, load_average, machine_facts, now, render_section, write_section
@@ -24,6 +24,9 @@ BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "cpu_per_get": cpu_per_get.run,
     "small_files": ingest.run_small_files,
     "large_files": ingest.run_large_files,
+    "memory_budget": memory_budget.run,
+    "spark_small_files": spark_small_files.run,
+    "compaction": compaction.run,
 }
 
 

@@ -1,0 +1,397 @@
+"""compaction: rewrite 5,000 small parquet files (10-20 KB, five Hive partitions) on moto into a few large ones.
+
+Why: landing zones fill with tiny files and the compaction job (``spark_ext.compact``) must get through them at
+a useful rate: files/s and MB/s of input, and few requests per input file (each input costs at least a footer
+GET, a data GET and a DELETE). Rows: the job in-process (``spark=None``: groups run on the driver's event loop)
+and on Spark (``local[2]``, one Spark task per group). Each run compacts freshly uploaded data (compaction
+deletes its inputs), generated once and uploaded straight to moto before the clock starts; the job talks to moto
+through the keep-alive proxy with no added latency, which counts its requests. After each run the data is read
+back with ``s3io.read_parquet`` and its checksum compared with the generated data's.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.api import Options, Report
+from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Clock, Measurement, ProxyProcess, Stack, environment
+from benchmarks.parquet_data import (
+    add_sums,
+    checksum,
+    delete_prefix,
+    digest,
+    make_table,
+    moto_client,
+    parquet_bytes,
+    table_sums,
+    upload_objects,
+)
+from benchmarks.results import markdown_table, median
+
+MiB = 1024 * 1024
+BUCKET = "bench-compaction"
+PARTITIONS = tuple(f"day=2026-11-{d:02d}" for d in range(1, 6))
+FILES = 5000
+FILES_QUICK = 500
+MIN_ROWS, MAX_ROWS = 400, 800  # ~10-20 KB per file
+TARGET_FILE_SIZE = 4 * MiB  # ~4 groups per partition: enough groups to keep 4 concurrent groups busy
+MIN_INPUT_FILES = 5  # the job's default
+MASTER = "local[2]"
+SPARK_RUNS = 2  # the Spark row runs at most this often: each run uploads 5,000 files afresh (~15 s on moto)
+COLUMNS = ["id", "x", "category"]  # what the checksum covers
+
+
+@dataclass(frozen=True)
+class Landing:
+    """The generated files (bytes kept in memory, uploaded afresh for every run) and what a reader must see."""
+
+    objects: tuple[tuple[str, bytes], ...]  # (key relative to the run's prefix, body)
+    rows: int
+    checksum: str
+    seconds_to_generate: float
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(len(body) for _, body in self.objects)
+
+
+def generate(files: int) -> Landing:
+    """File i: 400-800 rows (deterministic), ids from i x 1000, in partition i mod 5."""
+    started = time.perf_counter()
+    objects = []
+    sums = []
+    width = len(str(files - 1))
+    for index in range(files):
+        rows = MIN_ROWS + (index * 7919) % (MAX_ROWS - MIN_ROWS + 1)
+        table = make_table(index, rows, first_id=index * 1000)
+        sums.append(table_sums(table))
+        partition = PARTITIONS[index % len(PARTITIONS)]
+        objects.append((f"{partition}/part-{index:0{width}d}.parquet", parquet_bytes(table, 1 << 20)))
+    totals = add_sums(sums)
+    return Landing(tuple(objects), totals[0], digest(totals), time.perf_counter() - started)
+
+
+@dataclass
+class Phases:
+    """When each phase of the job was first reported (seconds since the job started), from its progress events."""
+
+    first_seen: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, progress: Any) -> None:  # called on s3io's background loop thread
+        with self._lock:
+            self.first_seen.setdefault(progress.phase, progress.elapsed)
+
+    def split(self, duration: float) -> dict[str, float]:
+        """Seconds in: lock+list+recovery, footers+plan, rewrite+verify+commit, publish+delete+final listing."""
+        marks = [0.0] + [self.first_seen.get(p, float("nan")) for p in ("planning", "rewriting", "publishing")]
+        marks.append(self.first_seen.get("done", duration))
+        names = ("setup", "plan", "rewrite", "publish")
+        return {name: marks[i + 1] - marks[i] for i, name in enumerate(names)}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    measurement: Measurement
+    report: Any  # spark_ext.compact.CompactionReport
+    phases: dict[str, float]
+    rows_after: int
+    checksum_after: str
+    files_listed_after: int
+    hidden_left: int  # lock, journal or staging objects left under the prefix
+    server_cpu: dict[str, float]  # CPU seconds moto and the proxy used during the call
+    before: tuple[int, str, float] | None = None  # rows, checksum, seconds of a read before compacting
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    kind: str  # "in-process" | "spark"
+    spark: Callable[[], Any]  # the session to pass (None for in-process)
+    max_runs: int | None = None  # fewer runs than the others (time budget)
+
+
+@dataclass
+class Outcome:
+    results: list[RunResult] = field(default_factory=list)
+    failure: str | None = None
+
+
+def _compact_once(
+    stack: Stack, proxy: ProxyProcess, landing: Landing, spark: Any, prefix: str, *, read_before: bool = False
+) -> RunResult:
+    """Upload fresh data under `prefix` (and, with `read_before`, read it back first), compact it (timed), then
+    verify what is left and delete it."""
+    import s3io
+    import spark_ext
+
+    upload_objects(stack, BUCKET, [(prefix + key, body) for key, body in landing.objects])
+    url = f"s3://{BUCKET}/{prefix}"
+    credentials = s3io.Credentials(ACCESS_KEY, SECRET_KEY)
+    try:
+        before = None
+        if read_before:
+            started = time.perf_counter()
+            table = s3io.read_parquet(url, COLUMNS, endpoint_url=proxy.url, region=REGION, credentials=credentials)
+            before = (table.num_rows, checksum(table), time.perf_counter() - started)
+            del table
+        phases = Phases()
+        clock = Clock(proxy)
+        servers = stack.server_cpu()
+        with clock:
+            report = spark_ext.compact(
+                spark,
+                url,
+                endpoint_url=proxy.url,
+                region=REGION,
+                credentials=credentials,
+                target_file_size=TARGET_FILE_SIZE,
+                min_input_files=MIN_INPUT_FILES,
+                grace_period=0.0,
+                progress=phases,
+            )
+        servers_after = stack.server_cpu()
+        assert clock.result is not None
+        after = s3io.read_parquet(url, COLUMNS, endpoint_url=proxy.url, region=REGION, credentials=credentials)
+        listed = _list_keys(stack, prefix)
+        hidden = sum(1 for key in listed if "/_" in "/" + key[len(prefix) :])
+        return RunResult(
+            clock.result,
+            report,
+            phases.split(report.duration_s),
+            after.num_rows,
+            checksum(after),
+            len(listed) - hidden,
+            hidden,
+            {name: servers_after[name] - servers[name] for name in servers},
+            before,
+        )
+    finally:
+        delete_prefix(stack, BUCKET, prefix)
+
+
+def _list_keys(stack: Stack, prefix: str) -> list[str]:
+    pages = moto_client(stack).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+
+
+def measure(
+    stack: Stack, proxy: ProxyProcess, landing: Landing, rows: tuple[Row, ...], runs: int
+) -> dict[str, Outcome]:
+    """Every row `runs` times, interleaved with the order rotated each run; fresh data for every run."""
+    outcomes = {row.name: Outcome() for row in rows}
+    serial = 0
+    for repetition in range(runs):
+        shift = repetition % len(rows)
+        for row in rows[shift:] + rows[:shift]:
+            outcome = outcomes[row.name]
+            if outcome.failure or (row.max_runs is not None and len(outcome.results) >= row.max_runs):
+                continue
+            serial += 1
+            started = time.perf_counter()
+            try:
+                prefix = f"landing-{serial:02d}/"
+                result = _compact_once(stack, proxy, landing, row.spark(), prefix, read_before=serial == 1)
+            except Exception as exc:  # one broken row must not hide the other's figures
+                outcome.failure = f"failed: {type(exc).__name__}: {exc}"[:300]
+                print(f"  run {repetition + 1}: {row.name}: {outcome.failure}", flush=True)
+                continue
+            outcome.results.append(result)
+            r = result.report
+            print(
+                f"  run {repetition + 1}: {row.name}: {result.measurement.wall:.2f} s ({r.status}, "
+                f"{r.files_before} -> {r.files_after} files, {result.measurement.requests.total} requests; "
+                f"with upload and checks {time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
+    return outcomes
+
+
+def _med(values: list[float], fmt: str = "{:.2f}") -> str:
+    return fmt.format(median(values)) if values else "n/a"
+
+
+def _joined(values: set[Any]) -> str:
+    return ", ".join(str(v) for v in sorted(values))
+
+
+def render(landing: Landing, rows: tuple[Row, ...], outcomes: dict[str, Outcome]) -> tuple[str, str]:
+    """The main table (rates, requests, checks) and where the time and CPU went."""
+    files = len(landing.objects)
+    main_rows = []
+    cost_rows = []
+    for row in rows:
+        outcome = outcomes[row.name]
+        if not outcome.results:
+            main_rows.append([row.name, outcome.failure or "not run", *[""] * 7])
+            continue
+        results = outcome.results
+        walls = [r.measurement.wall for r in results]
+        w = median(walls)
+        reports = [r.report for r in results]
+        proxy_requests = median([r.measurement.requests.total for r in results])
+        report_requests = median([rep.requests for rep in reports])
+        kinds = ("get", "put", "head", "delete", "post", "list")
+        breakdown = ", ".join(
+            f"{median([r.measurement.requests.kind(k) for r in results]):.0f} {k.upper()}" for k in kinds
+        )
+        good = (
+            {r.checksum_after for r in results} == {landing.checksum}
+            and {r.rows_after for r in results} == {landing.rows}
+            and {rep.rows_rewritten for rep in reports} == {landing.rows}
+            and {r.hidden_left for r in results} == {0}
+        )
+        check = (
+            f"rows {_joined({r.rows_after for r in results})}, {_joined({r.checksum_after for r in results})}, "
+            f"hidden left {_joined({r.hidden_left for r in results})}" + (" ✓" if good else " ✗ MISMATCH")
+        )
+        main_rows.append(
+            [
+                row.name,
+                f"{len(results)}",
+                f"{w:.2f} ({min(walls):.2f}-{max(walls):.2f})",
+                f"{files / w:.0f}",
+                f"{landing.total_bytes / w / 1e6:.2f}",
+                f"{_joined({rep.status for rep in reports})}: {files} -> "
+                f"{_joined({rep.files_after for rep in reports})} files, "
+                f"{_joined({len(rep.groups) for rep in reports})} groups, "
+                f"{_joined({rep.retries for rep in reports})} retries",
+                f"{proxy_requests:.0f} ({breakdown})",
+                f"{proxy_requests / files:.2f} / {report_requests / files:.2f}",
+                check,
+            ]
+        )
+        splits = [r.phases for r in results]
+        sent = median([r.measurement.requests.kind("body_bytes_sent") for r in results])
+        cost_rows.append(
+            [
+                row.name,
+                *(_med([s[name] for s in splits]) for name in ("setup", "plan", "rewrite", "publish")),
+                _med([r.measurement.wall - rep.duration_s for r, rep in zip(results, reports, strict=True)]),
+                _med([r.measurement.cpu for r in results]),
+                _med([r.server_cpu["moto"] for r in results]),
+                _med([r.server_cpu["proxy"] for r in results]),
+                f"{sent / landing.total_bytes:.2f}",
+            ]
+        )
+    main = markdown_table(
+        [
+            "job",
+            "runs",
+            "wall s, median (min-max)",
+            "input files/s",
+            "input MB/s",
+            "outcome (report)",
+            "requests (proxy)",
+            "requests per input file: proxy / report",
+            "after: rows, checksum, hidden objects",
+        ],
+        main_rows,
+    )
+    cost = markdown_table(
+        [
+            "job",
+            "lock + list + recovery s",
+            "footers + plan s",
+            "rewrite + verify + commit s",
+            "publish + delete + cleanup s",
+            "outside report's `duration_s` s",
+            "driver CPU s",
+            "moto CPU s",
+            "proxy CPU s",
+            "bytes served ÷ input bytes",
+        ],
+        cost_rows,
+    )
+    return main, cost
+
+
+def _describe(landing: Landing, runs: int, outcomes: dict[str, Outcome], session_seconds: float) -> str:
+    sizes = [len(body) for _, body in landing.objects]
+    befores = [r.before for o in outcomes.values() for r in o.results if r.before is not None]
+    if befores:
+        rows_before, checksum_before, read_seconds = befores[0]
+        ok = "✓" if (rows_before, checksum_before) == (landing.rows, landing.checksum) else "✗ MISMATCH"
+        before = (
+            f"The first run's data was also read back with `s3io.read_parquet` before it was compacted: "
+            f"{rows_before:,} rows, checksum `{checksum_before}` {ok} ({read_seconds:.1f} s, not timed)."
+        )
+    else:
+        before = "The read-back before compaction did not run."
+    return (
+        f"{len(sizes):,} parquet files (one row group each) across {len(PARTITIONS)} Hive partitions "
+        f"(`{PARTITIONS[0]}` ... `{PARTITIONS[-1]}`) under `s3://{BUCKET}/landing-NN/`, "
+        f"{min(sizes) / 1e3:.1f}-{max(sizes) / 1e3:.1f} KB each ({landing.total_bytes / 1e6:.1f} MB in all), "
+        f"{landing.rows:,} rows, checksum `{landing.checksum}`; generated once in "
+        f"{landing.seconds_to_generate:.1f} s (seeded, `benchmarks/parquet_data.py`) and uploaded afresh under a "
+        f"new prefix, straight to moto, before every run (not timed). {before} Job: "
+        f"`spark_ext.compact(spark_or_None, url, target_file_size={TARGET_FILE_SIZE // MiB} MiB, "
+        f"min_input_files={MIN_INPUT_FILES}, grace_period=0.0, endpoint_url=<proxy>, credentials=...)`, other "
+        "options at their defaults (max_concurrent_groups 4, part_size 8 MiB, snappy); the keep-alive proxy adds "
+        "no latency (the job's own costs, not network waits, are the subject here). The Spark row uses one "
+        f"`{MASTER}` session (`spark_ext.session.local_session`, started in {session_seconds:.1f} s, not timed; "
+        "both Python workers started and `spark_ext.compact` imported there by a warm-up job). Median of the runs "
+        f"stated per row ({runs} in-process; Spark {min(runs, SPARK_RUNS)} to keep the benchmark under ~8 minutes), "
+        "rows interleaved with the order rotated each run."
+    )
+
+
+NOTES = """
+- Wall: the `spark_ext.compact(...)` call (lock, list, footers, plan, rewrite and verify every group, commit,
+  publish, delete inputs, staging and journal, release), with grace_period 0 so no wait is included. Input
+  files/s and MB/s divide the input (files and bytes before) by it.
+- Requests (proxy): everything the keep-alive proxy saw during the call, from the driver and (Spark row) the
+  Python workers, by method (a multipart upload's create and complete are POSTs, a copy is a PUT). Requests per
+  input file: the proxy's count, and the report's `requests` (the s3io clients' own count), over the input files.
+- Duration split, from the job's progress events (`planning`, `rewriting`, `publishing`, `done`): lock + list +
+  recovery before planning; footers (one ranged GET per candidate) + plan; rewrite + verify + commit of every
+  group; publish (copy), delete inputs, delete staging and journal, and the final listing. "Outside the
+  report's `duration_s`": the call's wall minus the report's own duration (lock release, the client's close).
+- CPU: driver CPU is user+sys of the benchmark process (in-process: the whole job; Spark: the driver side only,
+  the groups run in Python workers, which are not counted); moto and proxy CPU are those processes' user+sys
+  during the call (from /proc). All share the same 2 cores. moto is a Python server: about one core's worth
+  of its CPU per second of wall means the run was waiting on moto.
+- Bytes served ÷ input bytes: response bodies the proxy sent during the call (footers, inputs, the read-back of
+  every output) over the input's size.
+- After: the prefix read back with `s3io.read_parquet` (rows and checksum equal to the generated data's, and the
+  report's `rows_rewritten` equal to all rows), and hidden objects left under the prefix (lock, journal,
+  staging): 0 expected. ✓ = all of these hold.
+"""
+
+
+def run(stack: Stack, options: Options) -> Report:
+    """Generate the files once; per run upload them afresh, compact (timed), verify, delete; in-process and Spark."""
+    files = FILES_QUICK if options.quick else FILES
+    landing = generate(files)
+    proxy = stack.proxy(0.0)
+    print(f"  compaction: {files} files, {landing.total_bytes / 1e6:.1f} MB generated", flush=True)
+    session: dict[str, Any] = {}
+    rows = (
+        Row("in-process (`spark=None`, groups on the driver's event loop)", "in-process", lambda: None),
+        Row(f"Spark `{MASTER}` (one Spark task per group)", "spark", lambda: session["spark"], max_runs=SPARK_RUNS),
+    )
+    with environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
+        from spark_ext.session import local_session
+
+        started = time.perf_counter()
+        spark = session["spark"] = local_session(MASTER, "bench-compaction")
+        session_seconds = time.perf_counter() - started
+        try:
+            # Start both Python workers and import the compaction code there (a lambda travels by value).
+            spark.sparkContext.parallelize(range(2), 2).map(
+                lambda _: __import__("spark_ext.compact").__name__
+            ).collect()
+            outcomes = measure(stack, proxy, landing, rows, options.runs)
+        finally:
+            spark.stop()
+    main, cost = render(landing, rows, outcomes)
+    body = (
+        f"{_describe(landing, options.runs, outcomes, session_seconds)}\n\n{main}\n\n"
+        f"Where the time and CPU go (medians):\n\n{cost}\n{NOTES}"
+    )
+    return Report(f"Compaction: {files:,} small parquet files on moto (`compaction`)", body)
