@@ -1,0 +1,44 @@
+"""The layering holds: s3io imports without Spark, and nothing in s3io imports spark_ext."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BLOCK_PYSPARK = """
+import importlib.abc, sys
+class NoSpark(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "pyspark" or name.startswith("pyspark.") or name.startswith("spark_ext"):
+            raise ImportError(f"{name} is not installed here")
+sys.meta_path.insert(0, NoSpark())
+import s3io, s3io.api, s3io.cli, s3io.dataset, s3io.engine, s3io.fs, s3io.listing, s3io.parquet.decode
+assert callable(s3io.read_parquet) and s3io.S3FileSystem is not None
+assert not any(m == "pyspark" or m.startswith(("pyspark.", "spark_ext")) for m in sys.modules)
+"""
+
+
+def test_s3io_imports_without_spark() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_PYSPARK], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_no_s3io_module_imports_spark_ext() -> None:
+    offenders = []
+    for path in (ROOT / "s3io").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ("spark_ext", "pyspark")
+            ]
+    assert offenders == []
