@@ -16,16 +16,9 @@ from typing import Any
 
 import pytest
 
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.python.filterPushdown.enabled": "true",
-    "spark.python.worker.reuse": "true",
-    "spark.sql.session.timeZone": "UTC",
-}
+from spark_ext.session import LOCAL_CONF
+
+SPARK_CONF = {**LOCAL_CONF, "spark.sql.python.filterPushdown.enabled": "true"}
 
 _session: Any = None
 _users = 0
