@@ -1,4 +1,4 @@
-"""Interleaved A/B in one process: s3io's ``S3Client.get_object`` against raw aiohttp signed by s3io's Signer.
+"""Interleaved A/B/C in one process: s3io's ``S3Client.get_object``, aiohttp's ClientSession and s3io's transport floor.
 
     .venv/bin/python -m benchmarks.cpu_per_get_ab [--gets 500] [--rounds 6]
 
@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import boto3
+from aiohttp.client_reqrep import ClientRequest
+from yarl import URL
 
 from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Stack, use_fake_aws_environment
 from s3io import S3Client
@@ -28,29 +30,50 @@ BUCKET, KEY = "bench-cpu-ab", "object-1k"
 async def _rounds(endpoint: str, gets: int, rounds: int) -> dict[str, list[float]]:
     signer = Signer(ACCESS_KEY, SECRET_KEY, None, REGION)
     host = urlsplit(endpoint).netloc
-    url = f"{endpoint}/{BUCKET}/{KEY}"
-    cpu: dict[str, list[float]] = {"s3io S3Client.get_object": [], "aiohttp + s3io Signer": []}
+    path = f"/{BUCKET}/{KEY}"
+    url = f"{endpoint}{path}"
+    names = ("s3io S3Client.get_object", "transport floor", "aiohttp ClientSession")
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    connector = aiohttp.TCPConnector(limit=64, limit_per_host=0)
+    origin = ClientRequest("GET", URL(endpoint), loop=asyncio.get_running_loop())
+    timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=3, sock_read=None)
     async with S3Client(endpoint_url=endpoint) as s3, aiohttp.ClientSession() as session:
 
         async def ours() -> None:
             for _ in range(gets):
                 await s3.get_object(BUCKET, KEY)
 
+        async def floor() -> None:
+            for _ in range(gets):
+                headers = {"host": host}
+                signer.sign("GET", path, "", headers, EMPTY_SHA256)
+                head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+                connection = await connector.connect(origin, [], timeout)
+                protocol, transport = connection.protocol, connection.transport
+                assert protocol is not None and transport is not None
+                protocol.set_response_params(auto_decompress=False, read_bufsize=256 * 1024)
+                transport.write(head.encode())
+                _, payload = await protocol.read()
+                await payload.read()
+                connection.release()
+
         async def raw() -> None:
             for _ in range(gets):
                 headers = {"host": host}
-                signer.sign("GET", f"/{BUCKET}/{KEY}", "", headers, EMPTY_SHA256)
+                signer.sign("GET", path, "", headers, EMPTY_SHA256)
                 async with session.get(url, headers=headers) as response:
                     await response.read()
 
-        runs = dict(zip(cpu, (ours, raw), strict=True))
+        runs = dict(zip(names, (ours, floor, raw), strict=True))
         for run in runs.values():  # warm-up: connections, caches
             await run()
         for i in range(rounds):
-            for name in list(runs) if i % 2 == 0 else list(reversed(runs)):
+            order = list(runs)[i % len(runs) :] + list(runs)[: i % len(runs)]
+            for name in order:
                 started = time.process_time()
                 await runs[name]()
                 cpu[name].append((time.process_time() - started) / gets * 1000)
+    await connector.close()
     return cpu
 
 

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from benchmarks import compaction, cpu_per_get, ingest, memory_budget, spark_small_files
+from benchmarks import compaction, cpu_per_get, cpu_per_get_instructions, ingest, memory_budget, spark_small_files
 from benchmarks.api import Options, Report
 from benchmarks.infra import REPO_ROOT, Stack, use_fake_aws_environment
 from benchmarks.results import RESULTS_PATH, load_average, machine_facts, now, render_section, write_section
 
 BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "cpu_per_get": cpu_per_get.run,
+    "cpu_per_get_instructions": cpu_per_get_instructions.run,
     "small_files": ingest.run_small_files,
     "large_files": ingest.run_large_files,
     "memory_budget": memory_budget.run,

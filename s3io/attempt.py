@@ -23,6 +23,7 @@ from s3io.metrics import Metrics
 from s3io.policy import Policy
 from s3io.retry_budget import RetryBudget
 from s3io.retryable import Verdict, classify, from_wire
+from s3io.slots import Slots
 
 T = TypeVar("T")
 log = logging.getLogger("s3io")
@@ -72,21 +73,24 @@ class AttemptRunner:
         self._stop = stop_after_attempt(policy.max_attempts) | _next_sleep_crosses_deadline
         self._wait = wait_random_exponential(multiplier=policy.backoff_base, max=policy.backoff_cap)
         self._retrying = AsyncRetrying(stop=self._stop, wait=self._wait)
-        self._slots = asyncio.Semaphore(policy.max_connections)
+        self._slots = Slots(policy.max_connections)
 
     async def run(self, name: str, bucket: str | None, key: str | None, attempt: AttemptFn[T]) -> T:
         """Run ``attempt(watchdog)`` until it succeeds, a non-retryable error, or the policy gives up."""
         loop = asyncio.get_running_loop()
         state: OperationState | None = None
         retry_state: RetryCallState | None = None
+        slots = self._slots
         while True:
+            if not slots.try_take():
+                await slots.take()  # waiting for a connection slot is not part of any deadline
             try:
-                async with self._slots:  # waiting for a connection slot is not part of any deadline
-                    if state is None:
-                        now = loop.time()
-                        state = OperationState(name, bucket, key, now, now + self.policy.operation_timeout)
-                    result = await self._attempt(state, attempt)
+                if state is None:
+                    now = loop.time()
+                    state = OperationState(name, bucket, key, now, now + self.policy.operation_timeout)
+                result = await self._attempt(state, attempt)
             except errors.S3IOError as exc:
+                slots.give()
                 assert state is not None
                 if retry_state is None:
                     retry_state = RetryCallState(self._retrying, fn=None, args=(state,), kwargs={})
@@ -95,6 +99,10 @@ class AttemptRunner:
                     raise self._finalize(exc, state, loop.time()) from exc.__cause__
                 await asyncio.sleep(sleep)
                 continue
+            except BaseException:
+                slots.give()
+                raise
+            slots.give()
             self.budget.refund(1)
             return result
 
@@ -147,26 +155,36 @@ class AttemptRunner:
             state.needs_refresh = False
             assert self._refresh_credentials is not None
             await self._refresh_credentials()
-        watchdog = Watchdog(cap_deadline=state.deadline, cap_phase="operation")
+        watchdog = Watchdog(
+            cap_deadline=state.deadline,
+            cap_phase="operation",
+            check_within=self.policy.stall_timeout,
+        )
         if self.policy.attempt_timeout is not None:
             watchdog.cap(watchdog.started + self.policy.attempt_timeout, "attempt")
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s %s attempt %d", state.name, _where(state), state.attempts)
+        watchdog.open()
         try:
-            async with watchdog:
-                return await attempt(watchdog)
-        except errors.DeadlineExceeded as exc:
-            self.metrics.timeout(exc.phase)
-            raise
-        except (asyncio.CancelledError, errors.S3IOError):
-            raise
-        except Exception as exc:
+            result = await attempt(watchdog)
+        except BaseException as exc:
+            timeout = watchdog.close(exc)
+            if timeout is not None:
+                self.metrics.timeout(timeout.phase)
+                raise timeout from None  # the CancelledError was only the timer's means
+            if isinstance(exc, errors.DeadlineExceeded):
+                self.metrics.timeout(exc.phase)
+                raise
+            if isinstance(exc, errors.S3IOError) or not isinstance(exc, Exception):
+                raise
             typed = from_wire(exc)
             if isinstance(typed, errors.DeadlineExceeded):
                 self.metrics.timeout(typed.phase)
             if typed is exc:
                 raise
             raise typed from exc
+        watchdog.close(None)
+        return result
 
     def _finalize(self, exc: errors.S3IOError, state: OperationState, now: float) -> errors.S3IOError:
         context = {

@@ -12,6 +12,7 @@ import errno
 from dataclasses import dataclass
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from s3io import errors
 
@@ -95,11 +96,18 @@ def from_wire(exc: BaseException, **context: object) -> BaseException:
         if kernel is not None:  # aiohttp relabels a socket's ETIMEDOUT (TCP_USER_TIMEOUT, keepalive) as connect
             return errors.TransportError("the kernel gave up on the connection (ETIMEDOUT)", cause=kernel, **context)
         return errors.DeadlineExceeded("connect timed out", phase="connect", cause=exc, **context)
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # no retry mends a certificate
+        return errors.InvalidConfig(
+            f"TLS certificate of {exc.host} failed verification ({exc.certificate_error}); check the endpoint "
+            "URL, or point SSL_CERT_FILE at the CA bundle that signed it",
+            cause=exc,
+            **context,
+        )
     if isinstance(exc, aiohttp.ClientPayloadError):
         return errors.Truncated("response body ended early", cause=exc, **context)
     if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientOSError | ConnectionError | OSError):
         return errors.TransportError("connection failed", cause=exc, **context)
-    if isinstance(exc, aiohttp.ClientResponseError):  # we never raise_for_status: this is an unparseable response
+    if isinstance(exc, aiohttp.ClientResponseError | HttpProcessingError):  # aiohttp's parser refused the answer
         return errors.TransportError("malformed HTTP response", cause=exc, **context)
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return errors.DeadlineExceeded("timed out", phase="attempt", cause=exc, **context)

@@ -281,3 +281,38 @@ async def test_small_writer_output_is_a_single_put(fault_proxy: FaultProxy, s3_c
             await writer.write(b"hello")
         assert s3.stats().requests_for("put") == 1 and s3.stats().requests_for("create_multipart") == 0
     assert s3_client.get_object(Bucket=bucket, Key="small.bin")["Body"].read() == b"hello"
+
+
+async def test_head_get_put_and_errors_share_one_kept_alive_connection(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    """Answers without a body (HEAD), with an error body (404) and to a request with a body (PUT) all leave
+    the connection clean, so every request after the first reuses it."""
+    _put(s3_client, bucket, "mixed.bin", 3000)
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        info = await s3.head_object(bucket, "mixed.bin")
+        with pytest.raises(NotFound):
+            await s3.get_object(bucket, "absent.bin")
+        await s3.put_object(bucket, "written.bin", b"x" * 777)
+        assert (await s3.get_object(bucket, "written.bin")).data == b"x" * 777
+        assert (await s3.get_object(bucket, "mixed.bin", 10, 20)).data == s3_client.get_object(
+            Bucket=bucket, Key="mixed.bin"
+        )["Body"].read()[10:20]
+        await s3.put_object(bucket, "empty.bin", b"")
+        assert (await s3.get_object(bucket, "empty.bin")).data == b""
+    assert info.size == 3000
+    assert [r.method for r in fault_proxy.requests] == ["HEAD", "GET", "PUT", "GET", "GET", "PUT", "GET"]
+    assert len({r.connection_id for r in fault_proxy.requests}) == 1
+
+
+async def test_a_line_break_in_a_header_is_refused_before_anything_is_sent(
+    fault_proxy: FaultProxy, bucket: str
+) -> None:
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(errors.InvalidConfig, match="line break"):
+            await s3.put_object(bucket, "k.bin", b"data", content_type="text/plain\r\nx-amz-acl: public-read")
+        with pytest.raises(errors.InvalidConfig, match="line break"):
+            await s3.get_object(bucket, "k.bin", if_match='"etag"\n')
+        with pytest.raises(errors.InvalidConfig, match="space"):
+            await s3.head_object("bad bucket", "k.bin")
+    assert fault_proxy.requests == []

@@ -185,3 +185,21 @@ def test_policy_changes_are_validated_together() -> None:
     assert (policy.backoff_base, policy.backoff_cap) == (0.001, 0.01)
     with pytest.raises(errors.InvalidConfig, match=r"^backoffCap: "):
         Policy.from_mapping({"backoffCap": "1ms"})
+
+
+async def test_watchdog_aimed_early_for_the_stall_watch_re_aims_and_still_fires() -> None:
+    """A first-byte phase armed for the stall watch that follows fires early, re-aims, and still bounds it."""
+    async with Watchdog() as watchdog:
+        watchdog.start_phase("first_byte", 0.8, then_stall=0.1)
+        await asyncio.sleep(0.3)  # past the stall hint, within the first-byte limit: not a timeout
+        watchdog.start_stall_watch(0.2)
+        for _ in range(4):
+            await asyncio.sleep(0.1)
+            watchdog.progress()
+    started = time.monotonic()
+    with pytest.raises(errors.DeadlineExceeded) as info:
+        async with Watchdog() as watchdog:
+            watchdog.start_phase("first_byte", 0.5, then_stall=0.1)
+            await asyncio.Event().wait()
+    assert info.value.phase == "first_byte"
+    assert 0.4 < time.monotonic() - started < 5

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
-import aiohttp
 from multidict import CIMultiDictProxy
 
 from s3io import errors
@@ -29,7 +28,7 @@ from s3io.s3.types import DeleteError, DeleteResult, GetResult, ObjectInfo, PutR
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import resolve_endpoint
 from s3io.transport.exchange import Response, exchange
-from s3io.transport.session import make_session
+from s3io.transport.session import HttpSession, make_session
 from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, canonical_query
 
 DELETE_BATCH = 1000
@@ -52,7 +51,7 @@ class S3Client:
         self.metrics = Metrics()
         self._credentials = CredentialProvider(credentials, self.endpoint.region)
         self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=self._credentials.refresh)
-        self._session: aiohttp.ClientSession | None = None
+        self._session: HttpSession | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -75,8 +74,8 @@ class S3Client:
         """Close the connections synchronously, from any thread, e.g. when the client's event loop has stopped."""
         self._closed = True
         session, self._session = self._session, None
-        if session is not None and session.connector is not None:
-            session.connector._close()  # aiohttp has no public synchronous close
+        if session is not None:
+            session.abort()
 
     def stats(self) -> MetricsSnapshot:
         """Counters so far: requests by (operation, status), retries by reason, timeouts by phase, bytes."""
@@ -84,7 +83,7 @@ class S3Client:
 
     # ----------------------------------------------------------------- plumbing
 
-    def _http(self) -> aiohttp.ClientSession:
+    def _http(self) -> HttpSession:
         if self._session is None:
             if self._closed:
                 raise RuntimeError("this S3Client is closed; create a new one")
@@ -106,20 +105,16 @@ class S3Client:
         on_chunk: Callable[[bytes], None] | None = None,
         error_in_200: bool = False,
     ) -> Response:
-        url, host, path = self.endpoint.target(bucket, key)
+        _, host, path = self.endpoint.target(bucket, key)
         qs = canonical_query(query)
-        if qs:
-            url = f"{url}?{qs}"
         headers = {} if headers is None else headers
         headers["host"] = host
-        signer = await self._credentials.signer()
+        signer = self._credentials.ready_signer() or await self._credentials.signer()
         if signer is not None:
             payload_hash = EMPTY_SHA256 if not body else hashlib.sha256(body).hexdigest()
             signer.sign(method, path, qs, headers, payload_hash)
         elif body:
             headers["x-amz-content-sha256"] = UNSIGNED_PAYLOAD
-        loop = asyncio.get_running_loop()
-        started = loop.time()
         status: int | str = "error"
         try:
             response = await exchange(
@@ -127,7 +122,9 @@ class S3Client:
                 watchdog,
                 self.policy,
                 method,
-                url,
+                self.endpoint.scheme,
+                host,
+                f"{path}?{qs}" if qs else path,
                 headers,
                 body,
                 on_headers=on_headers,
@@ -138,7 +135,7 @@ class S3Client:
             status = "cancelled"
             raise
         finally:
-            self.metrics.request(operation, status, loop.time() - started)
+            self.metrics.request(operation, status, watchdog.elapsed())
             if body:
                 self.metrics.bytes_out += len(body)
         self.metrics.bytes_in += response.received

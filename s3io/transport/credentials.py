@@ -73,6 +73,11 @@ class CredentialProvider:
     def anonymous(self) -> bool:
         return self._explicit == ANONYMOUS
 
+    def ready_signer(self) -> Signer | None:
+        """The current signer if it needs no resolution or refresh (a plain call on the hot path), else None."""
+        signer = self._signer
+        return signer if signer is not None and not self._needs_refresh() else None
+
     async def signer(self) -> Signer | None:
         """The signer to use now; resolves or refreshes credentials when needed."""
         if self.anonymous:

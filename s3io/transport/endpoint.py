@@ -10,6 +10,8 @@ from urllib.parse import quote, urlsplit
 from s3io.errors import InvalidConfig
 
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+# Keys made only of characters SigV4 leaves unescaped need no quoting (the common case, and the fast one).
+_UNRESERVED_KEY = re.compile(r"[A-Za-z0-9_.~/-]*").fullmatch
 ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 
@@ -24,7 +26,7 @@ class Endpoint:
 
     def target(self, bucket: str, key: str = "") -> tuple[str, str, str]:
         """(url, host header, canonical URI) for an object; the key is percent-encoded once, as SigV4 wants."""
-        quoted_key = quote(key, safe="/~")
+        quoted_key = key if _UNRESERVED_KEY(key) else quote(key, safe="/~")
         if self.path_style or not _DNS_BUCKET.match(bucket):
             path = f"/{bucket}/{quoted_key}" if key else f"/{bucket}"
             return f"{self.scheme}://{self.host}{path}", self.host, path

@@ -1,24 +1,42 @@
-"""One HTTP exchange under a watchdog: send, wait for headers, read the body while watching for stalls.
+"""One HTTP/1.1 exchange under a watchdog: send, wait for headers, read the body while watching for stalls.
 
-A connection whose exchange failed or timed out is closed, never returned to the pool: a half-read or
-silent connection must not serve the next request.
+The request head is built here in one piece and written to a pooled aiohttp connection; the answer is
+parsed by aiohttp's C parser. A connection whose exchange failed, timed out or left anything unread is
+closed, never returned to the pool: a half-read or silent connection must not serve the next request.
 """
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 
 import aiohttp
 from multidict import CIMultiDictProxy
-from yarl import URL
 
 from s3io.deadline import Watchdog
+from s3io.errors import InvalidConfig
 from s3io.policy import Policy
+from s3io.transport.session import HttpSession
 
 # Sending a request body happens before the first byte of the answer; allow it this floor rate on top of
 # the first-byte timeout, so a large part on a slow link is not mistaken for a silent server.
 UPLOAD_FLOOR_BYTES_PER_SECOND = 1024 * 1024
+READ_BUFFER_BYTES = 256 * 1024
+# Methods whose requests carry a Content-Length even when empty (S3 answers 411 otherwise).
+_LENGTH_REQUIRED = frozenset({"PUT", "POST"})
+
+
+def _user_agent() -> str:
+    try:
+        version = metadata.version("s3io")
+    except metadata.PackageNotFoundError:
+        version = "dev"
+    return f"s3io/{version} aiohttp/{aiohttp.__version__} Python/{platform.python_version()}"
+
+
+USER_AGENT = _user_agent()
 
 
 @dataclass(slots=True)
@@ -31,12 +49,33 @@ class Response:
     received: int  # body bytes read off the wire, including those handed to ``on_chunk``
 
 
+def request_head(method: str, target: str, headers: dict[str, str], body_length: int | None) -> bytes:
+    """The request line and headers; a CR or LF in any of them is refused (it would split the request)."""
+    lines = [f"{method} {target} HTTP/1.1\r\nuser-agent: {USER_AGENT}\r\n"]
+    for name, value in headers.items():
+        lines.append(f"{name}: {value}\r\n")
+    if body_length is not None:
+        lines.append(f"content-length: {body_length}\r\n")
+    lines.append("\r\n")
+    head = "".join(lines)
+    if head.count("\n") != len(lines) + 1 or head.count("\r") != len(lines) + 1:
+        raise InvalidConfig(
+            f"a header or the request target of this {method} contains a line break (CR or LF), which would "
+            "split the request; remove it from the value"
+        )
+    if " " in target:
+        raise InvalidConfig(f"the request target {target!r} contains a space; check the bucket name")
+    return head.encode("utf-8")
+
+
 async def exchange(
-    session: aiohttp.ClientSession,
+    session: HttpSession,
     watchdog: Watchdog,
     policy: Policy,
     method: str,
-    url: str,
+    scheme: str,
+    host: str,
+    target: str,
     headers: dict[str, str],
     body: bytes | None = None,
     *,
@@ -45,29 +84,53 @@ async def exchange(
 ) -> Response:
     """Run the exchange. With ``on_chunk`` the body is handed over chunk by chunk (kept even if the
     exchange fails later, so a range read can resume); otherwise it is returned whole."""
+    body_length = len(body) if body else (0 if method in _LENGTH_REQUIRED else None)
+    head = request_head(method, target, headers, body_length)
     upload_allowance = len(body) / UPLOAD_FLOOR_BYTES_PER_SECOND if body else 0.0
-    watchdog.start_phase("first_byte", policy.connect_timeout + policy.first_byte_timeout + upload_allowance)
-    response = await session.request(method, URL(url, encoded=True), headers=headers, data=body, allow_redirects=False)
+    watchdog.start_phase(
+        "first_byte",
+        policy.connect_timeout + policy.first_byte_timeout + upload_allowance,
+        then_stall=policy.stall_timeout,
+    )
+    connection = await session.connect(scheme, host)
     try:
+        protocol = connection.protocol
+        transport = connection.transport
+        if protocol is None or transport is None:
+            raise aiohttp.ServerDisconnectedError("the pooled connection closed before the request was sent")
+        protocol.set_response_params(
+            skip_payload=method == "HEAD", auto_decompress=False, read_bufsize=READ_BUFFER_BYTES
+        )
+        transport.write(head)
+        if body:
+            transport.write(body)
+        message, payload = await protocol.read()
+        while 100 <= message.code < 200:  # an interim answer (100 Continue) precedes the real one
+            message, payload = await protocol.read()
+        status = message.code
         if on_headers is not None:
-            on_headers(response.status, response.headers)
+            on_headers(status, message.headers)
         watchdog.start_stall_watch(policy.stall_timeout)
-        content = response.content
         chunks: list[bytes] = []
         received = 0
         while True:
-            chunk = await content.readany()
+            chunk = await payload.readany()
             if not chunk:
                 break
             watchdog.progress()
             received += len(chunk)
-            if on_chunk is not None and response.status < 300:
+            if on_chunk is not None and status < 300:
                 on_chunk(chunk)
             else:
                 chunks.append(chunk)
+            if payload.at_eof():  # the whole body is in: skip the read that would only return b""
+                break
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     except BaseException:
-        response.close()
+        connection.close()
         raise
-    response.release()
-    return Response(response.status, response.headers, data, received)
+    if transport.get_write_buffer_size():
+        connection.close()  # answered before our body was all sent: the rest must not precede the next request
+    else:
+        connection.release()  # back to the pool only if the answer was complete and the server keeps it alive
+    return Response(status, message.headers, data, received)
