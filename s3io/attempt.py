@@ -18,7 +18,7 @@ from typing import TypeVar
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from s3io import errors
-from s3io.deadline import Watchdog
+from s3io.deadline import Alarm, Watchdog
 from s3io.metrics import Metrics
 from s3io.policy import Policy
 from s3io.retry_budget import RetryBudget
@@ -74,6 +74,7 @@ class AttemptRunner:
         self._wait = wait_random_exponential(multiplier=policy.backoff_base, max=policy.backoff_cap)
         self._retrying = AsyncRetrying(stop=self._stop, wait=self._wait)
         self._slots = Slots(policy.max_connections)
+        self._alarm: Alarm | None = None  # one deadline timer for all of this runner's attempts
 
     async def run(self, name: str, bucket: str | None, key: str | None, attempt: AttemptFn[T]) -> T:
         """Run ``attempt(watchdog)`` until it succeeds, a non-retryable error, or the policy gives up."""
@@ -88,12 +89,24 @@ class AttemptRunner:
                 if state is None:
                     now = loop.time()
                     state = OperationState(name, bucket, key, now, now + self.policy.operation_timeout)
-                result = await self._attempt(state, attempt)
+                if state.needs_refresh:
+                    state.needs_refresh = False
+                    assert self._refresh_credentials is not None
+                    await self._refresh_credentials()
+                watchdog = self._watchdog(state, loop)
+                try:
+                    result = await attempt(watchdog)
+                except BaseException as exc:
+                    typed = self._attempt_failed(watchdog, exc)
+                    if typed is exc:
+                        raise
+                    raise typed from typed.__cause__
+                watchdog.close(None)
             except errors.S3IOError as exc:
                 slots.give()
-                assert state is not None
                 if retry_state is None:
                     retry_state = RetryCallState(self._retrying, fn=None, args=(state,), kwargs={})
+                assert state is not None
                 sleep = self._next_sleep(exc, state, retry_state)
                 if sleep is None:
                     raise self._finalize(exc, state, loop.time()) from exc.__cause__
@@ -105,6 +118,41 @@ class AttemptRunner:
             slots.give()
             self.budget.refund(1)
             return result
+
+    def _watchdog(self, state: OperationState, loop: asyncio.AbstractEventLoop) -> Watchdog:
+        """A new attempt's watchdog, opened: capped by the operation deadline and the per-attempt limit."""
+        state.attempts += 1
+        alarm = self._alarm
+        if alarm is None or alarm.loop is not loop:
+            alarm = self._alarm = Alarm(loop)
+        watchdog = Watchdog(
+            cap_deadline=state.deadline, cap_phase="operation", check_within=self.policy.stall_timeout, alarm=alarm
+        )
+        if self.policy.attempt_timeout is not None:
+            watchdog.cap(watchdog.started + self.policy.attempt_timeout, "attempt")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s %s attempt %d", state.name, _where(state), state.attempts)
+        return watchdog.open()
+
+    def _attempt_failed(self, watchdog: Watchdog, exc: BaseException) -> BaseException:
+        """What a failed attempt raises: DeadlineExceeded if our timer cancelled it, wire errors as typed
+        s3io errors (their ``__cause__`` set), anything else as it is. Timeouts are counted here."""
+        timeout = watchdog.close(exc)
+        if timeout is not None:
+            self.metrics.timeout(timeout.phase)
+            timeout.__cause__ = None  # the CancelledError was only the timer's means
+            return timeout
+        if isinstance(exc, errors.DeadlineExceeded):
+            self.metrics.timeout(exc.phase)
+            return exc
+        if isinstance(exc, errors.S3IOError) or not isinstance(exc, Exception):
+            return exc
+        typed = from_wire(exc)
+        if isinstance(typed, errors.DeadlineExceeded):
+            self.metrics.timeout(typed.phase)
+        if typed is not exc:
+            typed.__cause__ = exc
+        return typed
 
     def _next_sleep(self, exc: errors.S3IOError, state: OperationState, retry_state: RetryCallState) -> float | None:
         """Seconds to back off before the next attempt, or None to give up (the caller raises ``exc``)."""
@@ -148,43 +196,6 @@ class AttemptRunner:
             exc,
         )
         return sleep
-
-    async def _attempt(self, state: OperationState, attempt: AttemptFn[T]) -> T:
-        state.attempts += 1
-        if state.needs_refresh:
-            state.needs_refresh = False
-            assert self._refresh_credentials is not None
-            await self._refresh_credentials()
-        watchdog = Watchdog(
-            cap_deadline=state.deadline,
-            cap_phase="operation",
-            check_within=self.policy.stall_timeout,
-        )
-        if self.policy.attempt_timeout is not None:
-            watchdog.cap(watchdog.started + self.policy.attempt_timeout, "attempt")
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s %s attempt %d", state.name, _where(state), state.attempts)
-        watchdog.open()
-        try:
-            result = await attempt(watchdog)
-        except BaseException as exc:
-            timeout = watchdog.close(exc)
-            if timeout is not None:
-                self.metrics.timeout(timeout.phase)
-                raise timeout from None  # the CancelledError was only the timer's means
-            if isinstance(exc, errors.DeadlineExceeded):
-                self.metrics.timeout(exc.phase)
-                raise
-            if isinstance(exc, errors.S3IOError) or not isinstance(exc, Exception):
-                raise
-            typed = from_wire(exc)
-            if isinstance(typed, errors.DeadlineExceeded):
-                self.metrics.timeout(typed.phase)
-            if typed is exc:
-                raise
-            raise typed from exc
-        watchdog.close(None)
-        return result
 
     def _finalize(self, exc: errors.S3IOError, state: OperationState, now: float) -> errors.S3IOError:
         context = {

@@ -1,12 +1,15 @@
-"""Timer-backed deadlines: one event-loop timer per attempt, aimed at the nearest of its phase deadlines.
+"""Timer-backed deadlines: attempts watched by an event-loop timer aimed at the nearest of their deadlines.
 
 A timeout that is checked only when a future is polled never fires on a socket that produces no events,
-so the timer is armed with ``loop.call_at`` when a phase starts and cancels the task when it fires. Phases:
+so deadlines are event-loop timers (``loop.call_at``) that cancel the attempt when they fire. Phases:
 ``first_byte`` (request sent until headers arrive), ``stall`` (no body progress for ``stall_timeout``),
 ``attempt`` (the optional per-attempt cap) and ``operation`` (the deadline across all attempts).
-Progress is recorded with a plain timestamp; the timer re-aims itself lazily when it fires early, so a
-slow drip that keeps making progress is never killed and the hot path does no timer churn: a deadline
-that moves later keeps the armed timer, only an earlier one re-arms it.
+
+The watchdogs of one client share one ``Alarm``: a single timer aimed no later than the earliest deadline
+among them. Progress is a plain timestamp and a deadline that moves later keeps the timer; when the timer
+fires it fires the watchdogs that are due and re-aims itself at the next. So a slow drip that keeps making
+progress is never killed, and the hot path (thousands of short requests a second) arms about one timer
+per stall interval instead of several per request.
 
 Cancellation safety (as in asyncio.timeout): an outside cancel of the task is never turned into a
 DeadlineExceeded; only a cancel this watchdog caused is, and it is uncancelled first.
@@ -23,16 +26,51 @@ from s3io.errors import DeadlineExceeded
 _EPSILON = 1e-3
 
 
+class Alarm:
+    """One event-loop timer for a set of watchdogs, armed no later than the earliest of their deadlines."""
+
+    __slots__ = ("_handle", "armed_at", "loop", "watchdogs")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._handle: asyncio.TimerHandle | None = None
+        self.watchdogs: set[Watchdog] = set()
+        self.armed_at = math.inf
+
+    def need(self, when: float) -> None:
+        """Make sure the timer fires no later than ``when`` (an earlier timer re-aims itself when it fires)."""
+        if when < self.armed_at - _EPSILON:
+            if self._handle is not None:
+                self._handle.cancel()
+            self.armed_at = when
+            self._handle = self.loop.call_at(when, self._ring)
+
+    def _ring(self) -> None:
+        self._handle = None
+        self.armed_at = math.inf
+        now = self.loop.time()
+        nearest = math.inf
+        for watchdog in list(self.watchdogs):
+            when = watchdog.due()
+            if when <= now + _EPSILON:
+                self.watchdogs.discard(watchdog)
+                watchdog.fire()
+            elif when < nearest:
+                nearest = when
+        if nearest != math.inf:
+            self.need(nearest)
+
+
 class Watchdog:
-    """Bounds one attempt (or one whole operation) of the current task by timers; use as ``async with``."""
+    """Bounds one attempt (or one whole operation) of the current task by timers; use as ``async with``
+    or ``open()`` / ``close(exc)``."""
 
     __slots__ = (
-        "_armed_at",
+        "_alarm",
         "_cap_deadline",
         "_cap_phase",
         "_check_by",
         "_fired_phase",
-        "_handle",
         "_last_progress",
         "_loop",
         "_phase",
@@ -43,14 +81,19 @@ class Watchdog:
     )
 
     def __init__(
-        self, *, cap_deadline: float = math.inf, cap_phase: str = "operation", check_within: float = math.inf
+        self,
+        *,
+        cap_deadline: float = math.inf,
+        cap_phase: str = "operation",
+        check_within: float = math.inf,
+        alarm: Alarm | None = None,
     ) -> None:
-        """``check_within``: aim the first timer no later than this many seconds from now (e.g. the shortest
-        phase the attempt will enter), so the phases that follow need no timer of their own; a timer that
-        fires early re-aims itself."""
+        """``check_within``: have the timer fire no later than this many seconds from now (e.g. the shortest
+        phase the attempt will enter), so the phases that follow rarely need to re-arm it. ``alarm``: the
+        timer shared with other watchdogs of the same event loop (a private one if None)."""
         self._loop = asyncio.get_running_loop()
+        self._alarm = alarm if alarm is not None else Alarm(self._loop)
         self._task: asyncio.Task | None = None
-        self._handle: asyncio.TimerHandle | None = None
         self._phase = "idle"
         self._phase_deadline = math.inf
         self._stall: float | None = None
@@ -58,7 +101,6 @@ class Watchdog:
         self._cap_deadline = cap_deadline
         self._cap_phase = cap_phase
         self._fired_phase: str | None = None
-        self._armed_at = math.inf
         self.started = self._loop.time()
         self._check_by = self.started + check_within
 
@@ -75,63 +117,50 @@ class Watchdog:
         if deadline < self._cap_deadline:
             self._cap_deadline = deadline
             self._cap_phase = phase
-            self._arm()
+            if self._task is not None:
+                self._alarm.need(deadline)
 
     def start_phase(self, phase: str, seconds: float, *, then_stall: float | None = None) -> None:
         """Enter a phase that must end within ``seconds`` (e.g. first byte).
 
         ``then_stall``: the stall watch expected next; the timer is aimed no later than that, so entering
-        the stall watch costs no timer (the timer re-aims itself if it fires while this phase still runs).
+        the stall watch needs no re-arming (the timer re-aims itself if it fires while this phase runs).
         """
         self._phase = phase
         self._stall = None
         now = self._loop.time()
-        self._phase_deadline = now + seconds
-        self._arm(now + then_stall if then_stall is not None else math.inf)
+        self._phase_deadline = deadline = now + seconds
+        if then_stall is not None and now + then_stall < deadline:
+            deadline = now + then_stall
+        if self._task is not None and deadline < self._alarm.armed_at - _EPSILON:
+            self._alarm.need(deadline)
 
     def start_stall_watch(self, seconds: float) -> None:
         """Enter the body phase: fail if no progress is recorded for ``seconds``."""
         self._phase = "stall"
         self._stall = seconds
-        self._last_progress = self._loop.time()
-        self._phase_deadline = self._last_progress + seconds
-        self._arm()
+        self._last_progress = now = self._loop.time()
+        self._phase_deadline = deadline = now + seconds
+        if self._task is not None and deadline < self._alarm.armed_at - _EPSILON:
+            self._alarm.need(deadline)
 
     def progress(self) -> None:
         """Record body progress; cheap enough to call per chunk."""
         self._last_progress = self._loop.time()
 
-    def _due(self) -> tuple[float, str]:
+    def due(self) -> float:
+        """When the earliest of this watchdog's deadlines falls."""
         phase_deadline = self._phase_deadline
         if self._stall is not None:
             phase_deadline = self._last_progress + self._stall
-        if phase_deadline <= self._cap_deadline:
-            return phase_deadline, self._phase
-        return self._cap_deadline, self._cap_phase
+        return min(phase_deadline, self._cap_deadline)
 
-    def _arm(self, sooner: float = math.inf) -> None:
-        if self._task is None:
-            return
-        when = min(self._due()[0], sooner)
-        if self._handle is not None:
-            if when >= self._armed_at - _EPSILON:
-                return  # the timer fires no later than needed; if early, ``_fire`` re-aims it
-            self._handle.cancel()
-            self._handle = None
-        if when != math.inf:
-            self._armed_at = when
-            self._handle = self._loop.call_at(when, self._fire)
-
-    def _fire(self) -> None:
-        self._handle = None
-        when, phase = self._due()
-        if self._loop.time() + _EPSILON < when:
-            self._armed_at = when
-            self._handle = self._loop.call_at(when, self._fire)
-            return
-        self._fired_phase = phase
+    def fire(self) -> None:
+        """The deadline has passed: cancel the watched task (the alarm calls this)."""
+        phase_deadline = self._last_progress + self._stall if self._stall is not None else self._phase_deadline
+        self._fired_phase = self._phase if phase_deadline <= self._cap_deadline else self._cap_phase
         assert self._task is not None
-        self._task.cancel(msg=f"s3io deadline: {phase}")
+        self._task.cancel(msg=f"s3io deadline: {self._fired_phase}")
 
     def open(self) -> Watchdog:
         """Start watching the current task (``async with`` does this; a plain call saves a coroutine)."""
@@ -139,15 +168,17 @@ class Watchdog:
         if task is None:
             raise RuntimeError("Watchdog must be used inside a task")
         self._task = task
-        self._arm(self._check_by)
+        alarm = self._alarm
+        alarm.watchdogs.add(self)
+        when = min(self._phase_deadline, self._cap_deadline, self._check_by)  # no stall watch yet
+        if when < alarm.armed_at - _EPSILON:
+            alarm.need(when)
         return self
 
     def close(self, exc: BaseException | None) -> DeadlineExceeded | None:
-        """Stop the timer. Returns the DeadlineExceeded to raise if this watchdog's timer caused ``exc``
+        """Stop watching. Returns the DeadlineExceeded to raise if this watchdog's timer caused ``exc``
         (a CancelledError); an outside cancel, or any other outcome, returns None."""
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        self._alarm.watchdogs.discard(self)
         if self._fired_phase is None:
             return None
         assert self._task is not None

@@ -203,3 +203,58 @@ async def test_watchdog_aimed_early_for_the_stall_watch_re_aims_and_still_fires(
             await asyncio.Event().wait()
     assert info.value.phase == "first_byte"
     assert 0.4 < time.monotonic() - started < 5
+
+
+async def test_watchdogs_sharing_one_alarm_each_fire_at_their_own_deadline() -> None:
+    """One timer serves many attempts: each is cancelled at its own deadline, a finished one never is."""
+    from s3io.deadline import Alarm
+
+    alarm = Alarm(asyncio.get_running_loop())
+    fired: dict[str, float] = {}
+    started = time.monotonic()
+
+    async def attempt(name: str, first_byte: float, work: float) -> None:
+        try:
+            async with Watchdog(alarm=alarm, check_within=0.05) as watchdog:
+                watchdog.start_phase("first_byte", first_byte)
+                await asyncio.sleep(work)
+        except errors.DeadlineExceeded as exc:
+            assert exc.phase == "first_byte"
+            fired[name] = time.monotonic() - started
+
+    await asyncio.gather(attempt("short", 0.3, 30), attempt("long", 0.9, 30), attempt("done", 0.2, 0.05))
+    assert set(fired) == {"short", "long"}  # "done" finished before its deadline and was left alone
+    assert 0.25 < fired["short"] < fired["long"] and 0.85 < fired["long"] < 5
+    assert alarm.watchdogs == set()
+
+
+async def test_slots_are_fifo_and_a_cancelled_waiter_never_loses_a_slot() -> None:
+    from s3io.slots import Slots
+
+    slots = Slots(1)
+    assert slots.try_take() and not slots.try_take()
+    order: list[str] = []
+
+    async def waiter(name: str) -> None:
+        await slots.take()
+        order.append(name)
+        slots.give()
+
+    first = asyncio.create_task(waiter("first"))
+    doomed = asyncio.create_task(waiter("doomed"))
+    last = asyncio.create_task(waiter("last"))
+    await asyncio.sleep(0.01)
+    doomed.cancel()  # cancelled while queued: it must not keep a place or a slot
+    slots.give()
+    await asyncio.wait_for(asyncio.gather(first, last, return_exceptions=True), 5)
+    assert order == ["first", "last"] and doomed.cancelled()
+    assert slots.free == 1
+
+    assert slots.try_take()
+    handed = asyncio.create_task(slots.take())
+    await asyncio.sleep(0.01)
+    slots.give()  # hands the slot to `handed` ...
+    handed.cancel()  # ... which is cancelled before it runs: the slot must come back
+    with pytest.raises(asyncio.CancelledError):
+        await handed
+    assert slots.free == 1 and slots.try_take()

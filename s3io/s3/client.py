@@ -106,7 +106,7 @@ class S3Client:
         error_in_200: bool = False,
     ) -> Response:
         _, host, path = self.endpoint.target(bucket, key)
-        qs = canonical_query(query)
+        qs = canonical_query(query) if query else ""
         headers = {} if headers is None else headers
         headers["host"] = host
         signer = self._credentials.ready_signer() or await self._credentials.signer()
@@ -118,7 +118,7 @@ class S3Client:
         status: int | str = "error"
         try:
             response = await exchange(
-                self._http(),
+                self._session or self._http(),
                 watchdog,
                 self.policy,
                 method,

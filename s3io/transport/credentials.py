@@ -75,8 +75,10 @@ class CredentialProvider:
 
     def ready_signer(self) -> Signer | None:
         """The current signer if it needs no resolution or refresh (a plain call on the hot path), else None."""
-        signer = self._signer
-        return signer if signer is not None and not self._needs_refresh() else None
+        creds = self._botocore_creds
+        if creds is None or not _refresh_needed(creds):
+            return self._signer
+        return None
 
     async def signer(self) -> Signer | None:
         """The signer to use now; resolves or refreshes credentials when needed."""

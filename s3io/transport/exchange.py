@@ -117,7 +117,6 @@ async def exchange(
             chunk = await payload.readany()
             if not chunk:
                 break
-            watchdog.progress()
             received += len(chunk)
             if on_chunk is not None and status < 300:
                 on_chunk(chunk)
@@ -125,6 +124,7 @@ async def exchange(
                 chunks.append(chunk)
             if payload.at_eof():  # the whole body is in: skip the read that would only return b""
                 break
+            watchdog.progress()  # before waiting for the next chunk: the stall clock restarts now
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     except BaseException:
         connection.close()
