@@ -1,1 +1,1 @@
-"""Transport: sockets with TCP_USER_TIMEOUT and keepalive, the aiohttp session, SigV4, credentials, addressing."""
+"""Transport: aiohttp's pooled connector and parser, sockets with TCP_USER_TIMEOUT and keepalive, SigV4, addressing."""
