@@ -9,12 +9,14 @@ import asyncio
 import os
 import random
 import time
+from collections.abc import Callable
 
 import pytest
 from support.faultproxy import (
     ErrorResponse,
     FaultProxy,
     FaultRule,
+    ProxyRequest,
     Reset,
     SlowBody,
     Stall,
@@ -316,3 +318,58 @@ async def test_a_line_break_in_a_header_is_refused_before_anything_is_sent(
         with pytest.raises(errors.InvalidConfig, match="space"):
             await s3.head_object("bad bucket", "k.bin")
     assert fault_proxy.requests == []
+
+
+def _signed_for(region: str) -> Callable[[ProxyRequest], bool]:
+    return lambda request: f"/{region}/s3/aws4_request" in (request.header("authorization") or "")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ErrorResponse(
+            301,
+            "PermanentRedirect",
+            "The bucket you are attempting to access must be addressed using the specified endpoint.",
+            headers=(("x-amz-bucket-region", "eu-west-1"),),
+        ),
+        ErrorResponse(
+            400,
+            "AuthorizationHeaderMalformed",
+            "the region 'us-east-1' is wrong; expecting 'eu-west-1'",
+            headers=(("x-amz-bucket-region", "eu-west-1"),),
+        ),
+    ],
+    ids=["301", "400"],
+)
+async def test_a_bucket_in_another_region_is_followed_once_and_remembered(
+    answer: ErrorResponse, fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    """S3 names the bucket's region in a wrong-region answer: s3io re-signs for it (one extra request) and
+    signs every later request of that bucket for it straight away."""
+    data = _put(s3_client, bucket, "far.bin", 2000)
+    fault_proxy.add_rule(FaultRule(fault=answer, predicate=_signed_for("us-east-1")))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url, region="us-east-1") as s3:
+        assert (await s3.get_object(bucket, "far.bin")).data == data
+        assert (await s3.head_object(bucket, "far.bin")).size == 2000
+        await s3.put_object(bucket, "near.bin", b"written after the redirect")
+        assert s3.stats().retry_count == 0
+    regions = ["us-east-1" if _signed_for("us-east-1")(r) else "eu-west-1" for r in fault_proxy.requests]
+    assert regions == ["us-east-1", "eu-west-1", "eu-west-1", "eu-west-1"]
+    assert s3_client.get_object(Bucket=bucket, Key="near.bin")["Body"].read() == b"written after the redirect"
+
+
+async def test_a_wrong_region_answer_that_persists_is_an_error_naming_the_region(
+    fault_proxy: FaultProxy, bucket: str
+) -> None:
+    fault_proxy.add_rule(
+        FaultRule(
+            fault=ErrorResponse(
+                301, "PermanentRedirect", "wrong endpoint", headers=(("x-amz-bucket-region", "eu-west-1"),)
+            )
+        )
+    )
+    async with S3Client(FAST, endpoint_url=fault_proxy.url, region="us-east-1") as s3:
+        with pytest.raises(errors.RequestError, match="the bucket is in eu-west-1; pass region='eu-west-1'"):
+            await s3.get_object(bucket, "any.bin")
+    assert len(fault_proxy.requests) == 2  # the first answer, then one re-signed try: no loop, no retries

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
@@ -24,14 +25,16 @@ from s3io.policy import Policy
 from s3io.retryable import error_for_status
 from s3io.s3 import xml
 from s3io.s3.multipart import MultipartWriter
+from s3io.s3.redirect import bucket_region, regional_endpoint
 from s3io.s3.types import DeleteError, DeleteResult, GetResult, ObjectInfo, PutResult
 from s3io.transport.credentials import CredentialProvider, Credentials
-from s3io.transport.endpoint import resolve_endpoint
+from s3io.transport.endpoint import Endpoint, resolve_endpoint
 from s3io.transport.exchange import Response, exchange
 from s3io.transport.session import HttpSession, make_session
-from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, canonical_query
+from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_query
 
 DELETE_BATCH = 1000
+log = logging.getLogger("s3io")
 
 
 class S3Client:
@@ -52,6 +55,8 @@ class S3Client:
         self._credentials = CredentialProvider(credentials, self.endpoint.region)
         self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=self._credentials.refresh)
         self._session: HttpSession | None = None
+        self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
+        self._regional_signers: dict[tuple[Signer, str], Signer] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -104,13 +109,17 @@ class S3Client:
         on_headers: Callable[[int, CIMultiDictProxy[str]], None] | None = None,
         on_chunk: Callable[[bytes], None] | None = None,
         error_in_200: bool = False,
+        redirected: bool = False,
     ) -> Response:
-        _, host, path = self.endpoint.target(bucket, key)
+        endpoint = self._bucket_endpoints.get(bucket, self.endpoint) if self._bucket_endpoints else self.endpoint
+        _, host, path = endpoint.target(bucket, key)
         qs = canonical_query(query) if query else ""
         headers = {} if headers is None else headers
         headers["host"] = host
         signer = self._credentials.ready_signer() or await self._credentials.signer()
         if signer is not None:
+            if signer.region != endpoint.region:
+                signer = self._signer_for(signer, endpoint.region)
             payload_hash = EMPTY_SHA256 if not body else hashlib.sha256(body).hexdigest()
             signer.sign(method, path, qs, headers, payload_hash)
         elif body:
@@ -122,7 +131,7 @@ class S3Client:
                 watchdog,
                 self.policy,
                 method,
-                self.endpoint.scheme,
+                endpoint.scheme,
                 host,
                 f"{path}?{qs}" if qs else path,
                 headers,
@@ -140,12 +149,52 @@ class S3Client:
                 self.metrics.bytes_out += len(body)
         self.metrics.bytes_in += response.received
         if response.status >= 300 or (error_in_200 and response.body):
+            region = bucket_region(response.status, response.headers, response.body) if bucket else None
+            if region is not None and region != endpoint.region and not redirected:
+                self._learn_region(bucket, region)
+                return await self._send(
+                    watchdog,
+                    operation,
+                    method,
+                    bucket,
+                    key,
+                    query=query,
+                    headers=headers,
+                    body=body,
+                    on_headers=on_headers,
+                    on_chunk=on_chunk,
+                    error_in_200=error_in_200,
+                    redirected=True,
+                )
             code, message = xml.error_fields(response.body)
             if response.status >= 300 or code is not None:
+                if region is not None:
+                    message = f"{message or 'wrong region'} (the bucket is in {region}; pass region={region!r})"
                 raise error_for_status(
                     response.status, code or _status_code(response.status), message, bucket=bucket, key=key or None
                 )
         return response
+
+    def _learn_region(self, bucket: str, region: str) -> None:
+        """Send this bucket's requests to ``region`` from now on (S3 said it lives there)."""
+        log.warning(
+            "bucket %s is in region %s, not %s: re-signing for %s (pass region=%r to skip the redirect)",
+            bucket,
+            region,
+            self.endpoint.region,
+            region,
+            region,
+        )
+        self._bucket_endpoints[bucket] = regional_endpoint(self.endpoint, region)
+
+    def _signer_for(self, signer: Signer, region: str) -> Signer:
+        """``signer``'s credentials for another region, kept until the credentials change."""
+        regional = self._regional_signers.get((signer, region))
+        if regional is None:
+            if len(self._regional_signers) > 64:
+                self._regional_signers.clear()  # old credentials' signers
+            regional = self._regional_signers[(signer, region)] = signer.for_region(region)
+        return regional
 
     # ----------------------------------------------------------------- reads
 

@@ -41,6 +41,14 @@ class Signer:
     def __repr__(self) -> str:
         return f"Signer(region={self._region!r}, access_key=***)"
 
+    @property
+    def region(self) -> str:
+        return self._region
+
+    def for_region(self, region: str) -> Signer:
+        """The same credentials, signing for ``region`` (a bucket that lives elsewhere)."""
+        return Signer(self._access_key, self._secret_key, self._token, region)
+
     def _signing_key(self, date: str) -> bytes:
         if date != self._scope_date:
             k = hmac.digest(("AWS4" + self._secret_key).encode(), date.encode(), "sha256")
