@@ -20,7 +20,7 @@ from s3io.errors import (
 from s3io.metrics import MetricsSnapshot
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
-from s3io.s3.types import DeleteResult, GetResult, ObjectInfo, PutResult
+from s3io.s3.types import DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
 from s3io.transport.credentials import Credentials
 
 # The parquet API needs pyarrow: imported on first use, so `import s3io` (the CLI, the core client) stays light.
@@ -49,6 +49,7 @@ __all__ = [
     "GetResult",
     "InvalidConfig",
     "MetricsSnapshot",
+    "MultipartUpload",
     "NotFound",
     "ObjectChanged",
     "ObjectInfo",

@@ -585,3 +585,23 @@ async def test_an_empty_prefix_reports_nothing_to_do_and_leaves_nothing_behind(
 
 def test_schema_of_the_support_table_is_stable() -> None:
     assert rows_table(0, 3).schema == SCHEMA
+
+
+async def test_recovery_aborts_a_staging_upload_a_killed_job_left_and_spares_other_uploads(
+    client: S3Client, s3_client: Any, bucket: str
+) -> None:
+    """A job killed mid-upload leaves an unfinished multipart upload of its staging key: no object, but stored
+    parts. The next run aborts it; an upload of anyone else's key under the prefix is left alone."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 3})
+    staging_key = f"{PREFIX}date=1/_s3io_staging/job-killed/g0-0123abcd.parquet"
+    user_key = f"{PREFIX}date=1/someone-elses-upload.parquet"
+    for key in (staging_key, user_key):
+        upload_id = s3_client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        s3_client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=b"p" * 1024)
+    recovered = await recover_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
+    assert recovered.status == "ok"
+    assert recovered.recovery.uploads_aborted == [staging_key]
+    assert "1 unfinished staging upload(s) aborted" in recovered.recovery.describe()
+    remaining = [u["Key"] for u in s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+    assert remaining == [user_key]
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)

@@ -373,3 +373,22 @@ async def test_a_wrong_region_answer_that_persists_is_an_error_naming_the_region
         with pytest.raises(errors.RequestError, match="the bucket is in eu-west-1; pass region='eu-west-1'"):
             await s3.get_object(bucket, "any.bin")
     assert len(fault_proxy.requests) == 2  # the first answer, then one re-signed try: no loop, no retries
+
+
+async def test_unfinished_multipart_uploads_are_listed_page_by_page_and_can_be_aborted(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    keys = [f"up/{i}.bin" for i in range(5)] + ["elsewhere/x.bin"]
+    for key in keys:
+        s3_client.create_multipart_upload(Bucket=bucket, Key=key)
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        listed = [u async for u in s3.list_multipart_uploads(bucket, "up/", page_size=2)]
+        assert sorted(u.key for u in listed) == keys[:5]
+        assert all(u.upload_id and u.initiated for u in listed)
+        for upload in listed:
+            await s3.abort_multipart_upload(bucket, upload.key, upload.upload_id)
+        assert [u.key async for u in s3.list_multipart_uploads(bucket)] == ["elsewhere/x.bin"]
+        with pytest.raises(errors.InvalidConfig, match="page_size"):
+            [u async for u in s3.list_multipart_uploads(bucket, page_size=0)]
+    pages = [r for r in fault_proxy.requests if "uploads" in r.query and r.method == "GET"]
+    assert "max-uploads=2" in pages[0].query and "prefix=up%2F" in pages[0].query

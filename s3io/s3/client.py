@@ -26,7 +26,7 @@ from s3io.retryable import error_for_status
 from s3io.s3 import xml
 from s3io.s3.multipart import MultipartWriter
 from s3io.s3.redirect import bucket_region, regional_endpoint
-from s3io.s3.types import DeleteError, DeleteResult, GetResult, ObjectInfo, PutResult
+from s3io.s3.types import DeleteError, DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import Endpoint, resolve_endpoint
 from s3io.transport.exchange import Response, exchange
@@ -300,6 +300,37 @@ class S3Client:
             result.extend(prefixes)
             if token is None:
                 return result
+
+    async def list_multipart_uploads(
+        self, bucket: str, prefix: str = "", *, page_size: int = 1000
+    ) -> AsyncIterator[MultipartUpload]:
+        """Uploads under ``prefix`` that were started and neither completed nor aborted, page by page.
+
+        A process killed mid-upload leaves one behind (its parts stay stored); ``abort_multipart_upload``
+        removes it. Each page is its own operation with its own deadline.
+        """
+        if not 1 <= page_size <= 1000:
+            raise errors.InvalidConfig(f"page_size: expected 1 to 1000, got {page_size}", bucket=bucket)
+        markers: tuple[str, str] | None = None
+        while True:
+            query = {"uploads": "", "max-uploads": str(page_size)}
+            if prefix:
+                query["prefix"] = prefix
+            if markers is not None:
+                query["key-marker"], query["upload-id-marker"] = markers
+
+            async def attempt(
+                watchdog: Watchdog, query: dict[str, str] = query
+            ) -> tuple[list[MultipartUpload], tuple[str, str] | None]:
+                response = await self._send(watchdog, "list_uploads", "GET", bucket, query=query)
+                return xml.parse_uploads_page(bucket, response.body)
+
+            uploads, next_markers = await self._runner.run("list_uploads", bucket, prefix, attempt)
+            for upload in uploads:
+                yield upload
+            if next_markers is None or next_markers == markers:
+                return
+            markers = next_markers
 
     # ----------------------------------------------------------------- writes
 

@@ -46,3 +46,13 @@ class DeleteError:
 class DeleteResult:
     deleted: tuple[str, ...] = ()
     errors: tuple[DeleteError, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class MultipartUpload:
+    """An upload that was started and neither completed nor aborted (its parts are stored, and billed)."""
+
+    bucket: str
+    key: str
+    upload_id: str
+    initiated: float | None = None  # seconds since the epoch

@@ -7,7 +7,7 @@ import time
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
 
-from s3io.s3.types import DeleteError, ObjectInfo
+from s3io.s3.types import DeleteError, MultipartUpload, ObjectInfo
 
 
 def _strip(tag: str) -> str:
@@ -60,6 +60,24 @@ def parse_list_page(bucket: str, body: bytes) -> tuple[list[ObjectInfo], list[st
     truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
     token = root.findtext("NextContinuationToken") if truncated else None
     return objects, prefixes, token
+
+
+def parse_uploads_page(bucket: str, body: bytes) -> tuple[list[MultipartUpload], tuple[str, str] | None]:
+    """(uploads, next (key marker, upload-id marker) or None) of a ListMultipartUploads page."""
+    root = parse(body)
+    uploads = [
+        MultipartUpload(
+            bucket=bucket,
+            key=item.findtext("Key") or "",
+            upload_id=item.findtext("UploadId") or "",
+            initiated=parse_timestamp(item.findtext("Initiated")),
+        )
+        for item in root.iterfind("Upload")
+    ]
+    truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
+    if not truncated:
+        return uploads, None
+    return uploads, (root.findtext("NextKeyMarker") or "", root.findtext("NextUploadIdMarker") or "")
 
 
 def parse_delete_result(body: bytes) -> tuple[list[str], list[DeleteError]]:

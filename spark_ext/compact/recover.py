@@ -1,6 +1,7 @@
 """Recovery: finish or undo what a dead job left under a prefix, from the journal alone. Runs under the lock.
 
 - staging objects (``_s3io_staging/``) that no journal entry names: never committed -> deleted (roll back);
+- unfinished multipart uploads of staging keys (a job killed mid-upload): aborted, so no parts stay stored;
 - "committed" entries: rolled forward (publish after the grace period, delete inputs, later staging), after
   checking the staging object still has the ETag and size the journal recorded; if it does not and every input
   is intact, the entry is rolled back instead; otherwise it is left and reported;
@@ -37,6 +38,7 @@ class RecoveryReport:
     rolled_forward: list[str] = field(default_factory=list)  # journal keys driven to completion
     rolled_back: list[str] = field(default_factory=list)  # journal keys undone (staging lost, inputs intact)
     staging_deleted: list[str] = field(default_factory=list)  # uncommitted staging objects removed
+    uploads_aborted: list[str] = field(default_factory=list)  # staging uploads a crashed job left unfinished
     inputs_deleted: int = 0
     conflicts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -44,10 +46,11 @@ class RecoveryReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.rolled_forward or self.rolled_back or self.staging_deleted or self.inputs_deleted)
+        undone = self.rolled_back or self.staging_deleted or self.uploads_aborted
+        return bool(self.rolled_forward or undone or self.inputs_deleted)
 
     def describe(self) -> str:
-        if not (self.entries_found or self.staging_deleted or self.errors):
+        if not (self.entries_found or self.staging_deleted or self.uploads_aborted or self.errors):
             return "nothing to recover"
         parts = [f"{self.entries_found} journal entr{'y' if self.entries_found == 1 else 'ies'} found"]
         if self.rolled_forward:
@@ -56,6 +59,8 @@ class RecoveryReport:
             parts.append(f"{len(self.rolled_back)} rolled back")
         if self.staging_deleted:
             parts.append(f"{len(self.staging_deleted)} uncommitted staging object(s) deleted")
+        if self.uploads_aborted:
+            parts.append(f"{len(self.uploads_aborted)} unfinished staging upload(s) aborted")
         if self.inputs_deleted:
             parts.append(f"{self.inputs_deleted} input(s) deleted")
         if self.errors:
@@ -102,6 +107,7 @@ async def recover(
                 report.staging_deleted.append(info.key)
 
         await gather_or_cancel(drop(o) for o in orphans)
+    await _abort_unfinished_uploads(client, lock, bucket, prefix, report)
     if entries:
         outcome = await finish_entries(
             client,
@@ -121,3 +127,22 @@ async def recover(
         report.errors = list(outcome.errors)
         report.waited = outcome.waited
     return report
+
+
+async def _abort_unfinished_uploads(
+    client: S3Client, lock: CompactionLock, bucket: str, prefix: str, report: RecoveryReport
+) -> None:
+    """Abort staging uploads a crashed job started and never finished: invisible to listings, but their parts
+    stay stored (and billed) until aborted. Runs under the lock before this job uploads anything, so none
+    of them is a live writer's of this job; a fenced-out older job's upload fails its own commit anyway."""
+    unfinished = [
+        u
+        async for u in client.list_multipart_uploads(bucket, prefix)
+        if u.key.startswith(prefix) and is_staging_key(u.key[len(prefix) :])
+    ]
+    if not unfinished:
+        return
+    await lock.ensure_held()
+    for upload in unfinished:
+        await client.abort_multipart_upload(bucket, upload.key, upload.upload_id)
+        report.uploads_aborted.append(upload.key)
