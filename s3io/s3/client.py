@@ -506,7 +506,20 @@ class S3Client:
 class _RangeRead:
     """State of one ranged GET across attempts: bytes so far, the pinned ETag, the absolute offsets."""
 
-    __slots__ = ("abs_start", "bucket", "chunks", "end", "etag", "expected", "key", "received", "size", "skip", "start")
+    __slots__ = (
+        "abs_start",
+        "bucket",
+        "chunks",
+        "end",
+        "etag",
+        "expected",
+        "key",
+        "received",
+        "size",
+        "skip",
+        "start",
+        "unsized",
+    )
 
     def __init__(self, bucket: str, key: str, start: int | None, end: int | None, etag: str | None) -> None:
         self.bucket = bucket
@@ -520,6 +533,7 @@ class _RangeRead:
         self.expected: int | None = None
         self.size: int | None = None
         self.skip = 0  # leading bytes of a 200 answer to a suffix request that are not part of the tail
+        self.unsized = False  # a 200 without Content-Length (chunked, or ended by close): sliced at the end
 
     def range_header(self) -> str | None:
         if self.abs_start is None:
@@ -571,7 +585,12 @@ class _RangeRead:
                     key=self.key,
                     code="RangeIgnored",
                 )
-            length = int(headers.get("Content-Length", "0"))
+            length_header = headers.get("Content-Length")
+            if length_header is None:  # the parser frames the body (chunked or until close); slice it when whole
+                self.unsized = True
+                self.abs_start = 0
+                return
+            length = int(length_header)
             self.size = length
             if self.start is not None and self.start < 0:  # a suffix request answered with the whole object
                 self.skip = max(0, length + self.start)
@@ -600,6 +619,14 @@ class _RangeRead:
 
     def result(self) -> GetResult:
         data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        if self.unsized:  # ``data`` is the whole object from byte 0: cut out what was asked for
+            total = len(data)
+            if self.start is not None and self.start < 0:
+                first = max(0, total + self.start)
+            else:
+                first = min(self.start or 0, total)
+            last = total if self.end is None else min(self.end, total)
+            return GetResult(data[first:last], self.etag, total, first)
         return GetResult(data, self.etag, self.size, self.abs_start or 0)
 
 

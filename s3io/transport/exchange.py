@@ -98,8 +98,8 @@ async def exchange(
         transport = connection.transport
         if protocol is None or transport is None:
             raise aiohttp.ServerDisconnectedError("the pooled connection closed before the request was sent")
-        protocol.set_response_params(
-            skip_payload=method == "HEAD", auto_decompress=False, read_bufsize=READ_BUFFER_BYTES
+        protocol.set_response_params(  # read_until_eof: a body with neither length nor chunking ends at close
+            skip_payload=method == "HEAD", read_until_eof=True, auto_decompress=False, read_bufsize=READ_BUFFER_BYTES
         )
         transport.write(head)
         if body:

@@ -1,0 +1,94 @@
+"""Response framing the transport must get right whatever the server picks: Content-Length, chunked, or a
+body that ends when the server closes the connection. A small asyncio server on loopback answers with
+exactly the bytes each test gives it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from s3io import Credentials, Policy, S3Client, errors
+
+pytestmark = pytest.mark.timeout(30)
+
+BODY = bytes(range(256)) * 20  # 5120 bytes
+QUICK_RETRIES = Policy(max_attempts=4, backoff_base=0.01, backoff_cap=0.05)
+
+
+async def _serve(answer: bytes, close_after: bool) -> tuple[asyncio.Server, str, list[bytes]]:
+    """A server that reads one request head per answer and writes ``answer``; records the request heads."""
+    heads: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                heads.append(head)
+                writer.write(answer)
+                await writer.drain()
+                if close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", heads
+
+
+@pytest.fixture
+async def client_factory() -> AsyncIterator:
+    servers: list[asyncio.Server] = []
+
+    async def make(answer: bytes, close_after: bool = False) -> tuple[S3Client, list[bytes]]:
+        server, url, heads = await _serve(answer, close_after)
+        servers.append(server)
+        credentials = Credentials("AKIDEXAMPLE", "secret")
+        return S3Client(QUICK_RETRIES, endpoint_url=url, credentials=credentials, region="us-east-1"), heads
+
+    yield make
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+def _chunked(body: bytes, size: int) -> bytes:
+    parts = [b"%x\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size]) for i in range(0, len(body), size)]
+    return b"".join(parts) + b"0\r\n\r\n"
+
+
+async def test_a_chunked_body_is_decoded_and_the_connection_reused(client_factory) -> None:
+    answer = b'HTTP/1.1 200 OK\r\nETag: "e1"\r\nTransfer-Encoding: chunked\r\n\r\n' + _chunked(BODY, 1000)
+    s3, heads = await client_factory(answer)
+    async with s3:
+        whole = await s3.get_object("bucket", "chunked.bin")
+        assert (whole.data, whole.object_size) == (BODY, len(BODY))
+        # a suffix read answered with the whole object, unsized: s3io keeps only the tail it asked for
+        tail = await s3.get_object("bucket", "chunked.bin", -50)
+        assert (tail.data, tail.start, tail.object_size) == (BODY[-50:], len(BODY) - 50, len(BODY))
+        # a range answered with the whole object is refused by name, never returned as the range
+        with pytest.raises(errors.RequestError, match="ignored the Range header"):
+            await s3.get_object("bucket", "chunked.bin", 100, 300)
+    assert len(heads) == 3  # all on one connection (the server loops on it), and the refusal is not retried
+    assert b"range: bytes=-50" in heads[1].lower() and b"range: bytes=100-299" in heads[2].lower()
+
+
+async def test_a_body_delimited_by_the_connection_closing_is_read_to_the_end(client_factory) -> None:
+    answer = b'HTTP/1.1 200 OK\r\nETag: "e2"\r\nConnection: close\r\n\r\n' + BODY
+    s3, heads = await client_factory(answer, close_after=True)
+    async with s3:
+        assert (await s3.get_object("bucket", "until-close.bin")).data == BODY
+        assert (await s3.get_object("bucket", "until-close.bin")).data == BODY  # a new connection, not the closed one
+    assert len(heads) == 2
+
+
+async def test_a_garbled_status_line_is_a_transport_error_after_the_retries(client_factory) -> None:
+    s3, heads = await client_factory(b"HTTX/9 what\r\n\r\n", close_after=True)
+    async with s3:
+        with pytest.raises(errors.TransportError, match="malformed HTTP response"):
+            await s3.get_object("bucket", "garbled.bin")
+    assert len(heads) == s3.policy.max_attempts
+    assert heads[0].startswith(b"GET /bucket/garbled.bin HTTP/1.1\r\n")
