@@ -45,6 +45,13 @@ class Alarm:
             self.armed_at = when
             self._handle = self.loop.call_at(when, self._ring)
 
+    def stop(self) -> None:
+        """Cancel the timer (a private alarm whose only watchdog is done)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self.armed_at = math.inf
+
     def _ring(self) -> None:
         self._handle = None
         self.armed_at = math.inf
@@ -73,6 +80,7 @@ class Watchdog:
         "_fired_phase",
         "_last_progress",
         "_loop",
+        "_owns_alarm",
         "_phase",
         "_phase_deadline",
         "_stall",
@@ -92,6 +100,7 @@ class Watchdog:
         phase the attempt will enter), so the phases that follow rarely need to re-arm it. ``alarm``: the
         timer shared with other watchdogs of the same event loop (a private one if None)."""
         self._loop = asyncio.get_running_loop()
+        self._owns_alarm = alarm is None
         self._alarm = alarm if alarm is not None else Alarm(self._loop)
         self._task: asyncio.Task | None = None
         self._phase = "idle"
@@ -179,6 +188,8 @@ class Watchdog:
         """Stop watching. Returns the DeadlineExceeded to raise if this watchdog's timer caused ``exc``
         (a CancelledError); an outside cancel, or any other outcome, returns None."""
         self._alarm.watchdogs.discard(self)
+        if self._owns_alarm:
+            self._alarm.stop()  # a shared alarm stays armed: the next attempt reuses its timer
         if self._fired_phase is None:
             return None
         assert self._task is not None

@@ -50,7 +50,8 @@ def test_sigv4_matches_botocore(
     monkeypatch: pytest.MonkeyPatch, method: str, key: str, query: dict, extra: dict, token: str | None
 ) -> None:
     endpoint = resolve_endpoint("http://127.0.0.1:9000", "eu-west-1")
-    url, host, path = endpoint.target("bucket", key)
+    host, path = endpoint.target("bucket", key)
+    url = endpoint.url("bucket", key)
     qs = canonical_query(query)
     ours = {"host": host, **extra}
     Signer("AKIDEXAMPLE", "secret/key", token, "eu-west-1").sign(
@@ -172,10 +173,10 @@ def test_sockets_carry_user_timeout_and_keepalive() -> None:
 
 def test_endpoint_addressing() -> None:
     custom = resolve_endpoint("http://127.0.0.1:9000", "us-east-1")
-    assert custom.target("bucket", "a b")[0] == "http://127.0.0.1:9000/bucket/a%20b"
+    assert custom.url("bucket", "a b") == "http://127.0.0.1:9000/bucket/a%20b"
     aws = resolve_endpoint(None, "eu-west-1")
-    assert aws.target("bucket", "k")[0] == "https://bucket.s3.eu-west-1.amazonaws.com/k"
-    assert aws.target("dotted.bucket", "k")[0] == "https://s3.eu-west-1.amazonaws.com/dotted.bucket/k"
+    assert aws.url("bucket", "k") == "https://bucket.s3.eu-west-1.amazonaws.com/k"
+    assert aws.url("dotted.bucket", "k") == "https://s3.eu-west-1.amazonaws.com/dotted.bucket/k"
     with pytest.raises(errors.InvalidConfig, match="endpoint"):
         resolve_endpoint("ftp://x", None)
 

@@ -112,7 +112,7 @@ class S3Client:
         redirected: bool = False,
     ) -> Response:
         endpoint = self._bucket_endpoints.get(bucket, self.endpoint) if self._bucket_endpoints else self.endpoint
-        _, host, path = endpoint.target(bucket, key)
+        host, path = endpoint.target(bucket, key)
         qs = canonical_query(query) if query else ""
         headers = {} if headers is None else headers
         headers["host"] = host

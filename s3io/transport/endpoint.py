@@ -24,15 +24,17 @@ class Endpoint:
     region: str
     path_style: bool
 
-    def target(self, bucket: str, key: str = "") -> tuple[str, str, str]:
-        """(url, host header, canonical URI) for an object; the key is percent-encoded once, as SigV4 wants."""
+    def target(self, bucket: str, key: str = "") -> tuple[str, str]:
+        """(Host header, canonical URI) for an object; the key is percent-encoded once, as SigV4 wants."""
         quoted_key = key if _UNRESERVED_KEY(key) else quote(key, safe="/~")
         if self.path_style or not _DNS_BUCKET.match(bucket):
-            path = f"/{bucket}/{quoted_key}" if key else f"/{bucket}"
-            return f"{self.scheme}://{self.host}{path}", self.host, path
-        host = f"{bucket}.{self.host}"
-        path = f"/{quoted_key}"
-        return f"{self.scheme}://{host}{path}", host, path
+            return self.host, (f"/{bucket}/{quoted_key}" if key else f"/{bucket}")
+        return f"{bucket}.{self.host}", f"/{quoted_key}"
+
+    def url(self, bucket: str, key: str = "") -> str:
+        """The object's URL at this endpoint."""
+        host, path = self.target(bucket, key)
+        return f"{self.scheme}://{host}{path}"
 
 
 def resolve_region(region: str | None = None) -> str:
