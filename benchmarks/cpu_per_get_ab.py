@@ -22,6 +22,7 @@ from yarl import URL
 
 from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Stack, use_fake_aws_environment
 from s3io import S3Client
+from s3io.transport.exchange import RECV_BYTES
 from s3io.transport.sigv4 import EMPTY_SHA256, Signer
 
 BUCKET, KEY = "bench-cpu-ab", "object-1k"
@@ -52,6 +53,8 @@ async def _rounds(endpoint: str, gets: int, rounds: int) -> dict[str, list[float
                 protocol, transport = connection.protocol, connection.transport
                 assert protocol is not None and transport is not None
                 protocol.set_response_params(auto_decompress=False, read_bufsize=256 * 1024)
+                if getattr(transport, "max_size", 0) > RECV_BYTES:  # as s3io's exchange does
+                    transport.max_size = RECV_BYTES
                 transport.write(head.encode())
                 _, payload = await protocol.read()
                 await payload.read()

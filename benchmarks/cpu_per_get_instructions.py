@@ -1,6 +1,6 @@
 """cpu_per_get_instructions: instructions per small GET, counted by valgrind (callgrind), row by row.
 
-Why: client CPU time on a 2-core machine shared with the proxy and moto drifts by ±50 % from run to run;
+Why: client CPU time on a 2-core machine shared with other processes drifts by ±50 % from run to run;
 an instruction count does not. Each asynchronous row of ``cpu_per_get`` runs in a child process under
 callgrind twice, with a small and a large number of GETs; the difference divided by the difference in GETs
 is the per-GET count, start-up and imports cancelled out. Counts are user-space instructions of the client
@@ -35,7 +35,7 @@ ROWS = [case for case in cpu_per_get.CASES if case.how.startswith("async") and n
 
 @dataclass(frozen=True)
 class _Uncounted:
-    """Stands in for the proxy handle inside the child: the parent's proxy is not reachable from there."""
+    """Stands in for the server handle inside the child: the parent's pipe to it is not reachable from there."""
 
     def reset(self) -> None:
         return None
@@ -82,7 +82,7 @@ def run(stack: Stack, options: Options) -> Report:
     if shutil.which("valgrind") is None:
         return Report(title, "Not run: valgrind is not installed (Debian package `valgrind`).\n")
     small, large = QUICK if options.quick else FULL
-    endpoint = cpu_per_get.prepare(stack).endpoint
+    endpoint = cpu_per_get.SERVERS[0].start(stack, cpu_per_get.prepare(stack)).url
     per_get: dict[str, list[float]] = {case.name: [] for case in ROWS}
     for repetition in range(options.runs):
         for row, case in enumerate(ROWS):
@@ -105,10 +105,11 @@ def run(stack: Stack, options: Options) -> Report:
     )
     return Report(
         title,
-        f"""Each row's GET loop ({WARMUP} warm-up GETs, then {small} or {large} GETs of the 1 KiB object through the
-keep-alive proxy) runs in a child process under `valgrind --tool=callgrind`; per GET = (count at {large} - count
-at {small}) / {large - small}, median of {options.runs}. User-space instructions of the client only; the kernel's
-share of each send and receive is not counted. Unlike CPU seconds, these counts do not move with the load.
+        f"""Each row's GET loop ({WARMUP} warm-up GETs, then {small} or {large} GETs of the 1 KiB object from
+the in-memory S3 endpoint of `cpu_per_get`) runs in a child process under `valgrind --tool=callgrind`; per
+GET = (count at {large} - count at {small}) / {large - small}, median of {options.runs}. User-space
+instructions of the client only; the kernel's share of each send and receive is not counted. Unlike CPU
+seconds, these counts do not move with the load.
 
 {table}
 """,

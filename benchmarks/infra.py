@@ -156,30 +156,23 @@ def _pump_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
         lines.put(None)
 
 
-class ProxyProcess:
-    """The keep-alive fault proxy in a child process (see benchmarks/proxy_process.py for the pipe protocol)."""
+class ChildServer:
+    """A server in a child process that reports its port and answers ``counts``/``reset``/``stop`` on a pipe
+    (the protocol in benchmarks/proxy_process.py); `url` is its endpoint once started."""
 
-    def __init__(self, upstream: str, latency: float, log_dir: Path) -> None:
-        self.upstream = upstream
-        self.latency = latency
-        self._log_path = log_dir / f"proxy-{latency:g}.log"
+    def __init__(self, module: str, args: list[str], log_path: Path) -> None:
+        self._module = module
+        self._args = args
+        self._log_path = log_path
         self._proc: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.url = ""
 
-    def start(self) -> ProxyProcess:
-        """Start the proxy and wait (bounded) for the port it listens on."""
+    def start(self) -> ChildServer:
+        """Start the server and wait (bounded) for the port it listens on."""
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.proxy_process",
-                    str(os.getpid()),
-                    self.upstream,
-                    "--latency",
-                    str(self.latency),
-                ],
+                [sys.executable, "-m", self._module, str(os.getpid()), *self._args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -199,22 +192,22 @@ class ProxyProcess:
         return self
 
     def _receive(self, timeout: float) -> dict[str, Any]:
-        """The next JSON line from the proxy, or an error naming its log if it dies or stays silent."""
+        """The next JSON line from the server, or an error naming its log if it dies or stays silent."""
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
-            raise RuntimeError(f"fault proxy silent for {timeout} s; see {self._log_path}") from None
+            raise RuntimeError(f"{self._module} silent for {timeout} s; see {self._log_path}") from None
         if line is None:
             tail = self._log_path.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"fault proxy exited; log tail:\n{tail}")
+            raise RuntimeError(f"{self._module} exited; log tail:\n{tail}")
         message: dict[str, Any] = json.loads(line)
         if "error" in message:
-            raise RuntimeError(f"fault proxy: {message['error']}")
+            raise RuntimeError(f"{self._module}: {message['error']}")
         return message
 
     def _ask(self, command: str) -> dict[str, Any]:
         if self._proc is None or self._proc.stdin is None:
-            raise RuntimeError("fault proxy is not running")
+            raise RuntimeError(f"{self._module} is not running")
         self._proc.stdin.write(command + "\n")
         self._proc.stdin.flush()
         return self._receive(REPLY_TIMEOUT)
@@ -232,7 +225,7 @@ class ProxyProcess:
         return RequestCounts(self._ask("counts"))
 
     def stop(self) -> None:
-        """Ask the proxy to stop, then make sure: terminate, kill, reap. Safe to call twice."""
+        """Ask the server to stop, then make sure: terminate, kill, reap. Safe to call twice."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -246,6 +239,27 @@ class ProxyProcess:
             _stop_process(proc)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+class ProxyProcess(ChildServer):
+    """The keep-alive fault proxy in front of `upstream`, adding `latency` seconds before each first byte."""
+
+    def __init__(self, upstream: str, latency: float, log_dir: Path) -> None:
+        args = [upstream, "--latency", str(latency)]
+        super().__init__("benchmarks.proxy_process", args, log_dir / f"proxy-{latency:g}.log")
+        self.upstream = upstream
+        self.latency = latency
+
+
+class ObjectServerProcess(ChildServer):
+    """The in-memory S3 endpoint for one object (benchmarks/object_server.py), waiting `latency` s per answer."""
+
+    def __init__(self, data: bytes, bucket: str, key: str, latency: float, log_dir: Path) -> None:
+        object_file = log_dir / f"object-{latency:g}.bin"
+        object_file.write_bytes(data)
+        args = [str(object_file), bucket, key, "--latency", str(latency)]
+        super().__init__("benchmarks.object_server", args, log_dir / f"object-server-{latency:g}.log")
+        self.latency = latency
 
 
 @dataclass(frozen=True)
@@ -335,7 +349,7 @@ class Clock:
     resident set every 10 ms (its own small CPU cost is then included).
     """
 
-    def __init__(self, proxy: ProxyProcess, *, sample_rss: bool = False) -> None:
+    def __init__(self, proxy: ChildServer, *, sample_rss: bool = False) -> None:
         self._proxy = proxy
         self._rss = PeakRss() if sample_rss else None
         self._wall = 0.0
@@ -362,13 +376,15 @@ class Clock:
 
 
 class Stack:
-    """moto plus one proxy per added latency, started lazily, all stopped on exit (context manager)."""
+    """moto plus one proxy (and one in-memory object server) per added latency, started lazily, all stopped on
+    exit (context manager)."""
 
     def __init__(self) -> None:
         self._exit = contextlib.ExitStack()
         self._log_dir = Path(self._exit.enter_context(tempfile.TemporaryDirectory(prefix="s3io-bench-")))
         self._moto: MotoProcess | None = None
         self._proxies: dict[float, ProxyProcess] = {}
+        self._object_servers: dict[float, ObjectServerProcess] = {}
 
     def __enter__(self) -> Stack:
         return self
@@ -390,10 +406,11 @@ class Stack:
         return self._moto.url
 
     def server_cpu(self) -> dict[str, float]:
-        """CPU seconds used so far by moto and by all proxies: diff two readings to charge a block."""
+        """CPU seconds used so far by moto, by all proxies and by all object servers: diff two readings."""
         return {
             "moto": process_cpu_seconds(self._moto.pid if self._moto is not None else None),
             "proxy": sum(process_cpu_seconds(proxy.pid) for proxy in self._proxies.values()),
+            "object_server": sum(process_cpu_seconds(server.pid) for server in self._object_servers.values()),
         }
 
     def proxy(self, latency: float = 0.0) -> ProxyProcess:
@@ -401,8 +418,20 @@ class Stack:
         if latency not in self._proxies:
             proxy = ProxyProcess(self.moto_url, latency, self._log_dir)
             self._exit.callback(proxy.stop)
-            self._proxies[latency] = proxy.start()
+            proxy.start()
+            self._proxies[latency] = proxy
         return self._proxies[latency]
+
+    def object_server(self, data: bytes, bucket: str, key: str, latency: float = 0.0) -> ObjectServerProcess:
+        """The in-memory endpoint serving `data` as s3://bucket/key, waiting `latency` s before each answer
+        (one per latency: later calls get the server of the first, whatever their data)."""
+        server = self._object_servers.get(latency)
+        if server is None:
+            server = ObjectServerProcess(data, bucket, key, latency, self._log_dir)
+            self._exit.callback(server.stop)
+            server.start()
+            self._object_servers[latency] = server
+        return server
 
 
 @contextlib.contextmanager

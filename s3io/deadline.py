@@ -99,9 +99,9 @@ class Watchdog:
         """``check_within``: have the timer fire no later than this many seconds from now (e.g. the shortest
         phase the attempt will enter), so the phases that follow rarely need to re-arm it. ``alarm``: the
         timer shared with other watchdogs of the same event loop (a private one if None)."""
-        self._loop = asyncio.get_running_loop()
         self._owns_alarm = alarm is None
-        self._alarm = alarm if alarm is not None else Alarm(self._loop)
+        self._alarm = alarm if alarm is not None else Alarm(asyncio.get_running_loop())
+        self._loop = self._alarm.loop  # not get_running_loop() again: on Python 3.11 each call is a getpid()
         self._task: asyncio.Task | None = None
         self._phase = "idle"
         self._phase_deadline = math.inf
@@ -173,7 +173,7 @@ class Watchdog:
 
     def open(self) -> Watchdog:
         """Start watching the current task (``async with`` does this; a plain call saves a coroutine)."""
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)
         if task is None:
             raise RuntimeError("Watchdog must be used inside a task")
         self._task = task

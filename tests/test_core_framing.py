@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from s3io import Credentials, Policy, S3Client, errors
+from s3io.transport.exchange import LARGE_RECV_BYTES, RECV_BYTES
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -92,3 +93,26 @@ async def test_a_garbled_status_line_is_a_transport_error_after_the_retries(clie
             await s3.get_object("bucket", "garbled.bin")
     assert len(heads) == s3.policy.max_attempts
     assert heads[0].startswith(b"GET /bucket/garbled.bin HTTP/1.1\r\n")
+
+
+async def test_receive_size_is_64_kib_for_a_small_answer_and_256_kib_once_a_body_needs_a_second_read(
+    client_factory,
+) -> None:
+    """asyncio's 256 KiB receives map and unmap fresh pages on every read, even of a 1 KiB answer; an exchange
+    starts at 64 KiB and goes back to 256 KiB only for a body that needs more than one read."""
+    big = bytes(range(256)) * 4096  # 1 MiB, written by the server in one piece
+    for body, expected_size in ((BODY, RECV_BYTES), (big, LARGE_RECV_BYTES)):
+        answer = b'HTTP/1.1 200 OK\r\nETag: "e3"\r\nContent-Length: %d\r\n\r\n' % len(body) + body
+        s3, heads = await client_factory(answer)
+        async with s3:
+            for _ in range(2):
+                assert (await s3.get_object("bucket", "object.bin")).data == body
+            connection = await s3._http().connect("http", s3.endpoint.host)
+            try:
+                assert connection.transport is not None
+                assert connection.transport.max_size == expected_size  # type: ignore[attr-defined]
+            finally:
+                connection.release()
+        # both GETs on one connection; the probe got that pooled connection (a fresh one would have asyncio's
+        # default size, which fails the small case)
+        assert len(heads) == 2
