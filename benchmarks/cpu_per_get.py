@@ -343,7 +343,7 @@ SERVERS = (
         "memory",
         "an in-memory S3 endpoint, answering at once",
         "`benchmarks/object_server.py` answers from memory in tens of microseconds, in its own process, on "
-        "kept-alive connections: the client never waits long enough for the core to go idle, so this is "
+        "kept-alive connections: the client waits a fraction of a millisecond for each answer, so this is "
         "each client's own CPU per request. The target is judged here.",
         lambda stack, data: stack.object_server(data, BUCKET, KEY),
     ),
@@ -351,9 +351,9 @@ SERVERS = (
         "memory-wait",
         f"the same endpoint, waiting {WAIT_SECONDS * 1000:g} ms before each answer",
         f"The same server, whose only change is a {WAIT_SECONDS * 1000:g} ms timer before each answer (no "
-        "server CPU), about moto's answer time. Every client's CPU per GET grows by about the same amount: "
-        "the price this VM charges for a core that idles between requests (cold caches and predictors "
-        "when it wakes), not work the client does.",
+        "server CPU), about moto's answer time. Every client's CPU per GET grows, and grows with how much "
+        "code a request runs: the price this VM charges for a core that idles between requests (by all "
+        "appearances cold caches and predictors when it wakes), not work the client does.",
         lambda stack, data: stack.object_server(data, BUCKET, KEY, WAIT_SECONDS),
     ),
     Server(
@@ -507,8 +507,8 @@ sync rows that includes fsspec's I/O thread).
   (hand-written HTTP/1.1, no aiohttp) shows how much is aiohttp and how much the event loop and syscalls.
 - Waiting is not free on this VM: the same client code, with the same instruction count, costs several
   times more CPU per GET when the core idles a few milliseconds between requests than when it does not,
-  and the increase is about the same for every row. The first table is therefore the client's own cost;
-  the later two add the machine's.
+  and the increase grows with the code a request runs. The first table is therefore the client's own
+  cost; the later two add the machine's.
 - `benchmarks.run --only cpu_per_get_instructions` counts instructions per GET for the same async rows
   under callgrind: figures the machine's load does not move.
 - s3fs's `cat_file` of a whole object sends a HEAD (`_size`) before the GET unless `max_concurrency=1`,

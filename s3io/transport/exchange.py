@@ -27,8 +27,8 @@ READ_BUFFER_BYTES = 256 * 1024
 # What one recv() asks of the socket. asyncio's selector transport asks 256 KiB, above glibc's 128 KiB mmap
 # threshold: every read, even of a 1 KiB answer, then maps fresh pages, faults them in, shrinks and unmaps
 # them (three syscalls and two page faults, about a sixth of a small GET's CPU). An exchange starts at
-# 64 KiB, which comes from the heap and is reused; a body that needs a second read goes back to 256 KiB,
-# where fewer, larger reads cost less per byte than the mapping does.
+# 64 KiB, which comes from the heap and is reused; a body longer than that (by its Content-Length, or by
+# needing a second read) goes back to 256 KiB, where fewer, larger reads cost less per byte than mapping.
 RECV_BYTES = 64 * 1024
 LARGE_RECV_BYTES = 256 * 1024
 # Methods whose requests carry a Content-Length even when empty (S3 answers 411 otherwise).
@@ -118,6 +118,9 @@ async def exchange(
         while 100 <= message.code < 200:  # an interim answer (100 Continue) precedes the real one
             message, payload = await protocol.read()
         status = message.code
+        if tune_reads and int(message.headers.get("Content-Length", "0")) > RECV_BYTES:
+            transport.max_size = LARGE_RECV_BYTES  # a large body: fewer, larger reads from here on
+            tune_reads = False
         if on_headers is not None:
             on_headers(status, message.headers)
         watchdog.start_stall_watch(policy.stall_timeout)
@@ -134,7 +137,7 @@ async def exchange(
                 chunks.append(chunk)
             if payload.at_eof():  # the whole body is in: skip the read that would only return b""
                 break
-            if tune_reads:  # a large body: fewer, larger reads
+            if tune_reads:  # a large body of unstated length (chunked, or ended by the close)
                 transport.max_size = LARGE_RECV_BYTES
                 tune_reads = False
             watchdog.progress()  # before waiting for the next chunk: the stall clock restarts now
