@@ -69,20 +69,24 @@ class ObjectStore:
     def answer(self, method: str, target: str, headers: dict[str, str]) -> bytes:
         """The whole response (head and body) to one request, counted."""
         path = target.split("?", 1)[0]
+        wanted = headers.get("range")
+        if method == "GET":  # counted as the proxy counts them
+            self.kinds["get"] += 1
+            self.kinds["ranged_get" if wanted is not None else "whole_get"] += 1
+        else:
+            self.kinds[method.lower()] += 1
         if method not in ("GET", "HEAD"):
-            return self._reply(method, 405, b"", kind=method.lower())
+            return self._reply(method, 405, b"")
         if path != self.path:
             body = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>NoSuchKey</Code></Error>"
-            return self._reply(method, 404, body, kind=method.lower(), content_type="application/xml")
+            return self._reply(method, 404, body, content_type="application/xml")
         extra = {"ETag": self.etag, "Last-Modified": self.last_modified, "Accept-Ranges": "bytes"}
         size = len(self.data)
-        wanted = headers.get("range")
         if wanted is None:
-            kind = "whole_get" if method == "GET" else "head"
-            return self._reply(method, 200, self.data, kind=kind, extra=extra)
+            return self._reply(method, 200, self.data, extra=extra)
         match = _RANGE.match(wanted.strip())
         if match is None or match.group(1) == match.group(2) == "":
-            return self._reply(method, 400, b"", kind="ranged_get")
+            return self._reply(method, 400, b"")
         first_text, last_text = match.groups()
         if first_text == "":  # suffix: the last n bytes
             first, last = max(0, size - int(last_text)), size - 1
@@ -91,9 +95,9 @@ class ObjectStore:
             last = min(int(last_text), size - 1) if last_text else size - 1
         if first >= size or first > last:
             extra = {"Content-Range": f"bytes */{size}"}
-            return self._reply(method, 416, b"", kind="ranged_get", extra=extra)
+            return self._reply(method, 416, b"", extra=extra)
         extra["Content-Range"] = f"bytes {first}-{last}/{size}"
-        return self._reply(method, 206, self.data[first : last + 1], kind="ranged_get", extra=extra)
+        return self._reply(method, 206, self.data[first : last + 1], extra=extra)
 
     def _s3_headers(self) -> list[str]:
         """The headers real S3 sends with every answer, so clients parse as much as they would there."""
@@ -116,13 +120,9 @@ class ObjectStore:
         status: int,
         body: bytes,
         *,
-        kind: str,
         extra: dict[str, str] | None = None,
         content_type: str = "binary/octet-stream",
     ) -> bytes:
-        if method == "GET" and kind in ("whole_get", "ranged_get"):
-            self.kinds["get"] += 1
-        self.kinds[kind] += 1
         self.statuses[str(status)] += 1
         lines = [f"HTTP/1.1 {status} X", *self._s3_headers(), f"Content-Type: {content_type}"]
         lines += [f"{name}: {value}" for name, value in (extra or {}).items()]
@@ -143,7 +143,6 @@ class Connection(asyncio.Protocol):
         self._buffer = b""
         self._skip = 0  # request-body bytes still to discard
         self._transport: asyncio.Transport | None = None
-        self._close_after = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
