@@ -3,7 +3,8 @@
 The deadline sits inside the retry (every attempt gets fresh timers) and the operation deadline caps
 every attempt and every backoff sleep: the loop never sleeps past it. Retryability comes only from
 ``retryable.classify``; the retry budget is spent just before a backoff sleep, so a denied retry ends the
-operation with RetryBudgetExhausted instead of adding load. ExpiredToken refreshes credentials once.
+operation with RetryBudgetExhausted instead of adding load. ExpiredToken (or a 400 naming no code, as a HEAD's
+must) refreshes credentials once, when there is a refresher.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Retried: connection failures, timeouts of a phase, truncated bodies, HTTP 408/429/500/502/503/504 and the
 S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response).
-Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credentials once, then retry.
+Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credentials once, then retry. A 400
+with no error code (a HEAD's answer has no body, so S3 cannot say ExpiredToken there) is treated the same
+way: one refresh and one more attempt, then the error.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ RETRYABLE_CODES = frozenset(
 )
 THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
 EXPIRED_CREDENTIAL_CODES = frozenset({"ExpiredToken", "TokenRefreshRequired", "ExpiredTokenException"})
+NO_CODE_400 = "400"  # the code a 400 gets when its answer names none (always so for HEAD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,8 @@ def classify(exc: BaseException) -> Verdict:
     if isinstance(exc, errors.RequestError):
         if exc.code in EXPIRED_CREDENTIAL_CODES:
             return Verdict(True, "expired_credentials", refresh_credentials=True)
+        if exc.status == 400 and exc.code == NO_CODE_400:
+            return Verdict(True, "unexplained_400", refresh_credentials=True)
         if exc.status in RETRYABLE_STATUS or exc.code in RETRYABLE_CODES:
             return Verdict(True, "request_timeout")
     return NO_RETRY
@@ -73,6 +78,11 @@ def error_for_status(status: int, code: str | None, message: str | None, **conte
         return errors.AccessDenied(f"access denied: {text}", **kwargs)
     if status == 412:
         return errors.PreconditionFailed(f"precondition failed: {text}", **kwargs)
+    if status == 400 and code == NO_CODE_400:
+        text += (
+            " with no error code (S3 sends none with a HEAD); the usual cause is an expired or invalid session "
+            "token (ExpiredToken): s3io refreshes credentials once before giving up, so renew them at their source"
+        )
     return errors.RequestError(f"request failed: {text}", **kwargs)
 
 

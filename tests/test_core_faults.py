@@ -24,7 +24,16 @@ from support.faultproxy import (
     Truncate,
 )
 
-from s3io import DeadlineExceeded, NotFound, ObjectChanged, Policy, RetryBudgetExhausted, S3Client, errors
+from s3io import (
+    Credentials,
+    DeadlineExceeded,
+    NotFound,
+    ObjectChanged,
+    Policy,
+    RetryBudgetExhausted,
+    S3Client,
+    errors,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -209,6 +218,40 @@ async def test_expired_token_refreshes_credentials_once_then_succeeds(
         result = await s3.get_object(bucket, "token.bin")
         assert s3.stats().retries == {"expired_credentials": 1}
     assert result.data == data
+
+
+async def test_a_head_answered_400_without_a_code_refreshes_credentials_once(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    """S3 cannot name ExpiredToken in a HEAD's answer (no body): a bare 400 gets one refresh and one retry."""
+    _put(s3_client, bucket, "head.bin", 1000)
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse(400, "ExpiredToken", "expired"), method="HEAD", times=1))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:  # credentials from the provider chain
+        assert (await s3.head_object(bucket, "head.bin")).size == 1000
+        assert s3.stats().retries == {"unexplained_400": 1}
+    assert fault_proxy.count(method="HEAD") == 2
+
+    fault_proxy.reset_log()
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse(400, "ExpiredToken", "expired"), method="HEAD"))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(errors.RequestError, match="ExpiredToken") as info:
+            await s3.head_object(bucket, "head.bin")
+    assert info.value.status == 400 and info.value.attempts == 2
+    assert fault_proxy.count(method="HEAD") == 2  # one refresh, then the error: never a retry loop
+
+
+async def test_explicit_credentials_are_not_retried_on_expired_token(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    """Refreshing explicit keys cannot change them, so ExpiredToken is final at once."""
+    _put(s3_client, bucket, "explicit.bin", 10)
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse(400, "ExpiredToken", "expired"), method="GET", times=1))
+    credentials = Credentials("AKIDEXAMPLE", "secret", "expired-session-token")
+    async with S3Client(FAST, endpoint_url=fault_proxy.url, credentials=credentials) as s3:
+        with pytest.raises(errors.RequestError, match="ExpiredToken"):
+            await s3.get_object(bucket, "explicit.bin")
+        assert s3.stats().retries == {}
+    assert fault_proxy.count(method="GET") == 1
 
 
 async def test_error_inside_a_200_is_retried_for_copy(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:

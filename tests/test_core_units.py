@@ -108,6 +108,8 @@ def test_retry_table_is_one_place() -> None:
         assert not classify(error_for_status(status, code, "no")).retry
     assert not classify(errors.DeadlineExceeded("x", phase="operation")).retry
     assert classify(error_for_status(400, "ExpiredToken", "expired")).refresh_credentials
+    unexplained = error_for_status(400, "400", None)  # a HEAD's 400: no body, so no code
+    assert classify(unexplained).refresh_credentials and "ExpiredToken" in str(unexplained)
 
 
 async def test_watchdog_fires_on_an_await_that_never_wakes() -> None:

@@ -53,7 +53,8 @@ class S3Client:
         self.endpoint = resolve_endpoint(endpoint_url, region, addressing)
         self.metrics = Metrics()
         self._credentials = CredentialProvider(credentials, self.endpoint.region)
-        self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=self._credentials.refresh)
+        refresh = self._credentials.refresh if self._credentials.refreshable else None  # else a retry changes nothing
+        self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=refresh)
         self._session: HttpSession | None = None
         self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
         self._regional_signers: dict[tuple[Signer, str], Signer] = {}

@@ -73,6 +73,11 @@ class CredentialProvider:
     def anonymous(self) -> bool:
         return self._explicit == ANONYMOUS
 
+    @property
+    def refreshable(self) -> bool:
+        """Whether ``refresh()`` can change anything: only credentials from the provider chain can."""
+        return not self.anonymous and not isinstance(self._explicit, Credentials)
+
     def ready_signer(self) -> Signer | None:
         """The current signer if it needs no resolution or refresh (a plain call on the hot path), else None."""
         creds = self._botocore_creds
