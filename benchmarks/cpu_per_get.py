@@ -213,53 +213,65 @@ def run_aiohttp_s3io_signer(target: Target, proxy: ChildServer, n: int, warmup: 
     return asyncio.run(main())
 
 
-def run_aiohttp_connector_s3io_signer(target: Target, proxy: ChildServer, n: int, warmup: int) -> Measurement:
+class TransportFloor:
     """aiohttp's lower layer as s3io uses it (pooled ``TCPConnector``, C response parser, ``StreamReader``,
     64 KiB receives) with a hand-built request head signed by s3io's Signer: the floor of s3io's transport,
-    no deadlines, retries, validation or metrics."""
-    from urllib.parse import urlsplit
+    no deadlines, retries, validation or metrics. Create inside the loop that will use it."""
 
-    from aiohttp.client_reqrep import ClientRequest
-    from yarl import URL
+    def __init__(self, endpoint: str, bucket: str, key: str) -> None:
+        from urllib.parse import urlsplit
 
-    from s3io.transport.exchange import RECV_BYTES
-    from s3io.transport.sigv4 import EMPTY_SHA256, Signer
+        from aiohttp.client_reqrep import ClientRequest
+        from yarl import URL
 
-    signer = Signer(ACCESS_KEY, SECRET_KEY, None, REGION)
-    host = urlsplit(target.endpoint).netloc
-    path = f"/{target.bucket}/{target.key}"
+        from s3io.transport.sigv4 import Signer
+
+        self._signer = Signer(ACCESS_KEY, SECRET_KEY, None, REGION)
+        self._host = urlsplit(endpoint).netloc
+        self._path = f"/{bucket}/{key}"
+        self._connector = aiohttp.TCPConnector(limit=64, limit_per_host=0)
+        self._origin = ClientRequest("GET", URL(endpoint), loop=asyncio.get_running_loop())
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=3, sock_read=None)
+
+    async def get(self) -> bytes:
+        """One signed GET of the object on a pooled connection; the body, or AssertionError if not 200."""
+        from s3io.transport.exchange import RECV_BYTES
+        from s3io.transport.sigv4 import EMPTY_SHA256
+
+        headers = {"host": self._host}
+        self._signer.sign("GET", self._path, "", headers, EMPTY_SHA256)
+        head = f"GET {self._path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        connection = await self._connector.connect(self._origin, [], self._timeout)
+        try:
+            protocol, transport = connection.protocol, connection.transport
+            assert protocol is not None and transport is not None
+            protocol.set_response_params(auto_decompress=False, read_bufsize=256 * 1024)
+            if getattr(transport, "max_size", 0) > RECV_BYTES:  # as s3io's exchange does for a small answer
+                transport.max_size = RECV_BYTES
+            transport.write(head.encode())
+            message, payload = await protocol.read()
+            body = await payload.read()
+        except BaseException:
+            connection.close()
+            raise
+        connection.release()
+        if message.code != 200:
+            raise AssertionError(f"status {message.code}")
+        return body
+
+    async def close(self) -> None:
+        await self._connector.close()
+
+
+def run_aiohttp_connector_s3io_signer(target: Target, proxy: ChildServer, n: int, warmup: int) -> Measurement:
+    """s3io's transport floor (``TransportFloor``) in a timed loop."""
 
     async def main() -> Measurement:
-        connector = aiohttp.TCPConnector(limit=64, limit_per_host=0)
-        origin = ClientRequest("GET", URL(target.endpoint), loop=asyncio.get_running_loop())
-        timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=3, sock_read=None)
-
-        async def get() -> bytes:
-            headers = {"host": host}
-            signer.sign("GET", path, "", headers, EMPTY_SHA256)
-            head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-            connection = await connector.connect(origin, [], timeout)
-            try:
-                protocol, transport = connection.protocol, connection.transport
-                assert protocol is not None and transport is not None
-                protocol.set_response_params(auto_decompress=False, read_bufsize=256 * 1024)
-                if getattr(transport, "max_size", 0) > RECV_BYTES:  # as s3io's exchange does
-                    transport.max_size = RECV_BYTES
-                transport.write(head.encode())
-                message, payload = await protocol.read()
-                body = await payload.read()
-            except BaseException:
-                connection.close()
-                raise
-            connection.release()
-            if message.code != 200:
-                raise AssertionError(f"status {message.code}")
-            return body
-
+        floor = TransportFloor(target.endpoint, target.bucket, target.key)
         try:
-            return await _timed_loop(get, target, proxy, n, warmup)
+            return await _timed_loop(floor.get, target, proxy, n, warmup)
         finally:
-            await connector.close()
+            await floor.close()
 
     return asyncio.run(main())
 

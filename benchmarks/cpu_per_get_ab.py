@@ -17,12 +17,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import boto3
-from aiohttp.client_reqrep import ClientRequest
-from yarl import URL
 
+from benchmarks.cpu_per_get import TransportFloor
 from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Stack, use_fake_aws_environment
 from s3io import S3Client
-from s3io.transport.exchange import RECV_BYTES
 from s3io.transport.sigv4 import EMPTY_SHA256, Signer
 
 BUCKET, KEY = "bench-cpu-ab", "object-1k"
@@ -35,9 +33,7 @@ async def _rounds(endpoint: str, gets: int, rounds: int) -> dict[str, list[float
     url = f"{endpoint}{path}"
     names = ("s3io S3Client.get_object", "transport floor", "aiohttp ClientSession")
     cpu: dict[str, list[float]] = {name: [] for name in names}
-    connector = aiohttp.TCPConnector(limit=64, limit_per_host=0)
-    origin = ClientRequest("GET", URL(endpoint), loop=asyncio.get_running_loop())
-    timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=3, sock_read=None)
+    transport_floor = TransportFloor(endpoint, BUCKET, KEY)
     async with S3Client(endpoint_url=endpoint) as s3, aiohttp.ClientSession() as session:
 
         async def ours() -> None:
@@ -46,19 +42,7 @@ async def _rounds(endpoint: str, gets: int, rounds: int) -> dict[str, list[float
 
         async def floor() -> None:
             for _ in range(gets):
-                headers = {"host": host}
-                signer.sign("GET", path, "", headers, EMPTY_SHA256)
-                head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-                connection = await connector.connect(origin, [], timeout)
-                protocol, transport = connection.protocol, connection.transport
-                assert protocol is not None and transport is not None
-                protocol.set_response_params(auto_decompress=False, read_bufsize=256 * 1024)
-                if getattr(transport, "max_size", 0) > RECV_BYTES:  # as s3io's exchange does
-                    transport.max_size = RECV_BYTES
-                transport.write(head.encode())
-                _, payload = await protocol.read()
-                await payload.read()
-                connection.release()
+                await transport_floor.get()
 
         async def raw() -> None:
             for _ in range(gets):
@@ -76,7 +60,7 @@ async def _rounds(endpoint: str, gets: int, rounds: int) -> dict[str, list[float
                 started = time.process_time()
                 await runs[name]()
                 cpu[name].append((time.process_time() - started) / gets * 1000)
-    await connector.close()
+    await transport_floor.close()
     return cpu
 
 
