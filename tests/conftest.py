@@ -26,10 +26,35 @@ def fake_aws_env() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint(fake_aws_env: None) -> Iterator[S3Endpoint]:
-    """A moto S3 server on 127.0.0.1 and a free port, shared by the session (use `bucket` for isolation)."""
-    with MotoServer() as endpoint:
-        yield endpoint
+def moto_server(fake_aws_env: None) -> Iterator[MotoServer]:
+    """The session's moto S3 server behind the SigV4-checking front (`moto_server.front`)."""
+    server = MotoServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(moto_server: MotoServer) -> S3Endpoint:
+    """A moto S3 server on 127.0.0.1 and a free port, shared by the session (use `bucket` for isolation).
+
+    Every signed request is checked as S3 checks it; a test that sends one S3 would refuse fails (see
+    `_every_request_correctly_signed`)."""
+    return moto_server.endpoint
+
+
+@pytest.fixture(autouse=True)
+def _every_request_correctly_signed(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the moto server: no request was refused by the signature check, unless the test is
+    marked `signature_errors_expected` (it provokes them on purpose and asserts on them itself)."""
+    yield
+    if "s3_endpoint" not in request.fixturenames or request.node.get_closest_marker("signature_errors_expected"):
+        return
+    server: MotoServer = request.getfixturevalue("moto_server")
+    rejected = [r for r in (server.front.take_rejections() if server.front else []) if not r.wrong_region]
+    assert not rejected, f"the S3 front refused {len(rejected)} request(s) as S3 would: {rejected[:3]}"
 
 
 @pytest.fixture
@@ -44,6 +69,20 @@ def bucket(s3_endpoint: S3Endpoint) -> Iterator[str]:
     client = boto3_client(s3_endpoint.url)
     name = unique_bucket_name()
     client.create_bucket(Bucket=name)
+    try:
+        yield name
+    finally:
+        empty_and_delete_bucket(client, name)
+
+
+@pytest.fixture
+def far_bucket(s3_endpoint: S3Endpoint) -> Iterator[str]:
+    """A fresh bucket that lives in eu-west-1 (the session's clients sign for us-east-1); deleted after the test.
+    The SigV4 front answers a request signed for another region as S3 does: 400 AuthorizationHeaderMalformed
+    naming the bucket's region in x-amz-bucket-region."""
+    client = boto3_client(s3_endpoint.url, region="eu-west-1")
+    name = unique_bucket_name("s3io-far")
+    client.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     try:
         yield name
     finally:

@@ -167,7 +167,8 @@ def test_stream_yields_in_request_order_even_when_later_requests_finish_first(
     assert [request for request, _ in got] == requests
     assert all(a is b for (a, _), b in zip(got, requests, strict=True))
     assert [data for _, data in got] == [data_of(4 * KiB, seed=i) for i in range(4)]
-    finished = {r.path.rsplit("/", 1)[-1]: r.finished for r in fault_proxy.requests if r.method == "GET"}
+    answered = fault_proxy.wait_for_requests(4, method="GET", completed=True)
+    finished = {r.path.rsplit("/", 1)[-1]: r.finished for r in answered}
     assert finished["0.bin"] > max(finished[f"{i}.bin"] for i in range(1, 4))
 
 

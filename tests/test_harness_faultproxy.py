@@ -211,7 +211,7 @@ def test_boto3_retries_through_one_slow_down(fault_proxy: FaultProxy, bucket: st
     fault_proxy.reset_log()
     rule = fault_proxy.add_rule(FaultRule(fault=ErrorResponse.slow_down(), method="GET", times=1))
     assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"abc"
-    assert [r.status for r in fault_proxy.requests] == [503, 200]
+    assert [r.status for r in fault_proxy.wait_for_requests(2, completed=True)] == [503, 200]
     assert fault_proxy.fired(rule) == 1
 
 

@@ -676,12 +676,19 @@ class FaultProxy:
         return len(self._select(self.requests, method, path))
 
     def wait_for_requests(
-        self, count: int, timeout: float = 5.0, method: str | None = None, path: str | None = None
+        self,
+        count: int,
+        timeout: float = 5.0,
+        method: str | None = None,
+        path: str | None = None,
+        *,
+        completed: bool = False,
     ) -> list[RequestRecord]:
-        """Wait (polling, bounded by `timeout`) until at least `count` matching requests are logged."""
+        """Wait (polling, bounded by `timeout`) until at least `count` matching requests are logged (and, with
+        `completed`, have been answered: a client can hold its answer before the proxy records it as finished)."""
         deadline = time.monotonic() + timeout
         for _ in range(int(timeout / 0.01) + 2):
-            selected = self._select(self.requests, method, path)
+            selected = [r for r in self._select(self.requests, method, path) if r.completed or not completed]
             if len(selected) >= count or time.monotonic() >= deadline:
                 break
             time.sleep(0.01)
