@@ -4,7 +4,8 @@ The deadline sits inside the retry (every attempt gets fresh timers) and the ope
 every attempt and every backoff sleep: the loop never sleeps past it. Retryability comes only from
 ``retryable.classify``; the retry budget is spent just before a backoff sleep, so a denied retry ends the
 operation with RetryBudgetExhausted instead of adding load. ExpiredToken (or a 400 naming no code, as a HEAD's
-must) refreshes credentials once, when there is a refresher.
+must) refreshes credentials once, when there is a refresher; the refresh runs inside the next attempt's watchdog,
+so a credential source that hangs (credential_process, SSO, instance metadata) ends at the operation deadline.
 """
 
 from __future__ import annotations
@@ -90,12 +91,12 @@ class AttemptRunner:
                 if state is None:
                     now = loop.time()
                     state = OperationState(name, bucket, key, now, now + self.policy.operation_timeout)
-                if state.needs_refresh:
-                    state.needs_refresh = False
-                    assert self._refresh_credentials is not None
-                    await self._refresh_credentials()
                 watchdog = self._watchdog(state, loop)
                 try:
+                    if state.needs_refresh:  # under the watchdog: a hung refresh ends at the operation deadline
+                        state.needs_refresh = False
+                        assert self._refresh_credentials is not None
+                        await self._refresh_credentials()
                     result = await attempt(watchdog)
                 except BaseException as exc:
                     typed = self._attempt_failed(watchdog, exc)

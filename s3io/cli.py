@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 import time
 from collections.abc import Sequence
 
 from s3io.errors import InvalidConfig, S3IOError
+from s3io.logs import configure_cli_logging
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.transport.credentials import ANONYMOUS
@@ -33,18 +33,36 @@ _POLICY_FLAGS = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
+def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
+    """The options every command takes. They are accepted before the command and after it: the copy on the
+    commands has no defaults (SUPPRESS), so a value given before the command is not overwritten by one after."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
-    common.add_argument("--region", help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else us-east-1)")
-    common.add_argument("--anonymous", action="store_true", help="send unsigned requests (public buckets)")
-    common.add_argument(
-        "--addressing", choices=("auto", "path", "virtual"), default="auto", help="bucket addressing style"
-    )
-    common.add_argument("-v", "--verbose", action="count", default=0, help="-v: log retries; -vv: every attempt")
-    add_policy_arguments(common)
 
-    parser = argparse.ArgumentParser(prog="s3io", description="Resilient S3 reads: cat, ls, stat.", parents=[common])
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    common.add_argument("--endpoint-url", default=default(None), help="S3 endpoint (default: $AWS_ENDPOINT_URL)")
+    common.add_argument(
+        "--region", default=default(None), help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else us-east-1)"
+    )
+    common.add_argument(
+        "--anonymous", action="store_true", default=default(False), help="send unsigned requests (public buckets)"
+    )
+    common.add_argument(
+        "--addressing", choices=("auto", "path", "virtual"), default=default("auto"), help="bucket addressing style"
+    )
+    common.add_argument(
+        "-v", "--verbose", action="count", default=default(0), help="-v: log retries; -vv: every attempt"
+    )
+    add_policy_arguments(common, defaults=defaults)
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _common_options(defaults=False)
+    parser = argparse.ArgumentParser(
+        prog="s3io", description="Resilient S3 reads: cat, ls, stat.", parents=[_common_options(defaults=True)]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     cat = commands.add_parser("cat", parents=[common], help="write an object (or a byte range) to stdout")
     cat.add_argument("url", help="s3://bucket/key")
@@ -76,10 +94,12 @@ def parse_range(text: str) -> tuple[int | None, int | None]:
         raise InvalidConfig(f"--range: expected START-END, START- or -N with whole numbers, got {text!r}") from None
 
 
-def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per policy field users tune (``--stall-timeout 2s``); shared by every command line of the project."""
+def add_policy_arguments(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """One flag per policy field users tune (``--stall-timeout 2s``); shared by every command line of the project.
+    ``defaults=False`` leaves an absent flag unset (for a subcommand's copy of options the main parser also has)."""
     for name, text in _POLICY_FLAGS.items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text)
+        extra = {} if defaults else {"default": argparse.SUPPRESS}
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text, **extra)
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:
@@ -89,30 +109,32 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 
 
 async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
+    """Write the object (or the range) in parts of CAT_PART: the first GET's answer gives the size and ETag, and
+    every later part is pinned to that ETag, so 1 request serves an object up to one part and no HEAD is sent."""
     bucket, key = split_s3_url(url, require_key=True)
     start, end = parse_range(byte_range) if byte_range else (None, None)
     out = sys.stdout.buffer
-    if start is None or start < 0:
-        if start is None:
-            info = await s3.head_object(bucket, key)
-            start, end, etag = 0, info.size, info.etag
-        else:
-            tail = await s3.get_object(bucket, key, start)
-            out.write(tail.data)
-            return
-    else:
-        etag = None
-        if end is None:
-            info = await s3.head_object(bucket, key)
-            end, etag = info.size, info.etag
-    position = start
-    while position < end:
-        part = await s3.get_object(bucket, key, position, min(end, position + CAT_PART), if_match=etag)
+    if start is not None and start < 0:
+        out.write((await s3.get_object(bucket, key, start)).data)
+        out.flush()
+        return
+    position = start or 0
+    etag: str | None = None
+    while end is None or position < end:
+        stop = position + CAT_PART if end is None else min(end, position + CAT_PART)
+        try:
+            part = await s3.get_object(bucket, key, position, stop, if_match=etag)
+        except S3IOError as exc:
+            if exc.status == 416 and position == 0 and start is None:
+                break  # a whole object of 0 bytes: S3 refuses any range of it
+            raise
+        out.write(part.data)
         etag = etag or part.etag
+        position += len(part.data)
+        if part.object_size is not None:
+            end = part.object_size if end is None else min(end, part.object_size)
         if not part.data:
             break
-        out.write(part.data)
-        position += len(part.data)
     out.flush()
 
 
@@ -162,8 +184,7 @@ async def _run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    level = logging.ERROR if args.verbose == 0 else logging.WARNING if args.verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="s3io: %(levelname)s: %(message)s", stream=sys.stderr)
+    configure_cli_logging(args.verbose, "s3io: %(levelname)s: %(message)s")  # never the root logger
     try:
         asyncio.run(_run(args))
     except InvalidConfig as exc:

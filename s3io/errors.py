@@ -127,6 +127,20 @@ class RetryBudgetExhausted(S3IOError):
     """The client-wide retry budget is empty: retrying now would only multiply load on a struggling server."""
 
 
+class ProtocolError(S3IOError):
+    """The server's answer contradicts the request: a Content-Range other than the one asked, a 206 to a request
+    without Range, an unparseable or oversized XML body. Retried (a proxy or a bad node may have caused it)."""
+
+
+class ListingLoop(ProtocolError):
+    """A paginated listing repeated a continuation token or marker: the server is looping. Not retried."""
+
+
+class LoopStopped(S3IOError, RuntimeError):
+    """s3io's background event loop died under a blocking call (SystemExit or KeyboardInterrupt escaped a task,
+    e.g. from a ``progress`` callback); the call was abandoned. The next blocking call starts a new loop."""
+
+
 class CorruptFile(S3IOError, ValueError):
     """An object is not a readable parquet file (bad magic, bad footer, undecodable page)."""
 

@@ -56,6 +56,7 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.retryable import error_for_status, from_wire
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from s3io.s3.types import GetResult
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.sockets import socket_factory
@@ -364,6 +365,14 @@ class S3FileSystem(s3fs.S3FileSystem):
                 end = max(0, size + end)
         return start, end
 
+    async def _info(self, path: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """s3fs's ``_info``; a FileNotFoundError carries S3's code (``.code``: NoSuchBucket, NoSuchKey)."""
+        try:
+            return await super()._info(path, *args, **kwargs)
+        except FileNotFoundError as exc:
+            _with_code(exc)
+            raise
+
     async def _cat_file(
         self,
         path: str,
@@ -557,8 +566,16 @@ class S3IOFile(s3fs.core.S3File):
         fs: S3FileSystem = self.fs
         if fs._botocore_read_reason(self.version_id, self.req_kw):
             return super()._fetch_range(start, end)
-        if_match = self.read_kw.get("IfMatch") or self._s3io_etag
-        result = sync(fs.loop, fs._read, self.path, start, end, if_match=if_match)
+        opened_as = (self.details or {}).get("ETag")
+        if fs.local_expiry_check:
+            # the store ignores If-Match (VAST, for one): compare the ETag of each answer with the one at open
+            result = sync(fs.loop, fs._read, self.path, start, end)
+            expected = opened_as or self._s3io_etag
+            if expected and result.etag and not same_etag(result.etag, expected):
+                raise FileExpired(filename=self.path, e_tag=expected)
+        else:
+            if_match = self.read_kw.get("IfMatch") or self._s3io_etag
+            result = sync(fs.loop, fs._read, self.path, start, end, if_match=if_match)
         if self._s3io_etag is None and result.etag:
             self._s3io_etag = result.etag
         return result.data
@@ -656,6 +673,22 @@ def _fsspec_error(exc: errors.S3IOError, path: str, etag: str | None = None) -> 
         return exc
     code = next((number for kind, number in _ERRNO if isinstance(exc, kind)), errno.EIO)
     return OSError(code, str(exc))
+
+
+def _with_code(exc: FileNotFoundError) -> None:
+    """Give a FileNotFoundError S3's code: that of the NotFound behind it, else NoSuchKey (the listing that
+    came last found the bucket but not the key)."""
+    if getattr(exc, "code", None):
+        return
+    seen = 0
+    current: BaseException | None = exc.__cause__ or exc.__context__
+    while current is not None and seen < 8:
+        code = getattr(current, "code", None)
+        if isinstance(current, errors.NotFound) and code not in (None, "NotFound"):
+            exc.code = code  # type: ignore[attr-defined]
+            return
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    exc.code = "NoSuchKey"  # type: ignore[attr-defined]
 
 
 def _find_cause(exc: BaseException, kind: type[BaseException]) -> Any:

@@ -1,7 +1,9 @@
 """The one place that decides what is retried, and how errors from the wire become typed errors.
 
-Retried: connection failures, timeouts of a phase, truncated bodies, HTTP 408/429/500/502/503/504 and the
-S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response).
+Retried: connection failures, timeouts of a phase, truncated bodies, answers that contradict the request (a wrong
+Content-Range, malformed XML: a bad node or proxy, ``ProtocolError``), HTTP 408/429/500/502/503/504 and the
+S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response). A listing
+that loops (``ListingLoop``) is not retried.
 Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credentials once, then retry. A 400
 with no error code (a HEAD's answer has no body, so S3 cannot say ExpiredToken there) is treated the same
 way: one refresh and one more attempt, then the error.
@@ -48,6 +50,10 @@ def classify(exc: BaseException) -> Verdict:
         return Verdict(True, f"timeout:{exc.phase}", is_timeout=True)
     if isinstance(exc, errors.Truncated):
         return Verdict(True, "truncated")
+    if isinstance(exc, errors.ListingLoop):
+        return NO_RETRY
+    if isinstance(exc, errors.ProtocolError):
+        return Verdict(True, "protocol")
     if isinstance(exc, errors.TransportError):
         return Verdict(True, "connection")
     if isinstance(exc, errors.Throttled):

@@ -6,6 +6,10 @@ for it; ``iterate`` turns an async iterator into a blocking one through a bounde
 holds back the producer, and closing the iterator (or dropping it, or breaking out of a ``for`` loop) cancels
 the producer and waits for its cleanup. Calling either from the s3io loop thread itself raises RuntimeError
 instead of deadlocking.
+
+If the loop thread dies (a SystemExit or KeyboardInterrupt escaping a task, e.g. from a ``progress``
+callback, ends ``run_forever``), every caller still waiting gets ``LoopStopped`` at once instead of waiting
+forever, and the next call starts a fresh loop.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
+
+from s3io.errors import LoopStopped
 
 T = TypeVar("T")
 
@@ -35,6 +41,8 @@ class BackgroundLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
+        self._death: concurrent.futures.Future[BaseException | None] = concurrent.futures.Future()
+        self._handoffs: set[queue.Queue[tuple[str, Any]]] = set()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -51,21 +59,62 @@ class BackgroundLoop:
     def _start(self) -> None:
         loop = asyncio.new_event_loop()
         ready = threading.Event()
+        death: concurrent.futures.Future[BaseException | None] = concurrent.futures.Future()
 
         def main() -> None:
             asyncio.set_event_loop(loop)
             loop.call_soon(ready.set)
+            ended: BaseException | None = None
             try:
                 loop.run_forever()
+            except BaseException as exc:  # SystemExit / KeyboardInterrupt from a task ended the loop
+                ended = exc
             finally:
-                with contextlib.suppress(Exception):
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
+                self._bury(loop, death, ended)
 
         thread = threading.Thread(target=main, name=self._name, daemon=True)
         thread.start()
         ready.wait()
-        self._loop, self._thread, self._pid = loop, thread, os.getpid()
+        self._loop, self._thread, self._pid, self._death = loop, thread, os.getpid(), death
+
+    def _bury(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        death: concurrent.futures.Future[BaseException | None],
+        ended: BaseException | None,
+    ) -> None:
+        """The loop stopped: wake every waiter first (LoopStopped), then let its tasks clean up and close it."""
+        with self._lock:
+            if self._loop is loop:
+                self._loop = self._thread = None
+            handoffs = list(self._handoffs)
+        if ended is not None:
+            with contextlib.suppress(BaseException):  # hand the task that raised it its own outcome first
+                loop.run_until_complete(asyncio.sleep(0))
+        death.set_result(ended)
+        if ended is not None:
+            for handoff in handoffs:
+                handoff.put(("error", _stopped(ended)))
+        with contextlib.suppress(BaseException):
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.wait(tasks, timeout=STOP_TIMEOUT))
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    def _wait(self, future: concurrent.futures.Future[T], death: concurrent.futures.Future, timeout: float | None) -> T:
+        """The result of ``future``, or LoopStopped as soon as the loop that runs it dies."""
+        done, _ = concurrent.futures.wait([future, death], timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+        if future.done() and not future.cancelled():
+            return future.result()  # its own outcome, even one that ended the loop (it is the caller's to handle)
+        if death.done():
+            raise _stopped(death.result())
+        if not done:
+            raise concurrent.futures.TimeoutError(f"no result within {timeout} s")
+        return future.result()
 
     def submit(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the loop; the returned future's ``cancel()`` cancels it."""
@@ -77,8 +126,9 @@ class BackgroundLoop:
     def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and wait for its result; an interrupt (Ctrl-C) or timeout cancels it."""
         future = self.submit(coro)
+        death = self._death
         try:
-            return future.result(timeout)
+            return self._wait(future, death, timeout)
         except BaseException:
             future.cancel()
             raise
@@ -120,9 +170,14 @@ class BackgroundLoop:
             finally:
                 finished.set()
 
+        with self._lock:
+            self._handoffs.add(handoff)
         future = self.submit(produce())
         loop = self.loop
+        death = self._death
         try:
+            if death.done():
+                raise _stopped(death.result())
             while True:
                 kind, value = handoff.get()
                 if kind == "item":
@@ -135,9 +190,11 @@ class BackgroundLoop:
                 else:
                     raise concurrent.futures.CancelledError("the s3io background read was cancelled")
         finally:
+            with self._lock:
+                self._handoffs.discard(handoff)
             if not future.done():
                 future.cancel()
-            if not self.in_loop_thread():
+            if not self.in_loop_thread() and not death.done():
                 finished.wait(STOP_TIMEOUT)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
@@ -159,6 +216,16 @@ class BackgroundLoop:
             asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout)
+
+
+def _stopped(ended: BaseException | None) -> LoopStopped:
+    error = LoopStopped(
+        "s3io's background event loop stopped"
+        + (f" ({type(ended).__name__} raised inside a task)" if ended is not None else "")
+        + "; this call was abandoned, and the next one starts a new loop"
+    )
+    error.__cause__ = ended
+    return error
 
 
 def _close(coro: Awaitable[Any]) -> None:

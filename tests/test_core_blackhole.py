@@ -16,7 +16,7 @@ from support.moto_server import boto3_client, unique_bucket_name
 from support.netns import NetnsS3Server
 
 from s3io import DeadlineExceeded, Policy, S3Client, TransportError
-from s3io.s3 import client as client_module
+from s3io.s3.range_read import RangeRead
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,16 +60,17 @@ async def test_blackhole_mid_body_recovers_on_a_fresh_connection(
     blackhole_server: NetnsS3Server, ns_bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = _put(blackhole_server, ns_bucket, "big.bin", 16 * MIB)
-    original_add = client_module._RangeRead.add
+    original_add = RangeRead.add
     fired = threading.Event()
 
-    def add_then_cut(self, chunk: bytes) -> None:  # the fault trigger: cut the network after the first bytes
-        original_add(self, chunk)
+    def add_then_cut(self, chunk: bytes) -> bool:  # the fault trigger: cut the network after the first bytes
+        wants_more = original_add(self, chunk)
         if not fired.is_set():
             fired.set()
             blackhole_server.blackhole()
+        return wants_more
 
-    monkeypatch.setattr(client_module._RangeRead, "add", add_then_cut)
+    monkeypatch.setattr(RangeRead, "add", add_then_cut)
     timer = _restore_later(blackhole_server, 3.0)
     try:
         async with S3Client(POLICY, endpoint_url=blackhole_server.url) as s3:

@@ -3,6 +3,11 @@
 Contract: fetch ``tail_range(size)`` (the last ``TAIL_BYTES``) and call ``parse_footer``. When the footer is bigger
 than that tail it raises ``FooterNeedsMore(needed)``: fetch the last ``needed`` bytes of the object (the tail you
 have is a suffix of them) and call it again. ``needed_tail_bytes`` answers the same question without parsing.
+
+A footer longer than ``MAX_FOOTER_BYTES`` (16 MiB) is refused as CorruptFile before anything more is fetched:
+the 4-byte length is the file's own claim, and a corrupt or hostile file can claim most of a 10 GB object.
+Trino refuses footers over 15 MB (``parquet.max-footer-read-size``); real footers of that size are rare (tens of
+thousands of row groups), and ``max_footer_bytes`` raises the cap where one is expected.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from s3io.errors import CorruptFile
 from s3io.parquet.naming import file_error
 
 TAIL_BYTES = 64 * 1024
+MAX_FOOTER_BYTES = 16 * 1024 * 1024
 MAGIC = b"PAR1"
 ENCRYPTED_MAGIC = b"PARE"
 TRAILER_BYTES = 8  # 4-byte little-endian footer length, then the magic
@@ -50,15 +56,26 @@ def footer_length(tail: Bytes, url: str | None = None) -> int:
     return struct.unpack("<I", bytes(tail[-TRAILER_BYTES:-4]))[0]
 
 
-def needed_tail_bytes(tail: Bytes, file_size: int, url: str | None = None) -> int:
-    """How many bytes at the end of the object hold footer + trailer; CorruptFile when they cannot fit the file."""
+def needed_tail_bytes(
+    tail: Bytes, file_size: int, url: str | None = None, max_footer_bytes: int = MAX_FOOTER_BYTES
+) -> int:
+    """How many bytes at the end of the object hold footer + trailer; CorruptFile when they cannot fit the file
+    or exceed ``max_footer_bytes``."""
     if file_size < MIN_FILE_BYTES:
         raise file_error(
             CorruptFile, f"{file_size} bytes are too short for a parquet file (minimum {MIN_FILE_BYTES})", url
         )
     if len(tail) > file_size:
         raise ValueError(f"{url}: a tail of {len(tail)} bytes is longer than the object ({file_size} bytes)")
-    needed = footer_length(tail, url) + TRAILER_BYTES
+    length = footer_length(tail, url)
+    if length > max_footer_bytes:
+        raise file_error(
+            CorruptFile,
+            f"the footer claims {length} bytes, more than the {max_footer_bytes}-byte cap on parquet footers "
+            "(the file is corrupt, or its footer is unusually large: pass max_footer_bytes to read it)",
+            url,
+        )
+    needed = length + TRAILER_BYTES
     if needed + len(MAGIC) > file_size:
         raise file_error(
             CorruptFile, f"footer length {needed - TRAILER_BYTES} does not fit a file of {file_size} bytes", url
@@ -66,12 +83,14 @@ def needed_tail_bytes(tail: Bytes, file_size: int, url: str | None = None) -> in
     return needed
 
 
-def parse_footer(tail: Bytes, file_size: int, url: str | None = None) -> pq.FileMetaData:
+def parse_footer(
+    tail: Bytes, file_size: int, url: str | None = None, max_footer_bytes: int = MAX_FOOTER_BYTES
+) -> pq.FileMetaData:
     """The file's metadata, from its last ``len(tail)`` bytes; raises FooterNeedsMore or CorruptFile (naming url).
 
     Only the footer is copied (into a stand-in file: magic + footer); ~40 us for a 4 KB footer.
     """
-    needed = needed_tail_bytes(tail, file_size, url)
+    needed = needed_tail_bytes(tail, file_size, url, max_footer_bytes)
     if needed > len(tail):
         raise FooterNeedsMore(needed, url)
     if len(tail) == file_size and bytes(tail[: len(MAGIC)]) != MAGIC:

@@ -24,7 +24,10 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.retryable import error_for_status
 from s3io.s3 import xml
+from s3io.s3.etags import multipart_etag, same_etag
+from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.multipart import MultipartWriter
+from s3io.s3.range_read import RangeRead
 from s3io.s3.redirect import bucket_region, regional_endpoint
 from s3io.s3.types import DeleteError, DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
 from s3io.transport.credentials import CredentialProvider, Credentials
@@ -115,7 +118,8 @@ class S3Client:
         endpoint = self._bucket_endpoints.get(bucket, self.endpoint) if self._bucket_endpoints else self.endpoint
         host, path = endpoint.target(bucket, key)
         qs = canonical_query(query) if query else ""
-        headers = {} if headers is None else headers
+        unsigned = {} if headers is None else headers
+        headers = dict(unsigned)  # signing adds to this copy; a redirect re-signs the caller's headers afresh
         headers["host"] = host
         signer = self._credentials.ready_signer() or await self._credentials.signer()
         if signer is not None:
@@ -160,7 +164,7 @@ class S3Client:
                     bucket,
                     key,
                     query=query,
-                    headers=headers,
+                    headers=unsigned,
                     body=body,
                     on_headers=on_headers,
                     on_chunk=on_chunk,
@@ -174,6 +178,13 @@ class S3Client:
                 raise error_for_status(
                     response.status, code or _status_code(response.status), message, bucket=bucket, key=key or None
                 )
+        if response.overflowed:
+            raise errors.ProtocolError(
+                f"the answer to {method} exceeded {len(response.body)} bytes, more than any S3 answer of this kind; "
+                "the connection was closed",
+                bucket=bucket,
+                key=key or None,
+            )
         return response
 
     def _learn_region(self, bucket: str, region: str) -> None:
@@ -213,17 +224,20 @@ class S3Client:
         Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
         object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
         """
+        _check_key(bucket, key)
         if start is None and end is not None:
             start = 0
-        if start is not None and end is not None and start >= 0 and end <= start:
-            if end < start:
-                raise errors.InvalidConfig(f"range: end ({end}) is before start ({start})", bucket=bucket, key=key)
-            return GetResult(b"", if_match, None, start)
-        read = _RangeRead(bucket, key, start, end, if_match)
+        try:
+            want = GetRange.from_offsets(start, end)
+        except ValueError as exc:
+            raise errors.InvalidConfig(f"range: {exc}", bucket=bucket, key=key) from None
+        if want.kind == BOUNDED and want.end == want.start:
+            return GetResult(b"", if_match, None, want.start)
+        read = RangeRead(bucket, key, want, if_match)
 
         async def attempt(watchdog: Watchdog) -> None:
             headers: dict[str, str] = {}
-            range_header = read.range_header()
+            range_header = read.request_range().header()
             if range_header:
                 headers["range"] = range_header
             if read.etag:
@@ -243,6 +257,7 @@ class S3Client:
 
     async def head_object(self, bucket: str, key: str, *, if_match: str | None = None) -> ObjectInfo:
         """Size, ETag and modification time of an object; NotFound if it does not exist."""
+        _check_key(bucket, key)
         headers = {"if-match": if_match} if if_match else {}
 
         async def attempt(watchdog: Watchdog) -> ObjectInfo:
@@ -261,8 +276,11 @@ class S3Client:
         start_after: str | None = None,
         max_keys: int = 1000,
     ) -> tuple[list[ObjectInfo], list[str], str | None]:
-        """One ListObjectsV2 page: (objects, common prefixes, next continuation token or None)."""
-        query = {"list-type": "2", "max-keys": str(max_keys)}
+        """One ListObjectsV2 page: (objects, common prefixes, next continuation token or None).
+
+        Keys travel url-encoded (``encoding-type=url``: a key may hold characters XML cannot carry) and are
+        decoded here."""
+        query = {"list-type": "2", "max-keys": str(max_keys), "encoding-type": "url"}
         if prefix:
             query["prefix"] = prefix
         if delimiter:
@@ -281,8 +299,12 @@ class S3Client:
     async def list_objects(
         self, bucket: str, prefix: str = "", *, delimiter: str | None = None, start_after: str | None = None
     ) -> AsyncIterator[ObjectInfo]:
-        """Every object under ``prefix``, page by page (each page is its own operation with its own deadline)."""
+        """Every object under ``prefix``, page by page (each page is its own operation with its own deadline).
+
+        A server that hands back a continuation token it gave before is looping: ListingLoop, not an endless read.
+        """
         token: str | None = None
+        seen = _PageMarkers(bucket, prefix, "continuation token")
         while True:
             objects, _, token = await self.list_page(
                 bucket, prefix, delimiter=delimiter, continuation_token=token, start_after=start_after
@@ -291,16 +313,19 @@ class S3Client:
                 yield obj
             if token is None:
                 return
+            seen.check(token)
 
     async def list_prefixes(self, bucket: str, prefix: str = "", delimiter: str = "/") -> list[str]:
-        """The common prefixes ("directories") directly under ``prefix``."""
+        """The common prefixes ("directories") directly under ``prefix`` (ListingLoop if the server loops)."""
         result: list[str] = []
         token: str | None = None
+        seen = _PageMarkers(bucket, prefix, "continuation token")
         while True:
             _, prefixes, token = await self.list_page(bucket, prefix, delimiter=delimiter, continuation_token=token)
             result.extend(prefixes)
             if token is None:
                 return result
+            seen.check(token)
 
     async def list_multipart_uploads(
         self, bucket: str, prefix: str = "", *, page_size: int = 1000
@@ -313,8 +338,9 @@ class S3Client:
         if not 1 <= page_size <= 1000:
             raise errors.InvalidConfig(f"page_size: expected 1 to 1000, got {page_size}", bucket=bucket)
         markers: tuple[str, str] | None = None
+        seen = _PageMarkers(bucket, prefix, "key and upload-id marker")
         while True:
-            query = {"uploads": "", "max-uploads": str(page_size)}
+            query = {"uploads": "", "max-uploads": str(page_size), "encoding-type": "url"}
             if prefix:
                 query["prefix"] = prefix
             if markers is not None:
@@ -329,8 +355,9 @@ class S3Client:
             uploads, next_markers = await self._runner.run("list_uploads", bucket, prefix, attempt)
             for upload in uploads:
                 yield upload
-            if next_markers is None or next_markers == markers:
+            if next_markers is None:
                 return
+            seen.check(next_markers)
             markers = next_markers
 
     # ----------------------------------------------------------------- writes
@@ -346,6 +373,7 @@ class S3Client:
         content_type: str | None = None,
     ) -> PutResult:
         """Write an object; ``if_none_match=True`` creates it only if absent (PreconditionFailed otherwise)."""
+        _check_key(bucket, key)
         headers: dict[str, str] = {"content-md5": _md5(data)}
         if if_none_match:
             headers["if-none-match"] = "*"
@@ -361,13 +389,14 @@ class S3Client:
         return await self._runner.run("put", bucket, key, attempt)
 
     async def create_multipart_upload(self, bucket: str, key: str, *, content_type: str | None = None) -> str:
+        _check_key(bucket, key)
         headers = {"content-type": content_type} if content_type else {}
 
         async def attempt(watchdog: Watchdog) -> str:
             response = await self._send(
                 watchdog, "create_multipart", "POST", bucket, key, query={"uploads": ""}, headers=dict(headers)
             )
-            upload_id = xml.parse(response.body).findtext("UploadId")
+            upload_id = xml.parse(response.body, "CreateMultipartUpload answer").findtext("UploadId")
             if not upload_id:
                 raise errors.RequestError("CreateMultipartUpload returned no UploadId", bucket=bucket, key=key)
             return upload_id
@@ -376,6 +405,7 @@ class S3Client:
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, data: bytes) -> str:
         """Upload one part; returns its ETag."""
+        _check_key(bucket, key)
         query = {"partNumber": str(part_number), "uploadId": upload_id}
 
         async def attempt(watchdog: Watchdog) -> str:
@@ -393,25 +423,63 @@ class S3Client:
     async def complete_multipart_upload(
         self, bucket: str, key: str, upload_id: str, parts: list[tuple[int, str]]
     ) -> PutResult:
-        """Assemble the parts; an <Error> inside a 200 response is detected and retried like a 5xx."""
-        body = xml.complete_multipart_request(sorted(parts))
+        """Assemble the parts; an <Error> inside a 200 response is detected and retried like a 5xx.
+
+        A retry after a lost answer finds the upload gone (404 NoSuchUpload) although the object was written:
+        the object is then looked up, and accepted if its ETag is the one S3 gives these parts.
+        """
+        _check_key(bucket, key)
+        ordered = sorted(parts)
+        body = xml.complete_multipart_request(ordered)
+        tries = 0
 
         async def attempt(watchdog: Watchdog) -> PutResult:
-            response = await self._send(
-                watchdog,
-                "complete_multipart",
-                "POST",
-                bucket,
-                key,
-                query={"uploadId": upload_id},
-                body=body,
-                error_in_200=True,
-            )
-            return PutResult(xml.parse(response.body).findtext("ETag"))
+            nonlocal tries
+            tries += 1
+            try:
+                response = await self._send(
+                    watchdog,
+                    "complete_multipart",
+                    "POST",
+                    bucket,
+                    key,
+                    query={"uploadId": upload_id},
+                    body=body,
+                    error_in_200=True,
+                )
+            except errors.NotFound as exc:
+                if tries == 1 or exc.code != "NoSuchUpload":
+                    raise
+                return await self._completed_by_lost_answer(bucket, key, ordered, exc)
+            return PutResult(xml.parse(response.body, "CompleteMultipartUpload answer").findtext("ETag"))
 
         return await self._runner.run("complete_multipart", bucket, key, attempt)
 
+    async def _completed_by_lost_answer(
+        self, bucket: str, key: str, parts: list[tuple[int, str]], exc: errors.NotFound
+    ) -> PutResult:
+        """After NoSuchUpload on a retry: the PutResult if the object is the one these parts make, else ``exc``."""
+        expected = multipart_etag([etag for _, etag in parts])
+        try:
+            info = await self.head_object(bucket, key)
+        except errors.NotFound:
+            raise exc from None
+        if expected is not None and same_etag(info.etag, expected):
+            log.info("s3://%s/%s: an earlier attempt completed the upload (its answer was lost)", bucket, key)
+            return PutResult(info.etag)
+        raise errors.NotFound(
+            "the multipart upload is gone (NoSuchUpload) and the object now at the key is not the one these parts "
+            f"make (ETag {info.etag}, expected {expected or 'unknown: the parts have no MD5 ETags'}); another "
+            "writer may have completed or replaced it",
+            bucket=bucket,
+            key=key,
+            status=404,
+            code="NoSuchUpload",
+        ) from exc
+
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        _check_key(bucket, key)
+
         async def attempt(watchdog: Watchdog) -> None:
             try:
                 await self._send(watchdog, "abort_multipart", "DELETE", bucket, key, query={"uploadId": upload_id})
@@ -449,12 +517,14 @@ class S3Client:
         content_type: str | None = None,
     ) -> MultipartWriter:
         """A streaming writer: parts uploaded in parallel, bounded memory, aborted on any failure."""
+        _check_key(bucket, key)
         return MultipartWriter(
             self, bucket, key, part_size=part_size, concurrency=concurrency, content_type=content_type
         )
 
     async def delete_object(self, bucket: str, key: str, *, if_match: str | None = None) -> None:
         """Delete one object (absent objects are not an error, as in S3)."""
+        _check_key(bucket, key)
         headers = {"if-match": if_match} if if_match else {}
 
         async def attempt(watchdog: Watchdog) -> None:
@@ -463,9 +533,21 @@ class S3Client:
         await self._runner.run("delete", bucket, key, attempt)
 
     async def delete_objects(self, bucket: str, keys: list[str]) -> DeleteResult:
-        """Delete many objects in DeleteObjects batches of 1000; per-key failures come back in ``errors``."""
+        """Delete many objects in DeleteObjects batches of 1000; per-key failures come back in ``errors``.
+
+        A key holding a character XML 1.0 cannot carry (a control character) cannot travel in DeleteObjects'
+        body: such keys are deleted one DELETE each, their outcome reported the same way."""
+        for key in keys:
+            _check_key(bucket, key)
         deleted: list[str] = []
         failed: list[DeleteError] = []
+        for key in [k for k in keys if not xml.xml_safe(k)]:
+            try:
+                await self.delete_object(bucket, key)
+                deleted.append(key)
+            except errors.S3IOError as exc:
+                failed.append(DeleteError(key, exc.code or type(exc).__name__, exc.message))
+        keys = [k for k in keys if xml.xml_safe(k)]
         for i in range(0, len(keys), DELETE_BATCH):
             batch = keys[i : i + DELETE_BATCH]
             body = xml.delete_request(batch)
@@ -491,6 +573,8 @@ class S3Client:
         self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str, *, if_match: str | None = None
     ) -> PutResult:
         """Server-side copy (up to 5 GiB); ``if_match`` pins the source version."""
+        _check_key(src_bucket, src_key)
+        _check_key(dst_bucket, dst_key)
         headers = {"x-amz-copy-source": quote(f"/{src_bucket}/{src_key}", safe="/~")}
         if if_match:
             headers["x-amz-copy-source-if-match"] = if_match
@@ -499,149 +583,41 @@ class S3Client:
             response = await self._send(
                 watchdog, "copy", "PUT", dst_bucket, dst_key, headers=dict(headers), error_in_200=True
             )
-            return PutResult(xml.parse(response.body).findtext("ETag"))
+            return PutResult(xml.parse(response.body, "CopyObject answer").findtext("ETag"))
 
         return await self._runner.run("copy", dst_bucket, dst_key, attempt)
 
 
-class _RangeRead:
-    """State of one ranged GET across attempts: bytes so far, the pinned ETag, the absolute offsets."""
+class _PageMarkers:
+    """The continuation tokens (or markers) a paginated listing has handed out: one handed out twice means the
+    server is looping, and the listing would never end."""
 
-    __slots__ = (
-        "abs_start",
-        "bucket",
-        "chunks",
-        "end",
-        "etag",
-        "expected",
-        "key",
-        "received",
-        "size",
-        "skip",
-        "start",
-        "unsized",
-    )
+    __slots__ = ("_bucket", "_prefix", "_seen", "_what")
 
-    def __init__(self, bucket: str, key: str, start: int | None, end: int | None, etag: str | None) -> None:
-        self.bucket = bucket
-        self.key = key
-        self.start = start
-        self.end = end
-        self.etag = etag
-        self.chunks: list[bytes] = []
-        self.received = 0
-        self.abs_start: int | None = start if start is not None and start >= 0 else None
-        self.expected: int | None = None
-        self.size: int | None = None
-        self.skip = 0  # leading bytes of a 200 answer to a suffix request that are not part of the tail
-        self.unsized = False  # a 200 without Content-Length (chunked, or ended by close): sliced at the end
+    def __init__(self, bucket: str, prefix: str, what: str) -> None:
+        self._bucket = bucket
+        self._prefix = prefix
+        self._what = what
+        self._seen: set[object] = set()
 
-    def range_header(self) -> str | None:
-        if self.abs_start is None:
-            if self.start is None:
-                return None
-            return f"bytes={self.start}"  # suffix range: start is -n, the header is bytes=-n
-        first = self.abs_start + self.received
-        if first == 0 and self.end is None:
-            return None  # the whole object: no Range header (a Range on an empty object would be a 416)
-        if self.end is not None:
-            return f"bytes={first}-{self.end - 1}"
-        if self.expected is not None:
-            return f"bytes={first}-{self.abs_start + self.expected - 1}"
-        return f"bytes={first}-" if first or self.start is not None else None
-
-    def on_headers(self, status: int, headers: CIMultiDictProxy[str]) -> None:
-        if status >= 300:
-            return
-        etag = headers.get("ETag")
-        if self.etag is None:
-            self.etag = etag
-        elif etag is not None and _bare_etag(etag) != _bare_etag(self.etag):
-            raise errors.ObjectChanged(
-                f"object changed during the read (ETag {etag}, expected {self.etag})", bucket=self.bucket, key=self.key
+    def check(self, marker: object) -> None:
+        if marker in self._seen:
+            raise errors.ListingLoop(
+                f"the listing of s3://{self._bucket}/{self._prefix} repeated a {self._what} after "
+                f"{len(self._seen) + 1} pages: the server is looping, so the listing was stopped",
+                bucket=self._bucket,
+                key=self._prefix,
             )
-        first = (self.abs_start or 0) + self.received
-        if status == 206:
-            begin, last, total = _content_range(headers.get("Content-Range"), self.bucket, self.key)
-            if self.abs_start is not None and begin != first:
-                raise errors.Truncated(
-                    f"Content-Range starts at {begin}, asked for {first}", bucket=self.bucket, key=self.key
-                )
-            if self.abs_start is None:
-                self.abs_start = begin
-            self.size = total
-            if self.expected is None:
-                self.expected = last + 1 - self.abs_start
-            elif last + 1 != self.abs_start + self.expected:
-                raise errors.Truncated(
-                    f"Content-Range ends at {last}, expected {self.abs_start + self.expected - 1}",
-                    bucket=self.bucket,
-                    key=self.key,
-                )
-        elif status == 200:
-            if first != 0 or self.received:
-                raise errors.RequestError(
-                    "server ignored the Range header of a resumed read",
-                    bucket=self.bucket,
-                    key=self.key,
-                    code="RangeIgnored",
-                )
-            length_header = headers.get("Content-Length")
-            if length_header is None:  # the parser frames the body (chunked or until close); slice it when whole
-                self.unsized = True
-                self.abs_start = 0
-                return
-            length = int(length_header)
-            self.size = length
-            if self.start is not None and self.start < 0:  # a suffix request answered with the whole object
-                self.skip = max(0, length + self.start)
-            self.abs_start = self.skip
-            want = length if self.end is None else min(self.end, length)
-            if self.expected is None:
-                self.expected = want - self.skip
-
-    def add(self, chunk: bytes) -> None:
-        if self.skip:
-            dropped = min(self.skip, len(chunk))
-            chunk = chunk[dropped:]
-            self.skip -= dropped
-            if not chunk:
-                return
-        if self.expected is not None and self.received + len(chunk) > self.expected:
-            chunk = chunk[: self.expected - self.received]
-        self.chunks.append(chunk)
-        self.received += len(chunk)
-
-    def check_complete(self) -> None:
-        if self.expected is not None and self.received < self.expected:
-            raise errors.Truncated(
-                f"body ended after {self.received} of {self.expected} bytes", bucket=self.bucket, key=self.key
-            )
-
-    def result(self) -> GetResult:
-        data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-        if self.unsized:  # ``data`` is the whole object from byte 0: cut out what was asked for
-            total = len(data)
-            if self.start is not None and self.start < 0:
-                first = max(0, total + self.start)
-            else:
-                first = min(self.start or 0, total)
-            last = total if self.end is None else min(self.end, total)
-            return GetResult(data[first:last], self.etag, total, first)
-        return GetResult(data, self.etag, self.size, self.abs_start or 0)
+        self._seen.add(marker)
 
 
-def _content_range(value: str | None, bucket: str, key: str) -> tuple[int, int, int | None]:
-    """Parse ``bytes a-b/total`` (total may be ``*``)."""
-    try:
-        unit, _, spec = (value or "").partition(" ")
-        span, _, total = spec.partition("/")
-        a, _, b = span.partition("-")
-        if unit != "bytes":
-            raise ValueError(value)
-        return int(a), int(b), None if total == "*" else int(total)
-    except ValueError:
-        raise errors.Truncated(f"invalid Content-Range {value!r}", bucket=bucket, key=key) from None
+def _check_key(bucket: str, key: str) -> None:
+    """An object operation needs a key: an empty one would address the bucket itself (its listing, or DeleteBucket)."""
+    if not key:
+        raise errors.InvalidConfig(
+            f"an empty object key addresses the bucket s3://{bucket}/ itself, not an object; give the object's key",
+            bucket=bucket,
+        )
 
 
 def _info_from_headers(bucket: str, key: str, headers: CIMultiDictProxy[str]) -> ObjectInfo:
@@ -653,11 +629,6 @@ def _info_from_headers(bucket: str, key: str, headers: CIMultiDictProxy[str]) ->
         etag=headers.get("ETag"),
         last_modified=parsedate_to_datetime(modified).timestamp() if modified else None,
     )
-
-
-def _bare_etag(etag: str) -> str:
-    """An ETag without a weak marker or quotes, for comparison."""
-    return etag.removeprefix("W/").strip('"')
 
 
 def _md5(data: bytes) -> str:

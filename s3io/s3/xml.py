@@ -1,37 +1,96 @@
-"""Parse S3's XML bodies into plain values (namespaces stripped); build the few request bodies we send."""
+"""Parse S3's XML bodies into plain values (namespaces stripped); build the few request bodies we send.
+
+Listings are requested with ``encoding-type=url`` (a key may hold characters XML 1.0 cannot carry, such as
+control characters) and decoded here as botocore decodes them. A body that does not parse is a ProtocolError
+naming what was asked; an error's message is cut to ``MAX_MESSAGE_CHARS`` before it reaches any exception or log.
+"""
 
 from __future__ import annotations
 
 import calendar
+import re
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
+from s3io.errors import ProtocolError
 from s3io.s3.types import DeleteError, MultipartUpload, ObjectInfo
+
+MAX_MESSAGE_CHARS = 512
+_CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,128})</Code>")
+_MESSAGE = re.compile(rb"<Message>([^<]{0,2048})")
 
 
 def _strip(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def parse(body: bytes) -> ET.Element:
-    root = ET.fromstring(body)
+# Control characters XML 1.0 cannot carry. S3 (and moto) echo keys in answers that have no ``encoding-type``
+# (CreateMultipartUpload, CompleteMultipartUpload, DeleteObjects), raw or as character references; such an answer
+# is parsed with each one stood in for by a private-use character, and mapped back in the values read.
+_CONTROL = bytes(c for c in range(32) if c not in (9, 10, 13))
+_STAND_IN = 0xE000
+_CONTROL_BYTES = re.compile(b"[" + re.escape(_CONTROL) + b"]")
+_CONTROL_REFS = re.compile(rb"&#(x[0-9a-fA-F]+|[0-9]+);")
+_BACK = {_STAND_IN + c: chr(c) for c in _CONTROL}
+
+
+def _stand_in(match: re.Match[bytes]) -> bytes:
+    return chr(_STAND_IN + match.group(0)[0]).encode()
+
+
+def _stand_in_ref(match: re.Match[bytes]) -> bytes:
+    text = match.group(1).decode()
+    code = int(text[1:], 16) if text.startswith("x") else int(text)
+    return f"&#{_STAND_IN + code};".encode() if code < 32 and code not in (9, 10, 13) else match.group(0)
+
+
+def parse(body: bytes, what: str = "answer") -> ET.Element:
+    """The root element, tags without namespaces; ProtocolError (naming ``what``) if the body is not XML."""
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        try:
+            root = ET.fromstring(_CONTROL_REFS.sub(_stand_in_ref, _CONTROL_BYTES.sub(_stand_in, body)))
+        except ET.ParseError:
+            raise ProtocolError(f"the {what} is not well-formed XML ({exc}; {len(body)} bytes)") from None
+        for element in root.iter():
+            if element.text:
+                element.text = element.text.translate(_BACK)
     for element in root.iter():
         element.tag = _strip(element.tag)
     return root
 
 
+def shorten(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
+    """``text`` cut to ``limit`` characters (a server may send megabytes of message)."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 def error_fields(body: bytes) -> tuple[str | None, str | None]:
-    """(Code, Message) of an <Error> body; (None, None) if the body is not one."""
+    """(Code, Message) of an <Error> body, the message shortened; (None, None) if the body is not one.
+
+    A body cut at the transport's cap does not parse: its Code and the start of its Message are still found.
+    """
     if not body or b"<Error" not in body[:512]:
         return None, None
     try:
-        root = parse(body)
+        root = ET.fromstring(body)
     except ET.ParseError:
-        return None, None
+        code, message = _CODE.search(body[:4096]), _MESSAGE.search(body)
+        if code is None:
+            return None, None
+        text = message.group(1).decode("utf-8", "replace") if message else None
+        return code.group(1).decode(), shorten(text)
+    for element in root.iter():
+        element.tag = _strip(element.tag)
     if root.tag != "Error":
         return None, None
-    return root.findtext("Code"), root.findtext("Message")
+    return root.findtext("Code"), shorten(root.findtext("Message"))
 
 
 def parse_timestamp(text: str | None) -> float | None:
@@ -43,32 +102,39 @@ def parse_timestamp(text: str | None) -> float | None:
         return None
 
 
+def _decoder(root: ET.Element) -> Callable[[str], str]:
+    """How this answer's keys and prefixes are decoded: url-encoded if it says so, else as they are."""
+    return unquote_plus if (root.findtext("EncodingType") or "").lower() == "url" else str
+
+
 def parse_list_page(bucket: str, body: bytes) -> tuple[list[ObjectInfo], list[str], str | None]:
-    """(objects, common prefixes, next continuation token or None) of a ListObjectsV2 page."""
-    root = parse(body)
+    """(objects, common prefixes, next continuation token or None) of a ListObjectsV2 page (keys decoded)."""
+    root = parse(body, "ListObjectsV2 answer")
+    decode = _decoder(root)
     objects = [
         ObjectInfo(
             bucket=bucket,
-            key=item.findtext("Key") or "",
+            key=decode(item.findtext("Key") or ""),
             size=int(item.findtext("Size") or 0),
             etag=item.findtext("ETag"),
             last_modified=parse_timestamp(item.findtext("LastModified")),
         )
         for item in root.iterfind("Contents")
     ]
-    prefixes = [p.findtext("Prefix") or "" for p in root.iterfind("CommonPrefixes")]
+    prefixes = [decode(p.findtext("Prefix") or "") for p in root.iterfind("CommonPrefixes")]
     truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
     token = root.findtext("NextContinuationToken") if truncated else None
     return objects, prefixes, token
 
 
 def parse_uploads_page(bucket: str, body: bytes) -> tuple[list[MultipartUpload], tuple[str, str] | None]:
-    """(uploads, next (key marker, upload-id marker) or None) of a ListMultipartUploads page."""
-    root = parse(body)
+    """(uploads, next (key marker, upload-id marker) or None) of a ListMultipartUploads page (keys decoded)."""
+    root = parse(body, "ListMultipartUploads answer")
+    decode = _decoder(root)
     uploads = [
         MultipartUpload(
             bucket=bucket,
-            key=item.findtext("Key") or "",
+            key=decode(item.findtext("Key") or ""),
             upload_id=item.findtext("UploadId") or "",
             initiated=parse_timestamp(item.findtext("Initiated")),
         )
@@ -77,17 +143,22 @@ def parse_uploads_page(bucket: str, body: bytes) -> tuple[list[MultipartUpload],
     truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
     if not truncated:
         return uploads, None
-    return uploads, (root.findtext("NextKeyMarker") or "", root.findtext("NextUploadIdMarker") or "")
+    return uploads, (decode(root.findtext("NextKeyMarker") or ""), root.findtext("NextUploadIdMarker") or "")
 
 
 def parse_delete_result(body: bytes) -> tuple[list[str], list[DeleteError]]:
-    root = parse(body)
+    root = parse(body, "DeleteObjects answer")
     deleted = [d.findtext("Key") or "" for d in root.iterfind("Deleted")]
     failed = [
-        DeleteError(e.findtext("Key") or "", e.findtext("Code") or "", e.findtext("Message") or "")
+        DeleteError(e.findtext("Key") or "", e.findtext("Code") or "", shorten(e.findtext("Message")) or "")
         for e in root.iterfind("Error")
     ]
     return deleted, failed
+
+
+def xml_safe(text: str) -> bool:
+    """Whether ``text`` can travel in an XML 1.0 body (no control character but tab, LF and CR)."""
+    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
 
 
 def delete_request(keys: list[str]) -> bytes:

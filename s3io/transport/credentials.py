@@ -1,13 +1,15 @@
 """Credentials: explicit keys, anonymous access, or botocore's provider chain (env, profile, container, IMDS).
 
-Resolution and refresh may touch the network (metadata services), so they run in a worker thread and the
-caller's attempt deadline bounds them. Nothing here prints a secret: reprs are redacted.
+Resolution and refresh may touch the network (metadata services) or run a program (credential_process), so
+they run in a thread of their own and the caller's deadline bounds the wait. Nothing here prints a secret:
+reprs are redacted, and errors never echo a credential value.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from s3io.errors import InvalidConfig
@@ -41,6 +43,7 @@ def _refresh_needed(creds: object | None) -> bool:
 
 
 def _provider_chain(fresh: bool = False) -> object | None:
+    """The process's resolved chain; resolves it (blocking: call from a worker thread) when absent or ``fresh``."""
     global _chain
     with _chain_lock:
         if _chain is None or fresh:
@@ -50,18 +53,62 @@ def _provider_chain(fresh: bool = False) -> object | None:
         return _chain
 
 
+def _in_thread(fn: Callable[[], None]) -> asyncio.Future[None]:
+    """Run ``fn`` in a daemon thread of its own; the future resolves on the caller's loop.
+
+    Not the loop's default executor: a credential source that hangs (a credential_process, SSO, a metadata
+    endpoint) would occupy one of its few threads for good, and aiohttp resolves DNS on that executor.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+
+    def settle(exc: BaseException | None) -> None:
+        if not future.done():
+            if exc is None:
+                future.set_result(None)
+            else:
+                future.set_exception(exc)
+
+    def run() -> None:
+        outcome: BaseException | None = None
+        try:
+            fn()
+        except BaseException as exc:
+            outcome = exc
+        try:
+            loop.call_soon_threadsafe(settle, outcome)
+        except RuntimeError:
+            pass  # the loop closed while the source hung: nobody waits any more
+
+    threading.Thread(target=run, name="s3io-credentials", daemon=True).start()
+    return future
+
+
 class CredentialProvider:
-    """Hands out a Signer for the current credentials (None when anonymous) and refreshes on demand."""
+    """Hands out a Signer for the current credentials (None when anonymous) and refreshes on demand.
+
+    Resolution that may block (a first resolution, a refresh) runs in a thread of its own and is shared: callers
+    that need it at the same time await one resolution, and a caller cancelled by its deadline does not cancel it
+    for the others. The event loop never waits on a lock: the process-wide chain is read without one.
+    """
 
     def __init__(self, credentials: Credentials | str | None, region: str) -> None:
         if isinstance(credentials, str) and credentials != ANONYMOUS:
-            raise InvalidConfig(f"credentials: expected a Credentials value, None or 'anonymous', got {credentials!r}")
+            raise InvalidConfig(
+                f"credentials: expected an s3io.Credentials value, None (the provider chain) or 'anonymous', got a "
+                f"string of {len(credentials)} characters (not shown: it may be a secret)"
+            )
+        if credentials is not None and not isinstance(credentials, str | Credentials):
+            raise InvalidConfig(
+                "credentials: expected an s3io.Credentials value, None (the provider chain) or 'anonymous', got "
+                f"a {type(credentials).__name__}"
+            )
         self._explicit = credentials
         self._region = region
         self._botocore_creds = None
         self._signer: Signer | None = None
         self._frozen_key: tuple | None = None
-        self._lock = asyncio.Lock()
+        self._resolving: asyncio.Future[None] | None = None
         if isinstance(credentials, Credentials):
             self._signer = Signer(credentials.access_key, credentials.secret_key, credentials.token, region)
 
@@ -91,34 +138,57 @@ class CredentialProvider:
             return None
         if self._signer is not None and not self._needs_refresh():
             return self._signer
-        async with self._lock:
-            if self._signer is None or self._needs_refresh():
-                if _chain is not None and not _refresh_needed(_chain):
-                    self._resolve()  # the process already resolved the chain: no I/O, no thread
-                else:
-                    await asyncio.to_thread(self._resolve)
+        chain = _chain  # read without the lock: a plain reference, and the loop must never wait on that lock
+        if self._resolving is None and chain is not None and not _refresh_needed(chain):
+            self._use(chain)  # the process already resolved the chain: no I/O, no thread
+        else:
+            await self._resolution(fresh=False)
         return self._signer
 
     async def refresh(self) -> None:
-        """Force a fresh resolution (after S3 said ExpiredToken)."""
+        """Force a fresh resolution (after S3 said ExpiredToken); shared with concurrent callers."""
         if self.anonymous or isinstance(self._explicit, Credentials):
             return
-        async with self._lock:
-            self._botocore_creds = None
-            await asyncio.to_thread(self._resolve, True)
+        await self._resolution(fresh=True)
+
+    async def _resolution(self, fresh: bool) -> None:
+        if self._resolving is None or self._resolving.done():
+            if fresh:
+                self._botocore_creds = None
+            resolving = self._resolving = _in_thread(lambda: self._resolve(fresh))
+            resolving.add_done_callback(self._resolved)
+        await asyncio.shield(self._resolving)
+
+    def _resolved(self, future: asyncio.Future[None]) -> None:
+        if self._resolving is future:
+            self._resolving = None
+        if not future.cancelled():
+            future.exception()  # retrieved: an error reaches every waiter, none is left unobserved
 
     def _needs_refresh(self) -> bool:
         return _refresh_needed(self._botocore_creds)
 
     def _resolve(self, fresh: bool = False) -> None:
-        if self._botocore_creds is None:
-            self._botocore_creds = _provider_chain(fresh)
-        if self._botocore_creds is None:
+        """Blocking: resolve (or re-resolve) the chain and take its current credentials. Runs in a worker thread."""
+        try:
+            creds = self._botocore_creds if self._botocore_creds is not None and not fresh else _provider_chain(fresh)
+            self._use(creds)
+        except InvalidConfig:
+            raise
+        except Exception as exc:  # a profile, a credential_process or an STS call that failed: say which
+            raise InvalidConfig(
+                f"AWS credentials could not be resolved from the provider chain ({type(exc).__name__}: {exc}); "
+                "check the profile, AWS_* variables and the credential source it names"
+            ) from exc
+
+    def _use(self, creds: object | None) -> None:
+        if creds is None:
             raise InvalidConfig(
                 "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, configure a profile, "
                 "or use anonymous access (credentials='anonymous', CLI --anonymous) for public buckets"
             )
-        frozen = self._botocore_creds.get_frozen_credentials()
+        self._botocore_creds = creds
+        frozen = creds.get_frozen_credentials()
         key = (frozen.access_key, frozen.secret_key, frozen.token)
         if key != self._frozen_key:
             self._frozen_key = key

@@ -2,7 +2,13 @@
 
 The request head is built here in one piece and written to a pooled aiohttp connection; the answer is
 parsed by aiohttp's C parser. A connection whose exchange failed, timed out or left anything unread is
-closed, never returned to the pool: a half-read or silent connection must not serve the next request.
+closed, never returned to the pool: a half-read or silent connection must not serve the next request. A
+pooled connection that received bytes while idle (an unsolicited answer: nobody asked for it) is closed
+before use, never read as the answer to the next request.
+
+A body that is not data (an error, a listing, any XML) is read only up to a cap: past it the connection is
+closed and the answer is marked ``overflowed``, so a flood of bytes costs bounded memory and time. A data
+sink (``on_chunk``) that returns False has what it asked for: reading stops there and the connection is closed.
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ READ_BUFFER_BYTES = 256 * 1024
 # needing a second read) goes back to 256 KiB, where fewer, larger reads cost less per byte than mapping.
 RECV_BYTES = 64 * 1024
 LARGE_RECV_BYTES = 256 * 1024
+# Caps on bodies that are not object data. S3's error bodies are under 2 KiB; its largest XML answers (a page of
+# 1,000 keys of 1,024 bytes, a DeleteObjects result) are a few MiB.
+ERROR_BODY_LIMIT = 64 * 1024
+XML_BODY_LIMIT = 16 * 1024 * 1024
+# Pooled connections tried (and closed) because they held unsolicited bytes before a fresh one is opened.
+MAX_STALE_CONNECTIONS = 4
 # Methods whose requests carry a Content-Length even when empty (S3 answers 411 otherwise).
 _LENGTH_REQUIRED = frozenset({"PUT", "POST"})
 
@@ -54,6 +66,7 @@ class Response:
     headers: CIMultiDictProxy[str]
     body: bytes
     received: int  # body bytes read off the wire, including those handed to ``on_chunk``
+    overflowed: bool = False  # a non-data body passed its cap: ``body`` is its head, the rest was never read
 
 
 def request_head(method: str, target: str, headers: dict[str, str], body_length: int | None) -> bytes:
@@ -87,10 +100,11 @@ async def exchange(
     body: bytes | None = None,
     *,
     on_headers: Callable[[int, CIMultiDictProxy[str]], None] | None = None,
-    on_chunk: Callable[[bytes], None] | None = None,
+    on_chunk: Callable[[bytes], bool | None] | None = None,
 ) -> Response:
     """Run the exchange. With ``on_chunk`` the body is handed over chunk by chunk (kept even if the
-    exchange fails later, so a range read can resume); otherwise it is returned whole."""
+    exchange fails later, so a range read can resume; ``on_chunk`` returning False ends the read there);
+    otherwise it is returned whole, up to ``XML_BODY_LIMIT`` (``ERROR_BODY_LIMIT`` for an error)."""
     body_length = len(body) if body else (0 if method in _LENGTH_REQUIRED else None)
     head = request_head(method, target, headers, body_length)
     upload_allowance = len(body) / UPLOAD_FLOOR_BYTES_PER_SECOND if body else 0.0
@@ -100,6 +114,11 @@ async def exchange(
         then_stall=policy.stall_timeout,
     )
     connection = await session.connect(scheme, host)
+    for _ in range(MAX_STALE_CONNECTIONS):
+        if connection.protocol is None or not connection.protocol.should_close:
+            break
+        connection.close()  # bytes arrived while it sat idle in the pool: an answer to nothing we sent
+        connection = await session.connect(scheme, host)
     try:
         protocol = connection.protocol
         transport = connection.transport
@@ -126,15 +145,25 @@ async def exchange(
         watchdog.start_stall_watch(policy.stall_timeout)
         chunks: list[bytes] = []
         received = 0
+        sink = on_chunk if status < 300 else None
+        limit = ERROR_BODY_LIMIT if status >= 300 else XML_BODY_LIMIT
+        complete = True
+        overflowed = False
         while True:
             chunk = await payload.readany()
             if not chunk:
                 break
             received += len(chunk)
-            if on_chunk is not None and status < 300:
-                on_chunk(chunk)
+            if sink is not None:
+                if sink(chunk) is False and not payload.at_eof():
+                    complete = False  # the sink has all it asked for: the rest of the body is never read
+                    break
             else:
                 chunks.append(chunk)
+                if received > limit:
+                    overflowed = True
+                    complete = payload.at_eof()
+                    break
             if payload.at_eof():  # the whole body is in: skip the read that would only return b""
                 break
             if tune_reads:  # a large body of unstated length (chunked, or ended by the close)
@@ -142,11 +171,14 @@ async def exchange(
                 tune_reads = False
             watchdog.progress()  # before waiting for the next chunk: the stall clock restarts now
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if overflowed:
+            data = data[:limit]
     except BaseException:
         connection.close()
         raise
-    if transport.get_write_buffer_size():
-        connection.close()  # answered before our body was all sent: the rest must not precede the next request
+    if not complete or transport.get_write_buffer_size():
+        # unread bytes of this answer, or a body of ours not all sent: neither may precede the next request
+        connection.close()
     else:
         connection.release()  # back to the pool only if the answer was complete and the server keeps it alive
-    return Response(status, message.headers, data, received)
+    return Response(status, message.headers, data, received, overflowed)

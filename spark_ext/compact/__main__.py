@@ -7,12 +7,12 @@ Exit status: 0 when the job finished (or had nothing to do, or was a dry run); 1
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
 from s3io.cli import add_policy_arguments, policy_from_args
 from s3io.errors import InvalidConfig, S3IOError
+from s3io.logs import configure_cli_logging
 from s3io.transport.credentials import ANONYMOUS
 from s3io.units import parse_duration, parse_size
 from spark_ext.compact.job import compact
@@ -46,8 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    level = logging.ERROR if args.verbose == 0 else logging.WARNING if args.verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
+    configure_cli_logging(args.verbose, "%(name)s: %(levelname)s: %(message)s")  # never the root logger
     spark = None
     try:
         options = CompactionOptions(

@@ -1,0 +1,176 @@
+"""One GET across its attempts: the bytes kept so far, the pinned ETag, and every answer checked against the ask.
+
+A body that breaks after k bytes is resumed from byte k with a bounded Range pinned to the first answer's ETag.
+Every answer is judged before a byte of it is kept:
+- a 206 must carry exactly the Content-Range asked for (``GetRange.content_range_error``), else ProtocolError;
+- a 200 to a ranged request (a proxy that ignores Range) is the whole object from byte 0: the bytes before the
+  range are dropped, and once the range is in, reading stops (``add`` returns False) and the connection is closed;
+- a size or ETag that differs from an earlier answer's is ObjectChanged or ProtocolError, never mixed bytes.
+"""
+
+from __future__ import annotations
+
+from multidict import CIMultiDictProxy
+
+from s3io import errors
+from s3io.s3.etags import same_etag
+from s3io.s3.get_range import BOUNDED, FROM, WHOLE, GetRange
+from s3io.s3.types import GetResult
+
+
+class RangeRead:
+    """State of one GET across attempts; ``request_range()`` per attempt, then ``on_headers`` / ``add``."""
+
+    __slots__ = (
+        "asked",
+        "bucket",
+        "chunks",
+        "etag",
+        "first",
+        "key",
+        "received",
+        "size",
+        "skip",
+        "stop",
+        "unsized",
+        "want",
+    )
+
+    def __init__(self, bucket: str, key: str, want: GetRange, etag: str | None) -> None:
+        self.bucket = bucket
+        self.key = key
+        self.want = want
+        self.asked = want
+        self.etag = etag
+        self.chunks: list[bytes] = []
+        self.received = 0  # bytes kept
+        self.first: int | None = None if want.kind not in (BOUNDED, FROM) else want.start  # offset of data[0]
+        self.stop: int | None = want.end if want.kind == BOUNDED else None  # offset just past the last byte wanted
+        self.size: int | None = None  # the object's size, once an answer tells it
+        self.skip = 0  # bytes of the current answer to drop before keeping (a 200 to a ranged request)
+        self.unsized = False  # a 200 of unstated length (chunked, or ended by close)
+
+    def request_range(self) -> GetRange:
+        """What this attempt asks for: the original range, or the rest of it after ``received`` bytes."""
+        if not self.received or self.unsized:
+            self.asked = self.want
+        else:
+            assert self.first is not None
+            position = self.first + self.received
+            self.asked = GetRange(BOUNDED, position, self.stop) if self.stop is not None else GetRange(FROM, position)
+        return self.asked
+
+    def _fail(self, text: str) -> errors.ProtocolError:
+        return errors.ProtocolError(text, bucket=self.bucket, key=self.key)
+
+    def on_headers(self, status: int, headers: CIMultiDictProxy[str]) -> None:
+        if status >= 300:
+            return
+        etag = headers.get("ETag")
+        if self.etag is None:
+            self.etag = etag
+        elif etag is not None and not same_etag(etag, self.etag):
+            raise errors.ObjectChanged(
+                f"object changed during the read (ETag {etag}, expected {self.etag})", bucket=self.bucket, key=self.key
+            )
+        length_header = headers.get("Content-Length")
+        length = int(length_header) if length_header is not None and length_header.isdigit() else None
+        self.skip = 0
+        if status == 206:
+            begin, last, total = _content_range(headers.get("Content-Range"), self)
+            problem = self.asked.content_range_error(begin, last, total, length)
+            if problem is not None:
+                raise self._fail(problem)
+            self._learn_size(total)
+            if self.first is None:
+                self.first = begin
+            if self.stop is None or (total is not None and self.stop > total):
+                self.stop = last + 1
+        elif status == 200:
+            if length is None:
+                if self.received:
+                    raise self._fail("a resumed read was answered with the whole object of unstated length")
+                self._start_unsized()
+                return
+            self._learn_size(length)
+            first, stop = self.want.span(length)
+            if self.first is None:
+                self.first = first
+            self.stop = stop if self.stop is None else min(self.stop, stop)
+            self.skip = self.first + self.received  # a 200 is the whole object: drop what is not (still) wanted
+        else:
+            raise self._fail(f"HTTP {status} to a GET (expected 200 or 206)")
+
+    def _learn_size(self, size: int | None) -> None:
+        if size is None:
+            return
+        if self.size is not None and size != self.size:
+            raise self._fail(f"the object's size changed from {self.size} to {size} under the same ETag")
+        self.size = size
+
+    def _start_unsized(self) -> None:
+        """A 200 without Content-Length: the whole object from byte 0 until the body ends."""
+        self.unsized = True
+        if self.want.kind in (BOUNDED, FROM):
+            self.skip = self.want.start  # the bytes wanted start there; a bounded range may stop early
+            self.first = self.want.start
+        else:
+            self.first = 0  # whole or suffix: keep everything, cut the tail out at the end
+
+    def add(self, chunk: bytes) -> bool:
+        """Keep the wanted part of a chunk; False once everything wanted is in (the rest need not be read)."""
+        if self.skip:
+            dropped = min(self.skip, len(chunk))
+            chunk = chunk[dropped:]
+            self.skip -= dropped
+            if not chunk:
+                return True
+        if self.stop is not None:
+            assert self.first is not None
+            remaining = self.stop - self.first - self.received
+            if len(chunk) >= remaining:
+                if remaining > 0:
+                    self.chunks.append(chunk[:remaining])
+                    self.received += remaining
+                return False
+        self.chunks.append(chunk)
+        self.received += len(chunk)
+        return True
+
+    def check_complete(self) -> None:
+        """Raise Truncated if the answer ended before the wanted bytes were all in (the next attempt resumes)."""
+        if self.unsized or self.stop is None:
+            return
+        assert self.first is not None
+        wanted = self.stop - self.first
+        if self.received < wanted:
+            raise errors.Truncated(
+                f"body ended after {self.received} of {wanted} bytes", bucket=self.bucket, key=self.key
+            )
+
+    def result(self) -> GetResult:
+        data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        if self.unsized and self.want.kind not in (BOUNDED, FROM):
+            total = len(data)  # the whole object from byte 0: cut out what was asked for
+            first, stop = self.want.span(total)
+            return GetResult(data[first:stop], self.etag, total, first)
+        size = self.size
+        if self.unsized and self.want.kind == FROM:
+            size = (self.first or 0) + len(data)
+        return GetResult(data, self.etag, size, self.first or 0)
+
+
+def _content_range(value: str | None, read: RangeRead) -> tuple[int, int, int | None]:
+    """Parse ``bytes a-b/total`` (total may be ``*``); anything else is a ProtocolError."""
+    try:
+        unit, _, spec = (value or "").partition(" ")
+        span, _, total = spec.partition("/")
+        a, _, b = span.partition("-")
+        if unit != "bytes" or not a.isdigit() or not b.isdigit() or not (total == "*" or total.isdigit()):
+            raise ValueError(value)
+        return int(a), int(b), None if total == "*" else int(total)
+    except ValueError:
+        raise read._fail(f"a 206 with an invalid Content-Range {value!r} (asked {read.asked.header()})") from None
+
+
+__all__ = ["WHOLE", "RangeRead"]

@@ -1,0 +1,323 @@
+"""A server that lies, loops or floods: every answer is checked against the request, every non-data body is capped,
+and a connection holding bytes nobody asked for is never reused. Against the scripted S3 server (a real socket)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+import pytest
+from support.scripted_s3 import Reply, Request, ScriptedS3, etag_of, list_body, repeated
+
+import s3io
+from s3io import Credentials, Policy, S3Client, errors
+from s3io.transport.exchange import ERROR_BODY_LIMIT, XML_BODY_LIMIT
+
+pytestmark = pytest.mark.timeout(120)
+
+SIZE = 10_000
+DATA = bytes((i * 7) % 251 for i in range(SIZE))
+QUICK = Policy(max_attempts=3, backoff_base=0.01, backoff_cap=0.02, operation_timeout=30, first_byte_timeout=10)
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedS3]:
+    with ScriptedS3({"obj.bin": DATA, "other.bin": b"the other object"}) as scripted:
+        yield scripted
+
+
+def client(server: ScriptedS3, policy: Policy = QUICK) -> S3Client:
+    return S3Client(
+        policy, endpoint_url=server.url, credentials=Credentials("AKIDEXAMPLE", "secret"), region="us-east-1"
+    )
+
+
+def lie_once(server: ScriptedS3, reply: Reply) -> None:
+    """The first GET gets ``reply``; every later request the honest answer."""
+    told: list[int] = []
+
+    def script(request: Request) -> Reply | None:
+        if request.method == "GET" and not told:
+            told.append(request.seq)
+            return reply
+        return None
+
+    server.script = script
+
+
+def partial(first: int, last: int, *, size: int = SIZE, body: bytes | None = None) -> Reply:
+    """A 206 claiming bytes first..last (inclusive) of an object of ``size``, with those bytes (or ``body``)."""
+    data = DATA[first : last + 1] if body is None else body
+    return Reply(206, {"Content-Range": f"bytes {first}-{last}/{size}", "ETag": etag_of(DATA)}, data)
+
+
+# ------------------------------------------------------------------------------------------ item 4: Content-Range
+
+
+LIES = {
+    "shorter range": ((100, 200), partial(100, 149)),
+    "longer range": ((100, 200), partial(100, 299)),
+    "different start": ((100, 200), partial(0, 99)),
+    "206 to a whole-object request": ((None, None), partial(0, 99)),
+    "206 with the wrong suffix": ((-100, None), partial(0, 99)),
+    "from-offset answered from elsewhere": ((9_000, None), partial(8_000, SIZE - 1)),
+    "Content-Length not the range's": ((100, 200), partial(100, 199, body=DATA[100:150])),
+    "malformed Content-Range": ((100, 200), Reply(206, {"Content-Range": "bytes 100-abc/xyz"}, DATA[100:200])),
+}
+
+
+def expected_bytes(start: int | None, end: int | None) -> bytes:
+    if start is None:
+        return DATA
+    if start < 0:
+        return DATA[start:]
+    return DATA[start:end]
+
+
+@pytest.mark.parametrize("case", list(LIES))
+async def test_a_206_other_than_the_range_asked_is_refused_then_retried(server: ScriptedS3, case: str) -> None:
+    """A 206 must carry exactly the Content-Range asked for (clamped at the object's end); one that does not is a
+    retryable ProtocolError, never data: the caller gets the right bytes from the next, honest answer."""
+    (start, end), lie = LIES[case]
+    lie_once(server, lie)
+    async with client(server) as s3:
+        result = await s3.get_object("bucket", "obj.bin", start, end)
+        assert result.data == expected_bytes(start, end)
+        assert s3.stats().retries == {"protocol": 1}
+    assert server.count("GET") == 2
+
+
+async def test_a_server_that_keeps_lying_about_ranges_gives_a_protocol_error_naming_the_object(
+    server: ScriptedS3,
+) -> None:
+    server.script = lambda request: partial(100, 149) if request.method == "GET" else None
+    async with client(server) as s3:
+        with pytest.raises(errors.ProtocolError, match=r"asked bytes=100-199.*bytes 100-149/10000") as info:
+            await s3.get_object("bucket", "obj.bin", 100, 200)
+    assert info.value.url == "s3://bucket/obj.bin" and info.value.attempts == QUICK.max_attempts
+    assert server.count("GET") == QUICK.max_attempts
+
+
+async def test_a_range_past_the_end_is_clamped_as_s3_clamps_it(server: ScriptedS3) -> None:
+    async with client(server) as s3:
+        result = await s3.get_object("bucket", "obj.bin", SIZE - 10, SIZE + 500)
+        assert (result.data, result.start, result.object_size) == (DATA[-10:], SIZE - 10, SIZE)
+        assert (await s3.get_object("bucket", "obj.bin", -(SIZE * 2))).data == DATA
+        assert s3.stats().retry_count == 0
+
+
+async def test_paths_outside_the_engine_check_ranges_too(server: ScriptedS3, tmp_path) -> None:
+    """fsspec whole reads and ``get_file`` parts go through the same checks: a lying first part is retried."""
+    fs = s3io.S3FileSystem(
+        endpoint_url=server.url, key="AKIDEXAMPLE", secret="secret", max_attempts=3, default_block_size=4096
+    )
+    lie_once(server, partial(0, 999))  # the first part asked 0-4095
+    assert fs.cat_file("bucket/obj.bin") == DATA
+    lie_once(server, partial(0, 99))  # the last 100 bytes asked, the first 100 answered
+    assert fs.cat_file("bucket/obj.bin", start=-100) == DATA[-100:]
+    lie_once(server, partial(0, 99))
+    with fs.open("bucket/obj.bin", block_size=1000, cache_type="none") as f:
+        f.seek(SIZE - 100)
+        assert f.read() == DATA[-100:]
+    lie_once(server, partial(100, 4195))  # the first part asked 0-4095, the answer starts elsewhere
+    fs.get_file("bucket/obj.bin", str(tmp_path / "copy.bin"))
+    assert (tmp_path / "copy.bin").read_bytes() == DATA
+
+
+# ------------------------------------------------------------------------ item 9: a 200 to a ranged request
+
+
+async def test_a_200_to_a_ranged_get_stops_reading_once_the_range_is_in(server: ScriptedS3) -> None:
+    """A proxy that ignores Range answers with the whole object: s3io keeps the range, stops reading there and
+    closes that connection (its unread bytes must not become the next answer)."""
+    big = 32 * MiB
+    pattern = bytes(range(256))
+
+    def whole(request: Request) -> Reply | None:
+        if request.key == "big.bin":
+            return Reply(200, {"ETag": '"big"'}, body_chunks=repeated(pattern, big), content_length=big)
+        return None
+
+    server.script = whole
+    async with client(server) as s3:
+        head = await s3.get_object("bucket", "big.bin", 0, 100)
+        assert (head.data, head.start, head.object_size) == (pattern[:100], 0, big)
+        middle = await s3.get_object("bucket", "big.bin", 1000, 1100)
+        assert middle.data == (pattern * 5)[1000 % 256 : 1000 % 256 + 100]
+        assert (await s3.get_object("bucket", "other.bin")).data == b"the other object"
+        assert s3.stats().bytes_in < 8 * MiB
+    sent = [r.body_bytes_sent for r in server.responses if r.request.key == "big.bin"]
+    assert len(sent) == 2 and all(n < 8 * MiB for n in sent), sent
+    assert server.connections_opened == 3  # each stopped read closed its connection
+
+
+# ------------------------------------------------------------------------- item 5: unsolicited bytes
+
+
+def _raw_response(body: bytes) -> bytes:
+    return b'HTTP/1.1 200 OK\r\nETag: "evil"\r\nContent-Length: %d\r\n\r\n' % len(body) + body
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.2], ids=["with-the-answer", "while-idle"])
+async def test_a_pooled_connection_holding_an_unsolicited_answer_is_never_reused(
+    server: ScriptedS3, delay: float
+) -> None:
+    """Bytes that arrive on a kept-alive connection with no request outstanding answer nothing: the next request
+    goes out on a fresh connection and gets its own answer, never those bytes."""
+    evil = _raw_response(b"EVIL")
+
+    def script(request: Request) -> Reply | None:
+        if request.key == "obj.bin":
+            return Reply(200, {"ETag": etag_of(DATA)}, DATA, after=evil, after_delay=delay)
+        return None
+
+    server.script = script
+    async with client(server) as s3:
+        assert (await s3.get_object("bucket", "obj.bin")).data == DATA
+        for _ in range(500):  # the server has put the extra answer on the wire (bounded wait)
+            if server.after_written.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert server.after_written.is_set()
+        await asyncio.sleep(0.05)  # the loop takes the bytes off the socket (they are already in its buffer)
+        assert (await s3.get_object("bucket", "other.bin")).data == b"the other object"
+        assert (await s3.get_object("bucket", "other.bin")).data == b"the other object"
+    assert server.connections_opened == 2
+
+
+# ---------------------------------------------------------------------- item 8: floods of non-data bytes
+
+
+def _huge_error(size: int) -> Reply:
+    head = b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code><Message>'
+    tail = b"</Message><RequestId>r</RequestId></Error>"
+    chunks = repeated(b"We encountered an internal error. ", size)
+
+    def body() -> Iterator[bytes]:
+        yield head
+        yield from chunks()
+        yield tail
+
+    return Reply(
+        500, {"Content-Type": "application/xml"}, body_chunks=body, content_length=len(head) + size + len(tail)
+    )
+
+
+async def test_a_huge_error_body_is_capped_and_its_message_truncated(
+    server: ScriptedS3, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.script = lambda request: _huge_error(48 * MiB)
+    caplog.set_level(logging.DEBUG, logger="s3io")
+    async with client(server) as s3:
+        with pytest.raises(errors.ServerError, match="InternalError") as info:
+            await s3.get_object("bucket", "obj.bin")
+        assert s3.stats().bytes_in < QUICK.max_attempts * (ERROR_BODY_LIMIT + 1 * MiB)
+    assert len(str(info.value)) < 2000
+    assert caplog.records and all(len(record.getMessage()) < 4000 for record in caplog.records)
+    assert all(r.body_bytes_sent < 8 * MiB for r in server.responses)  # each connection closed past the cap
+
+
+async def test_an_oversized_listing_page_is_a_protocol_error(server: ScriptedS3) -> None:
+    filler = "k" * 1000
+    keys = [f"{filler}{i:06d}" for i in range(XML_BODY_LIMIT // 1000 + 100)]
+    body = list_body(keys, {}, "", False, False)
+    server.script = lambda request: Reply(200, {"Content-Type": "application/xml"}, body)
+    async with client(server) as s3:
+        with pytest.raises(errors.ProtocolError, match="exceeded"):
+            [o async for o in s3.list_objects("bucket", "")]
+
+
+# ---------------------------------------------------------------------- item 1: listings that loop
+
+
+def _looping_listing(request: Request) -> Reply | None:
+    if request.query.get("list-type") == "2":
+        return Reply(200, {}, list_body(["a.bin"], {"a.bin": b"a"}, "", True, False, token="same-token"))
+    if "uploads" in request.query:
+        body = (
+            b'<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult><Bucket>bucket</Bucket>'
+            b"<IsTruncated>true</IsTruncated><NextKeyMarker>k</NextKeyMarker><NextUploadIdMarker>u</NextUploadIdMarker>"
+            b"<Upload><Key>k</Key><UploadId>u</UploadId></Upload></ListMultipartUploadsResult>"
+        )
+        return Reply(200, {}, body)
+    return None
+
+
+async def test_a_listing_that_repeats_its_continuation_token_ends_with_a_typed_error(server: ScriptedS3) -> None:
+    server.script = _looping_listing
+    async with client(server) as s3:
+        with pytest.raises(errors.ListingLoop, match=r"s3://bucket/land/.*continuation token") as info:
+            await asyncio.wait_for(_drain(s3.list_objects("bucket", "land/")), 20)
+        assert info.value.bucket == "bucket" and info.value.key == "land/"
+        with pytest.raises(errors.ListingLoop):
+            await asyncio.wait_for(s3.list_prefixes("bucket", "land/"), 20)
+        with pytest.raises(errors.ListingLoop, match="marker"):
+            await asyncio.wait_for(_drain(s3.list_multipart_uploads("bucket", "land/")), 20)
+        assert s3.stats().retry_count == 0
+    assert server.count("GET") == 2 + 2 + 2  # the first page, then the one that repeated: no loop, no retry
+
+
+async def _drain(iterator) -> list:
+    return [item async for item in iterator]
+
+
+# ---------------------------------------------------------------- item 10: keys XML cannot carry
+
+
+async def test_a_key_with_a_control_character_is_listed_url_encoded_and_decoded(server: ScriptedS3) -> None:
+    odd = ["land/a\x01b.bin", "land/tab\there.bin", "land/plus+and space.bin", "land/é.bin"]
+    for key in odd:
+        server.objects[key] = b"x"
+    async with client(server) as s3:
+        listed = [o.key async for o in s3.list_objects("bucket", "land/")]
+        assert listed == sorted(odd)
+        assert [o.key async for o in s3.list_objects("bucket", "land/", start_after="land/a\x01b.bin")] == sorted(odd)[
+            1:
+        ]
+    assert all("encoding-type=url" in r.target for r in server.requests)
+
+
+async def test_an_unparseable_listing_is_a_typed_error_naming_the_request(server: ScriptedS3) -> None:
+    server.script = lambda request: Reply(200, {}, b"<ListBucketResult><Contents><Key>a</Ke")
+    async with client(server) as s3:
+        with pytest.raises(errors.ProtocolError, match="ListObjectsV2 answer is not well-formed XML") as info:
+            await _drain(s3.list_objects("bucket", "land/"))
+    assert info.value.url == "s3://bucket/land/" and info.value.operation == "list"
+
+
+# ------------------------------------------------------------------------- item 6: empty keys
+
+
+async def test_an_empty_key_is_refused_by_every_object_operation_before_any_request(server: ScriptedS3) -> None:
+    async with client(server) as s3:
+        calls = [
+            s3.get_object("bucket", ""),
+            s3.head_object("bucket", ""),
+            s3.put_object("bucket", "", b"x"),
+            s3.delete_object("bucket", ""),
+            s3.delete_objects("bucket", ["a", ""]),
+            s3.copy_object("bucket", "", "bucket", "b"),
+            s3.copy_object("bucket", "a", "bucket", ""),
+            s3.create_multipart_upload("bucket", ""),
+            s3.upload_part("bucket", "", "id", 1, b"x"),
+            s3.complete_multipart_upload("bucket", "", "id", [(1, '"e"')]),
+            s3.abort_multipart_upload("bucket", "", "id"),
+        ]
+        for call in calls:
+            with pytest.raises(errors.InvalidConfig, match="empty object key addresses the bucket"):
+                await call
+        with pytest.raises(errors.InvalidConfig, match="empty object key"):
+            s3.multipart_writer("bucket", "")
+    assert server.requests == []
+
+
+# ------------------------------------------------------------------------- item 12: secrets
+
+
+def test_a_credentials_string_is_never_echoed() -> None:
+    secret = "AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    with pytest.raises(errors.InvalidConfig, match="not shown") as info:
+        S3Client(credentials=secret)
+    assert secret not in str(info.value) and "wJalr" not in repr(info.value)
