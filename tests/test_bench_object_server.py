@@ -569,3 +569,11 @@ def test_compaction_runs_in_process_against_the_endpoint(endpoint, bucket) -> No
     assert sorted(table.column("id").to_pylist()) == sorted(i * 100 + j for i in range(12) for j in range(50))
     listed = s3.list_objects_v2(Bucket=bucket, Prefix="landing/")["Contents"]
     assert len(listed) == 1 and s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_an_unknown_benchmark_server_is_named_with_the_known_ones(stack) -> None:
+    from benchmarks.servers import servers
+
+    assert [server.name for server in servers(stack, ("memory", "moto"))] == ["moto", "memory"]
+    with pytest.raises(ValueError, match=r"unknown server\(s\) \['minio'\]; expected some of \('moto', 'memory'\)"):
+        servers(stack, ("minio",))
