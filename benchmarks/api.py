@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Options:
-    """Run-wide settings: `quick` shrinks sizes for a smoke run; `runs` is how many repetitions feed the median."""
+    """Run-wide settings: `quick` shrinks sizes for a smoke run; `runs` is how many repetitions feed the median;
+    `servers` names the S3 servers the many-object benchmarks run against (see benchmarks/servers.py)."""
 
     quick: bool = False
     runs: int = 3
+    servers: tuple[str, ...] = ("moto", "memory")
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
-"""compaction: rewrite 5,000 small parquet files (10-20 KB, five Hive partitions) on moto into a few large ones.
+"""compaction: rewrite 5,000 small parquet files (10-20 KB, five Hive partitions) into a few large ones.
 
 Why: landing zones fill with tiny files and the compaction job (``spark_ext.compact``) must get through them at
 a useful rate: files/s and MB/s of input, and few requests per input file (each input costs at least a footer
 GET, a data GET and a DELETE). Rows: the job in-process (``spark=None``: groups run on the driver's event loop)
-and on Spark (``local[2]``, one Spark task per group). Each run compacts freshly uploaded data (compaction
-deletes its inputs), generated once and uploaded straight to moto before the clock starts; the job talks to moto
-through the keep-alive proxy with no added latency, which counts its requests. After each run the data is read
-back with ``s3io.read_parquet`` and its checksum compared with the generated data's.
+and on Spark (``local[2]``, one Spark task per group), each against every server of the run
+(benchmarks/servers.py): moto, where moto's ~3 ms of CPU per request bounds the job, and the in-memory endpoint,
+where the job's own costs show. Each run compacts freshly uploaded data (compaction deletes its inputs),
+generated once and uploaded straight to the server before the clock starts; the job talks to moto through the
+keep-alive proxy, or to the endpoint directly, with no added latency, and that counts its requests. After each
+run the data is read back with ``s3io.read_parquet`` and its checksum compared with the generated data's.
 """
 
 from __future__ import annotations
@@ -19,19 +21,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.api import Options, Report
-from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Clock, Measurement, ProxyProcess, Stack, environment
+from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Clock, Measurement, Stack, environment
 from benchmarks.parquet_data import (
     add_sums,
     checksum,
     delete_prefix,
     digest,
     make_table,
-    moto_client,
     parquet_bytes,
+    s3_client,
     table_sums,
     upload_objects,
 )
 from benchmarks.results import markdown_table, median
+from benchmarks.servers import Server, servers
 
 MiB = 1024 * 1024
 BUCKET = "bench-compaction"
@@ -42,7 +45,7 @@ MIN_ROWS, MAX_ROWS = 400, 800  # ~10-20 KB per file
 TARGET_FILE_SIZE = 4 * MiB  # ~4 groups per partition: enough groups to keep 4 concurrent groups busy
 MIN_INPUT_FILES = 5  # the job's default
 MASTER = "local[2]"
-SPARK_RUNS = 2  # the Spark row runs at most this often: each run uploads 5,000 files afresh (~15 s on moto)
+SPARK_RUNS = 2  # the Spark row runs at most this often per server: each run uploads 5,000 files (~15 s on moto)
 COLUMNS = ["id", "x", "category"]  # what the checksum covers
 
 
@@ -104,7 +107,7 @@ class RunResult:
     checksum_after: str
     files_listed_after: int
     hidden_left: int  # lock, journal or staging objects left under the prefix
-    server_cpu: dict[str, float]  # CPU seconds moto and the proxy used during the call
+    server_cpu: dict[str, float]  # CPU seconds moto, the proxies and the endpoint used during the call
     before: tuple[int, str, float] | None = None  # rows, checksum, seconds of a read before compacting
 
 
@@ -122,32 +125,31 @@ class Outcome:
     failure: str | None = None
 
 
-def _compact_once(
-    stack: Stack, proxy: ProxyProcess, landing: Landing, spark: Any, prefix: str, *, read_before: bool = False
-) -> RunResult:
+def _compact_once(server: Server, landing: Landing, spark: Any, prefix: str, *, read_before: bool = False) -> RunResult:
     """Upload fresh data under `prefix` (and, with `read_before`, read it back first), compact it (timed), then
     verify what is left and delete it."""
     import s3io
     import spark_ext
 
-    upload_objects(stack, BUCKET, [(prefix + key, body) for key, body in landing.objects])
+    upload_objects(server.setup_url, BUCKET, [(prefix + key, body) for key, body in landing.objects])
     url = f"s3://{BUCKET}/{prefix}"
     credentials = s3io.Credentials(ACCESS_KEY, SECRET_KEY)
+    target = server.target(0.0)
     try:
         before = None
         if read_before:
             started = time.perf_counter()
-            table = s3io.read_parquet(url, COLUMNS, endpoint_url=proxy.url, region=REGION, credentials=credentials)
+            table = s3io.read_parquet(url, COLUMNS, endpoint_url=target.url, region=REGION, credentials=credentials)
             before = (table.num_rows, checksum(table), time.perf_counter() - started)
             del table
         phases = Phases()
-        clock = Clock(proxy)
-        servers = stack.server_cpu()
+        clock = Clock(target.counter)
+        cpu = server.stack.server_cpu()
         with clock:
             report = spark_ext.compact(
                 spark,
                 url,
-                endpoint_url=proxy.url,
+                endpoint_url=target.url,
                 region=REGION,
                 credentials=credentials,
                 target_file_size=TARGET_FILE_SIZE,
@@ -155,10 +157,10 @@ def _compact_once(
                 grace_period=0.0,
                 progress=phases,
             )
-        servers_after = stack.server_cpu()
+        cpu_after = server.stack.server_cpu()
         assert clock.result is not None
-        after = s3io.read_parquet(url, COLUMNS, endpoint_url=proxy.url, region=REGION, credentials=credentials)
-        listed = _list_keys(stack, prefix)
+        after = s3io.read_parquet(url, COLUMNS, endpoint_url=target.url, region=REGION, credentials=credentials)
+        listed = _list_keys(server, prefix)
         hidden = sum(1 for key in listed if "/_" in "/" + key[len(prefix) :])
         return RunResult(
             clock.result,
@@ -168,43 +170,47 @@ def _compact_once(
             checksum(after),
             len(listed) - hidden,
             hidden,
-            {name: servers_after[name] - servers[name] for name in servers},
+            {name: cpu_after[name] - cpu[name] for name in cpu},
             before,
         )
     finally:
-        delete_prefix(stack, BUCKET, prefix)
+        delete_prefix(server.setup_url, BUCKET, prefix)
 
 
-def _list_keys(stack: Stack, prefix: str) -> list[str]:
-    pages = moto_client(stack).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+def _list_keys(server: Server, prefix: str) -> list[str]:
+    pages = s3_client(server.setup_url).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
     return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
 
 
-def measure(
-    stack: Stack, proxy: ProxyProcess, landing: Landing, rows: tuple[Row, ...], runs: int
-) -> dict[str, Outcome]:
-    """Every row `runs` times, interleaved with the order rotated each run; fresh data for every run."""
-    outcomes = {row.name: Outcome() for row in rows}
+Key = tuple[str, str]  # (server label, row name)
+
+
+def measure(server_list: tuple[Server, ...], landing: Landing, rows: tuple[Row, ...], runs: int) -> dict[Key, Outcome]:
+    """Every row on every server `runs` times, interleaved with the order rotated each run; fresh data for every
+    run; the first run on each server also reads the data back before compacting it."""
+    cases = [(server, row) for server in server_list for row in rows]
+    outcomes = {(server.label, row.name): Outcome() for server, row in cases}
     serial = 0
     for repetition in range(runs):
-        shift = repetition % len(rows)
-        for row in rows[shift:] + rows[:shift]:
-            outcome = outcomes[row.name]
+        shift = repetition % len(cases)
+        for server, row in cases[shift:] + cases[:shift]:
+            outcome = outcomes[server.label, row.name]
             if outcome.failure or (row.max_runs is not None and len(outcome.results) >= row.max_runs):
                 continue
             serial += 1
             started = time.perf_counter()
+            first_on_server = not any(o.results for (label, _), o in outcomes.items() if label == server.label)
             try:
                 prefix = f"landing-{serial:02d}/"
-                result = _compact_once(stack, proxy, landing, row.spark(), prefix, read_before=serial == 1)
+                result = _compact_once(server, landing, row.spark(), prefix, read_before=first_on_server)
             except Exception as exc:  # one broken row must not hide the other's figures
                 outcome.failure = f"failed: {type(exc).__name__}: {exc}"[:300]
-                print(f"  run {repetition + 1}: {row.name}: {outcome.failure}", flush=True)
+                print(f"  run {repetition + 1}: {server.label}: {row.name}: {outcome.failure}", flush=True)
                 continue
             outcome.results.append(result)
             r = result.report
             print(
-                f"  run {repetition + 1}: {row.name}: {result.measurement.wall:.2f} s ({r.status}, "
+                f"  run {repetition + 1}: {server.label}: {row.name}: {result.measurement.wall:.2f} s ({r.status}, "
                 f"{r.files_before} -> {r.files_after} files, {result.measurement.requests.total} requests; "
                 f"with upload and checks {time.perf_counter() - started:.0f} s)",
                 flush=True,
@@ -220,15 +226,25 @@ def _joined(values: set[Any]) -> str:
     return ", ".join(str(v) for v in sorted(values))
 
 
-def render(landing: Landing, rows: tuple[Row, ...], outcomes: dict[str, Outcome]) -> tuple[str, str]:
+def _server_cpu(name: str, results: list[RunResult]) -> str:
+    """The server side's CPU seconds during the call: moto + its proxy, or the endpoint."""
+    if name == "moto":
+        moto = _med([r.server_cpu["moto"] for r in results])
+        return f"{moto} (moto) + {_med([r.server_cpu['proxy'] for r in results])} (proxy)"
+    return _med([r.server_cpu["endpoint"] for r in results])
+
+
+def render(
+    landing: Landing, server_list: tuple[Server, ...], rows: tuple[Row, ...], outcomes: dict[Key, Outcome]
+) -> tuple[str, str]:
     """The main table (rates, requests, checks) and where the time and CPU went."""
     files = len(landing.objects)
     main_rows = []
     cost_rows = []
-    for row in rows:
-        outcome = outcomes[row.name]
+    for server, row in [(server, row) for server in server_list for row in rows]:
+        outcome = outcomes[server.label, row.name]
         if not outcome.results:
-            main_rows.append([row.name, outcome.failure or "not run", *[""] * 7])
+            main_rows.append([server.label, row.name, outcome.failure or "not run", *[""] * 7])
             continue
         results = outcome.results
         walls = [r.measurement.wall for r in results]
@@ -252,6 +268,7 @@ def render(landing: Landing, rows: tuple[Row, ...], outcomes: dict[str, Outcome]
         )
         main_rows.append(
             [
+                server.label,
                 row.name,
                 f"{len(results)}",
                 f"{w:.2f} ({min(walls):.2f}-{max(walls):.2f})",
@@ -270,31 +287,34 @@ def render(landing: Landing, rows: tuple[Row, ...], outcomes: dict[str, Outcome]
         sent = median([r.measurement.requests.kind("body_bytes_sent") for r in results])
         cost_rows.append(
             [
+                server.label,
                 row.name,
                 *(_med([s[name] for s in splits]) for name in ("setup", "plan", "rewrite", "publish")),
                 _med([r.measurement.wall - rep.duration_s for r, rep in zip(results, reports, strict=True)]),
                 _med([r.measurement.cpu for r in results]),
-                _med([r.server_cpu["moto"] for r in results]),
-                _med([r.server_cpu["proxy"] for r in results]),
+                _server_cpu(server.name, results),
                 f"{sent / landing.total_bytes:.2f}",
             ]
         )
     main = markdown_table(
         [
+            "server",
             "job",
             "runs",
             "wall s, median (min-max)",
             "input files/s",
             "input MB/s",
             "outcome (report)",
-            "requests (proxy)",
-            "requests per input file: proxy / report",
+            "requests (proxy or endpoint)",
+            "requests per input file: server / report",
             "after: rows, checksum, hidden objects",
         ],
         main_rows,
+        text_columns=2,
     )
     cost = markdown_table(
         [
+            "server",
             "job",
             "lock + list + recovery s",
             "footers + plan s",
@@ -302,24 +322,30 @@ def render(landing: Landing, rows: tuple[Row, ...], outcomes: dict[str, Outcome]
             "publish + delete + cleanup s",
             "outside report's `duration_s` s",
             "driver CPU s",
-            "moto CPU s",
-            "proxy CPU s",
+            "server CPU s",
             "bytes served ÷ input bytes",
         ],
         cost_rows,
+        text_columns=2,
     )
     return main, cost
 
 
-def _describe(landing: Landing, runs: int, outcomes: dict[str, Outcome], session_seconds: float) -> str:
+def _describe(
+    landing: Landing, server_list: tuple[Server, ...], runs: int, outcomes: dict[Key, Outcome], session_seconds: float
+) -> str:
     sizes = [len(body) for _, body in landing.objects]
-    befores = [r.before for o in outcomes.values() for r in o.results if r.before is not None]
-    if befores:
-        rows_before, checksum_before, read_seconds = befores[0]
-        ok = "✓" if (rows_before, checksum_before) == (landing.rows, landing.checksum) else "✗ MISMATCH"
+    reads = []
+    for (label, _), outcome in outcomes.items():
+        for result in outcome.results:
+            if result.before is not None:
+                rows_before, checksum_before, read_seconds = result.before
+                ok = "✓" if (rows_before, checksum_before) == (landing.rows, landing.checksum) else "✗ MISMATCH"
+                reads.append(f"{label}: {rows_before:,} rows, checksum `{checksum_before}` {ok} ({read_seconds:.1f} s)")
+    if reads:
         before = (
-            f"The first run's data was also read back with `s3io.read_parquet` before it was compacted: "
-            f"{rows_before:,} rows, checksum `{checksum_before}` {ok} ({read_seconds:.1f} s, not timed)."
+            "The first run's data on each server was also read back with `s3io.read_parquet` before it was "
+            f"compacted (not timed): {'; '.join(reads)}."
         )
     else:
         before = "The read-back before compaction did not run."
@@ -329,15 +355,16 @@ def _describe(landing: Landing, runs: int, outcomes: dict[str, Outcome], session
         f"{min(sizes) / 1e3:.1f}-{max(sizes) / 1e3:.1f} KB each ({landing.total_bytes / 1e6:.1f} MB in all), "
         f"{landing.rows:,} rows, checksum `{landing.checksum}`; generated once in "
         f"{landing.seconds_to_generate:.1f} s (seeded, `benchmarks/parquet_data.py`) and uploaded afresh under a "
-        f"new prefix, straight to moto, before every run (not timed). {before} Job: "
+        f"new prefix, straight to the server, before every run (not timed). Servers: "
+        f"{', '.join(server.label for server in server_list)}. {before} Job: "
         f"`spark_ext.compact(spark_or_None, url, target_file_size={TARGET_FILE_SIZE // MiB} MiB, "
-        f"min_input_files={MIN_INPUT_FILES}, grace_period=0.0, endpoint_url=<proxy>, credentials=...)`, other "
-        "options at their defaults (max_concurrent_groups 4, part_size 8 MiB, snappy); the keep-alive proxy adds "
-        "no latency (the job's own costs, not network waits, are the subject here). The Spark row uses one "
+        f"min_input_files={MIN_INPUT_FILES}, grace_period=0.0, endpoint_url=<proxy or endpoint>, credentials=...)`, "
+        "other options at their defaults (max_concurrent_groups 4, part_size 8 MiB, snappy); no latency is added "
+        "(the job's own costs, not network waits, are the subject here). The Spark row uses one "
         f"`{MASTER}` session (`spark_ext.session.local_session`, started in {session_seconds:.1f} s, not timed; "
         "both Python workers started and `spark_ext.compact` imported there by a warm-up job). Median of the runs "
-        f"stated per row ({runs} in-process; Spark {min(runs, SPARK_RUNS)} to keep the benchmark under ~8 minutes), "
-        "rows interleaved with the order rotated each run."
+        f"stated per row ({runs} in-process; Spark {min(runs, SPARK_RUNS)} to keep the benchmark short), "
+        "rows of all servers interleaved with the order rotated each run."
     )
 
 
@@ -345,19 +372,20 @@ NOTES = """
 - Wall: the `spark_ext.compact(...)` call (lock, list, footers, plan, rewrite and verify every group, commit,
   publish, delete inputs, staging and journal, release), with grace_period 0 so no wait is included. Input
   files/s and MB/s divide the input (files and bytes before) by it.
-- Requests (proxy): everything the keep-alive proxy saw during the call, from the driver and (Spark row) the
-  Python workers, by method (a multipart upload's create and complete are POSTs, a copy is a PUT). Requests per
-  input file: the proxy's count, and the report's `requests` (the s3io clients' own count), over the input files.
+- Requests: everything the keep-alive proxy (moto) or the endpoint saw during the call, from the driver and
+  (Spark row) the Python workers, by method (a multipart upload's create and complete are POSTs, a copy is a
+  PUT). Requests per input file: the server's count, and the report's `requests` (the s3io clients' own count),
+  over the input files.
 - Duration split, from the job's progress events (`planning`, `rewriting`, `publishing`, `done`): lock + list +
   recovery before planning; footers (one ranged GET per candidate) + plan; rewrite + verify + commit of every
   group; publish (copy), delete inputs, delete staging and journal, and the final listing. "Outside the
   report's `duration_s`": the call's wall minus the report's own duration (lock release, the client's close).
 - CPU: driver CPU is user+sys of the benchmark process (in-process: the whole job; Spark: the driver side only,
-  the groups run in Python workers, which are not counted); moto and proxy CPU are those processes' user+sys
-  during the call (from /proc). All share the same 2 cores. moto is a Python server: about one core's worth
-  of its CPU per second of wall means the run was waiting on moto.
-- Bytes served ÷ input bytes: response bodies the proxy sent during the call (footers, inputs, the read-back of
-  every output) over the input's size.
+  the groups run in Python workers, which are not counted); server CPU is the user+sys of moto and the proxy,
+  or of the endpoint, during the call (from /proc). All share the same 2 cores. moto is a Python server: about
+  one core's worth of its CPU per second of wall means the run was waiting on moto.
+- Bytes served ÷ input bytes: response bodies the proxy or endpoint sent during the call (footers, inputs, the
+  read-back of every output) over the input's size.
 - After: the prefix read back with `s3io.read_parquet` (rows and checksum equal to the generated data's, and the
   report's `rows_rewritten` equal to all rows), and hidden objects left under the prefix (lock, journal,
   staging): 0 expected. ✓ = all of these hold.
@@ -368,7 +396,7 @@ def run(stack: Stack, options: Options) -> Report:
     """Generate the files once; per run upload them afresh, compact (timed), verify, delete; in-process and Spark."""
     files = FILES_QUICK if options.quick else FILES
     landing = generate(files)
-    proxy = stack.proxy(0.0)
+    server_list = servers(stack, options.servers)
     print(f"  compaction: {files} files, {landing.total_bytes / 1e6:.1f} MB generated", flush=True)
     session: dict[str, Any] = {}
     rows = (
@@ -386,12 +414,12 @@ def run(stack: Stack, options: Options) -> Report:
             spark.sparkContext.parallelize(range(2), 2).map(
                 lambda _: __import__("spark_ext.compact").__name__
             ).collect()
-            outcomes = measure(stack, proxy, landing, rows, options.runs)
+            outcomes = measure(server_list, landing, rows, options.runs)
         finally:
             spark.stop()
-    main, cost = render(landing, rows, outcomes)
+    main, cost = render(landing, server_list, rows, outcomes)
     body = (
-        f"{_describe(landing, options.runs, outcomes, session_seconds)}\n\n{main}\n\n"
+        f"{_describe(landing, server_list, options.runs, outcomes, session_seconds)}\n\n{main}\n\n"
         f"Where the time and CPU go (medians):\n\n{cost}\n{NOTES}"
     )
-    return Report(f"Compaction: {files:,} small parquet files on moto (`compaction`)", body)
+    return Report(f"Compaction: {files:,} small parquet files (`compaction`)", body)

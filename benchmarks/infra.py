@@ -252,14 +252,32 @@ class ProxyProcess(ChildServer):
 
 
 class ObjectServerProcess(ChildServer):
-    """The in-memory S3 endpoint for one object (benchmarks/object_server.py), waiting `latency` s per answer."""
+    """The in-memory S3 endpoint (benchmarks/object_server.py), its first port waiting `latency` s per answer;
+    with `seed` = (data, bucket, key) it starts holding that one object, else with no buckets at all."""
 
-    def __init__(self, data: bytes, bucket: str, key: str, latency: float, log_dir: Path) -> None:
-        object_file = log_dir / f"object-{latency:g}.bin"
-        object_file.write_bytes(data)
-        args = [str(object_file), bucket, key, "--latency", str(latency)]
-        super().__init__("benchmarks.object_server", args, log_dir / f"object-server-{latency:g}.log")
+    def __init__(
+        self, log_dir: Path, latency: float = 0.0, seed: tuple[bytes, str, str] | None = None, name: str = "object"
+    ) -> None:
+        args = ["--latency", str(latency)]
+        if seed is not None:
+            data, bucket, key = seed
+            object_file = log_dir / f"{name}-{latency:g}.bin"
+            object_file.write_bytes(data)
+            args += ["--object", str(object_file), bucket, key]
+        super().__init__("benchmarks.object_server", args, log_dir / f"{name}-server-{latency:g}.log")
         self.latency = latency
+        self._urls: dict[float, str] = {}
+
+    def start(self) -> ObjectServerProcess:
+        super().start()
+        self._urls = {self.latency: self.url}
+        return self
+
+    def url_for(self, latency: float) -> str:
+        """The URL of a port on the same buckets whose answers wait `latency` s (opened on first use)."""
+        if latency not in self._urls:
+            self._urls[latency] = f"http://{HOST}:{self._ask(f'listen {latency!r}')['port']}"
+        return self._urls[latency]
 
 
 @dataclass(frozen=True)
@@ -274,6 +292,10 @@ class RequestCounts:
 
     def kind(self, name: str) -> int:
         return int(self.raw.get(name, 0))
+
+    def operation(self, name: str) -> int:
+        """Requests of one S3 operation (``GetObject``, ``ListObjectsV2``...); only the in-memory endpoint knows."""
+        return int(self.raw.get("operations", {}).get(name, 0))
 
     def summary(self) -> str:
         """E.g. ``GET 500 (ranged 0), LIST 1, HEAD 0``."""
@@ -376,8 +398,8 @@ class Clock:
 
 
 class Stack:
-    """moto plus one proxy (and one in-memory object server) per added latency, started lazily, all stopped on
-    exit (context manager)."""
+    """moto plus one proxy per added latency, the in-memory S3 endpoint, and the one-object servers of
+    cpu_per_get; each started on first use, all stopped on exit (context manager)."""
 
     def __init__(self) -> None:
         self._exit = contextlib.ExitStack()
@@ -385,6 +407,7 @@ class Stack:
         self._moto: MotoProcess | None = None
         self._proxies: dict[float, ProxyProcess] = {}
         self._object_servers: dict[float, ObjectServerProcess] = {}
+        self._endpoint: ObjectServerProcess | None = None
 
     def __enter__(self) -> Stack:
         return self
@@ -405,11 +428,22 @@ class Stack:
             self._moto = moto.start()
         return self._moto.url
 
+    @property
+    def endpoint(self) -> ObjectServerProcess:
+        """The in-memory S3 endpoint (empty until something is uploaded to it); ``url_for(latency)`` adds ports."""
+        if self._endpoint is None:
+            endpoint = ObjectServerProcess(self._log_dir, name="endpoint")
+            self._exit.callback(endpoint.stop)
+            self._endpoint = endpoint.start()
+        return self._endpoint
+
     def server_cpu(self) -> dict[str, float]:
-        """CPU seconds used so far by moto, by all proxies and by all object servers: diff two readings."""
+        """CPU seconds used so far by moto, by all proxies, by the in-memory endpoint and by the one-object
+        servers: diff two readings."""
         return {
             "moto": process_cpu_seconds(self._moto.pid if self._moto is not None else None),
             "proxy": sum(process_cpu_seconds(proxy.pid) for proxy in self._proxies.values()),
+            "endpoint": process_cpu_seconds(self._endpoint.pid if self._endpoint is not None else None),
             "object_server": sum(process_cpu_seconds(server.pid) for server in self._object_servers.values()),
         }
 
@@ -427,7 +461,7 @@ class Stack:
         (one per latency: later calls get the server of the first, whatever their data)."""
         server = self._object_servers.get(latency)
         if server is None:
-            server = ObjectServerProcess(data, bucket, key, latency, self._log_dir)
+            server = ObjectServerProcess(self._log_dir, latency, (data, bucket, key))
             self._exit.callback(server.stop)
             server.start()
             self._object_servers[latency] = server

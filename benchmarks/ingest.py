@@ -1,10 +1,11 @@
 """small_files and large_files: read a whole parquet data set from S3 into one Arrow table, s3io vs its peers.
 
 Why: per-file round trips (~20 ms to the first byte on S3) dominate small-file ingest, and per-stream
-throughput dominates large files. moto sits behind the keep-alive proxy adding 20 ms before every first byte.
-Rows are s3io (when its reader exists), the peers a user would reach for, and the limit: raw concurrent
-aiohttp GETs of bytes whose keys and sizes are known in advance (no listing, unsigned, decoded only after
-the clock stops), i.e. what moto and the proxy can deliver on this machine.
+throughput dominates large files. Every answer waits 20 ms before its first byte: moto behind the keep-alive
+proxy, and (small_files) the in-memory endpoint, whose timer costs no CPU, so its rows show the readers' own
+costs where moto's show moto's. Rows are s3io, the peers a user would reach for, and the limit: raw
+concurrent aiohttp GETs of bytes whose keys and sizes are known in advance (no listing, unsigned, decoded only
+after the clock stops), i.e. what the server can deliver on this machine.
 """
 
 from __future__ import annotations
@@ -19,18 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.api import Options, Report
-from benchmarks.infra import (
-    ACCESS_KEY,
-    REGION,
-    SECRET_KEY,
-    Clock,
-    Measurement,
-    ProxyProcess,
-    Stack,
-    release_free_memory,
-)
+from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Clock, Measurement, Stack, release_free_memory
 from benchmarks.parquet_data import Dataset, Spec, build, checksum
 from benchmarks.results import markdown_table, median
+from benchmarks.servers import Target, servers
 
 FIRST_BYTE_LATENCY = 0.020  # seconds the proxy adds before every response (S3's typical time to first byte)
 LIMIT_CONCURRENCY = 64
@@ -44,14 +37,15 @@ LARGE_QUICK = Spec("bench-large-files-quick", "large", files=2, rows_per_file=43
 
 @dataclass(frozen=True)
 class Setup:
-    """A data set on moto and the proxy endpoint every reader is pointed at."""
+    """A data set on one server, and the endpoint every reader is pointed at (which counts the requests)."""
 
     dataset: Dataset
-    proxy: ProxyProcess
+    target: Target
+    server: str = "moto (keep-alive proxy)"  # the server's label in tables
 
     @property
     def endpoint(self) -> str:
-        return self.proxy.url
+        return self.target.url
 
     @property
     def path(self) -> str:
@@ -223,17 +217,19 @@ class Outcome:
     failure: str | None = None
 
 
-def measure(setup: Setup, rows: tuple[Row, ...], runs: int, label: str) -> dict[str, Outcome]:
-    """Every available row `runs` times, interleaved with the order rotated each run (load drift hits all alike)."""
-    outcomes = {row.name: Outcome([], set(), set()) for row in rows}
+def measure(setups: list[Setup], rows: tuple[Row, ...], runs: int, label: str) -> dict[tuple[str, str], Outcome]:
+    """Every row on every server `runs` times, interleaved with the order rotated each run (load drift hits all
+    alike); outcomes by (server label, row name)."""
+    cases = [(setup, row) for setup in setups for row in rows]
+    outcomes = {(setup.server, row.name): Outcome([], set(), set()) for setup, row in cases}
     for repetition in range(runs):
-        shift = repetition % len(rows)
-        for row in rows[shift:] + rows[:shift]:
-            outcome = outcomes[row.name]
+        shift = repetition % len(cases)
+        for setup, row in cases[shift:] + cases[:shift]:
+            outcome = outcomes[setup.server, row.name]
             if outcome.failure:
                 continue
             release_free_memory()
-            clock = Clock(setup.proxy, sample_rss=True)
+            clock = Clock(setup.target.counter, sample_rss=True)
             try:
                 table = row.read(setup, clock)
             except Exception as exc:  # one broken reader must not hide the others' figures
@@ -246,7 +242,7 @@ def measure(setup: Setup, rows: tuple[Row, ...], runs: int, label: str) -> dict[
             outcome.rows_read.add(table.num_rows)
             outcome.checksums.add(checksum(table))
             del table
-            print(f"  {label} run {repetition + 1}: {row.name}: {clock.result.wall:.2f} s", flush=True)
+            print(f"  {label} run {repetition + 1}: {setup.server}: {row.name}: {clock.result.wall:.2f} s", flush=True)
     return outcomes
 
 
@@ -254,50 +250,60 @@ def _fmt_ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def render(dataset: Dataset, rows: tuple[Row, ...], outcomes: dict[str, Outcome], throughput: bool) -> str:
-    """The table: medians per row, ratios to the best peer and to the limit, rows read and checksum check."""
-
-    def wall(name: str) -> float | None:
-        runs = outcomes[name].measurements
-        return median([m.wall for m in runs]) if runs else None
-
-    peer_walls = [w for row in rows if row.kind == "peer" and (w := wall(row.name)) is not None]
-    best_peer = min(peer_walls) if peer_walls else None
-    limit_walls = [w for row in rows if row.kind == "limit" and (w := wall(row.name)) is not None]
-    limit = limit_walls[0] if limit_walls else None
-    files = len(dataset.keys)
+def render(
+    dataset: Dataset,
+    server_labels: list[str],
+    rows: tuple[Row, ...],
+    outcomes: dict[tuple[str, str], Outcome],
+    throughput: bool,
+) -> str:
+    """The table: per server and row, medians, ratios to the best peer and to the limit on the same server,
+    rows read and checksum check."""
     table_rows = []
-    for row in rows:
-        outcome = outcomes[row.name]
-        if not outcome.measurements:
-            table_rows.append([row.name, row.kind, outcome.failure or "not run", *[""] * (10 if throughput else 9)])
-            continue
-        runs = outcome.measurements
-        w = median([m.wall for m in runs])
-        requests = median([m.requests.total for m in runs])
-        gets = median([m.requests.kind("get") for m in runs])
-        lists = median([m.requests.kind("list") for m in runs])
-        heads = median([m.requests.kind("head") for m in runs])
-        good = outcome.checksums == {dataset.checksum} and outcome.rows_read == {dataset.rows}
-        cells = [
-            row.name,
-            row.kind,
-            f"{w:.2f} ({min(m.wall for m in runs):.2f}-{max(m.wall for m in runs):.2f})",
-        ]
-        if throughput:
-            cells.append(f"{dataset.total_bytes / w / 1e6:.0f}")
-        cells += [
-            f"{requests:.0f} ({gets:.0f} GET, {heads:.0f} HEAD, {lists:.0f} LIST)",
-            f"{requests / files:.2f}",
-            f"{median([m.cpu for m in runs]):.2f}",
-            f"{median([m.rss_growth or 0 for m in runs]) / 1e6:.0f}",
-            _fmt_ratio(w / best_peer if best_peer else None),
-            _fmt_ratio(w / limit if limit else None),
-            ", ".join(str(n) for n in sorted(outcome.rows_read)),
-            ", ".join(sorted(outcome.checksums)) + (" ✓" if good else " ✗ MISMATCH"),
-        ]
-        table_rows.append(cells)
-    headers = ["reader", "kind", "wall s, median (min-max)"]
+    for server in server_labels:
+
+        def wall(name: str, server: str = server) -> float | None:
+            runs = outcomes[server, name].measurements
+            return median([m.wall for m in runs]) if runs else None
+
+        peer_walls = [w for row in rows if row.kind == "peer" and (w := wall(row.name)) is not None]
+        best_peer = min(peer_walls) if peer_walls else None
+        limit_walls = [w for row in rows if row.kind == "limit" and (w := wall(row.name)) is not None]
+        limit = limit_walls[0] if limit_walls else None
+        files = len(dataset.keys)
+        for row in rows:
+            outcome = outcomes[server, row.name]
+            if not outcome.measurements:
+                blank = [""] * (10 if throughput else 9)
+                table_rows.append([server, row.name, row.kind, outcome.failure or "not run", *blank])
+                continue
+            runs = outcome.measurements
+            w = median([m.wall for m in runs])
+            requests = median([m.requests.total for m in runs])
+            gets = median([m.requests.kind("get") for m in runs])
+            lists = median([m.requests.kind("list") for m in runs])
+            heads = median([m.requests.kind("head") for m in runs])
+            good = outcome.checksums == {dataset.checksum} and outcome.rows_read == {dataset.rows}
+            cells = [
+                server,
+                row.name,
+                row.kind,
+                f"{w:.2f} ({min(m.wall for m in runs):.2f}-{max(m.wall for m in runs):.2f})",
+            ]
+            if throughput:
+                cells.append(f"{dataset.total_bytes / w / 1e6:.0f}")
+            cells += [
+                f"{requests:.0f} ({gets:.0f} GET, {heads:.0f} HEAD, {lists:.0f} LIST)",
+                f"{requests / files:.2f}",
+                f"{median([m.cpu for m in runs]):.2f}",
+                f"{median([m.rss_growth or 0 for m in runs]) / 1e6:.0f}",
+                _fmt_ratio(w / best_peer if best_peer else None),
+                _fmt_ratio(w / limit if limit else None),
+                ", ".join(str(n) for n in sorted(outcome.rows_read)),
+                ", ".join(sorted(outcome.checksums)) + (" ✓" if good else " ✗ MISMATCH"),
+            ]
+            table_rows.append(cells)
+    headers = ["server", "reader", "kind", "wall s, median (min-max)"]
     if throughput:
         headers.append("MB/s")
     headers += [
@@ -310,27 +316,30 @@ def render(dataset: Dataset, rows: tuple[Row, ...], outcomes: dict[str, Outcome]
         "rows read",
         "checksum",
     ]
-    return markdown_table(headers, table_rows, text_columns=2)
+    return markdown_table(headers, table_rows, text_columns=3)
 
 
-def _describe(dataset: Dataset, runs: int) -> str:
+def _describe(dataset: Dataset, runs: int, server_labels: list[str]) -> str:
     sizes = dataset.sizes
     return (
         f"{len(sizes)} parquet files under `s3://{dataset.bucket}/{dataset.prefix}/`, "
         f"{min(sizes) / 1e3:,.1f}-{max(sizes) / 1e3:,.1f} KB each ({dataset.total_bytes / 1e6:,.1f} MB in all), "
         f"{dataset.rows:,} rows, expected checksum `{dataset.checksum}`; generated (seed in "
-        f"`benchmarks/parquet_data.py`) and uploaded in {dataset.seconds_to_build:.1f} s. "
-        f"Median of {runs} runs per row, rows interleaved with the order rotated each run. "
-        f"The proxy adds {FIRST_BYTE_LATENCY * 1000:.0f} ms before every response's first byte and keeps client "
-        "connections alive; request counts are what it saw."
+        f"`benchmarks/parquet_data.py`) and uploaded to each server in {dataset.seconds_to_build:.1f} s (the "
+        f"last upload). Servers: {', '.join(server_labels)}. Median of {runs} runs per row, rows of all servers "
+        f"interleaved with the order rotated each run. Every answer waits {FIRST_BYTE_LATENCY * 1000:.0f} ms "
+        "before its first byte (the proxy in front of moto, or the endpoint's own timer) on kept-alive "
+        "connections; request counts are what the proxy or the endpoint saw."
     )
 
 
 NOTES = """
 - Wall and CPU include creating the filesystem/client and listing (except the limit rows, which are given
   keys and sizes, send unsigned GETs and decode parquet after the clock stops). Client CPU is user+sys of
-  the benchmark process over all its threads; moto and the proxy run in other processes on the same cores.
-- "wall ÷ best peer" below 1 means faster than the best peer; "wall ÷ limit" near 1 means at the limit.
+  the benchmark process over all its threads; the servers and the proxy run in other processes on the same
+  cores.
+- "wall ÷ best peer" below 1 means faster than the best peer; "wall ÷ limit" near 1 means at the limit; both
+  compare rows on the same server.
 - peak RSS growth: the client process's resident set sampled every 10 ms, peak minus the size at the start
   (freed memory is handed back to the OS before each run); it includes the result table itself.
 - checksum: order-independent digest of row count and the sums of `id`, `x` and string lengths; ✓ = equals the
@@ -338,17 +347,33 @@ NOTES = """
 """
 
 
-def _run(stack: Stack, options: Options, spec: Spec, rows: tuple[Row, ...], label: str, throughput: bool) -> str:
-    dataset = build(stack, spec)
-    setup = Setup(dataset, stack.proxy(FIRST_BYTE_LATENCY))
-    print(f"  {label}: {len(dataset.keys)} files, {dataset.total_bytes / 1e6:.1f} MB built", flush=True)
-    outcomes = measure(setup, rows, options.runs, label)
-    return f"{_describe(dataset, options.runs)}\n\n{render(dataset, rows, outcomes, throughput)}\n{NOTES}"
+def _run(
+    stack: Stack,
+    options: Options,
+    spec: Spec,
+    rows: tuple[Row, ...],
+    label: str,
+    throughput: bool,
+    names: tuple[str, ...],
+) -> str:
+    setups: list[Setup] = []
+    dataset: Dataset | None = None
+    for server in servers(stack, names):
+        dataset = build(server.setup_url, spec)
+        setups.append(Setup(dataset, server.target(FIRST_BYTE_LATENCY), server.label))
+        print(f"  {label}: {len(dataset.keys)} files, {dataset.total_bytes / 1e6:.1f} MB on {server.label}", flush=True)
+    assert dataset is not None, "no server to run against"
+    labels = [setup.server for setup in setups]
+    outcomes = measure(setups, rows, options.runs, label)
+    table = render(dataset, labels, rows, outcomes, throughput)
+    return f"{_describe(dataset, options.runs, labels)}\n\n{table}\n{NOTES}"
 
 
 def run_small_files(stack: Stack, options: Options) -> Report:
-    """500 x ~100 KB parquet files (50 with --quick): round trips per file decide."""
-    body = _run(stack, options, SMALL_QUICK if options.quick else SMALL, SMALL_ROWS, "small_files", False)
+    """500 x ~100 KB parquet files (50 with --quick), on each server of `options.servers`: round trips per file
+    decide."""
+    spec = SMALL_QUICK if options.quick else SMALL
+    body = _run(stack, options, spec, SMALL_ROWS, "small_files", False, options.servers)
     targets = (
         "Targets (issue 3): s3io ≥ 3x faster than the best peer (wall ÷ best peer ≤ 0.33), ≤ 1.2x the limit, "
         "1 request per file."
@@ -357,8 +382,9 @@ def run_small_files(stack: Stack, options: Options) -> Report:
 
 
 def run_large_files(stack: Stack, options: Options) -> Report:
-    """2 x ~64 MiB parquet files (~8 MiB with --quick): throughput per stream decides."""
-    body = _run(stack, options, LARGE_QUICK if options.quick else LARGE, LARGE_ROWS, "large_files", True)
+    """2 x ~64 MiB parquet files (~8 MiB with --quick), on moto only (two files: the server's request rate
+    does not bound it): throughput per stream decides."""
+    body = _run(stack, options, LARGE_QUICK if options.quick else LARGE, LARGE_ROWS, "large_files", True, ("moto",))
     targets = (
         "Targets (issue 3): s3io ≥ 0.9x the throughput of the raw parallel ranged GETs (wall ÷ limit ≤ 1.11). "
         "The whole-object reference row shows what one stream per file gives."

@@ -56,7 +56,7 @@ async def _stream(url: str, endpoint: str, budget: int) -> tuple[int, int, int]:
 
 def run(stack: Stack, options: Options) -> Report:
     spec = LARGE_QUICK if options.quick else LARGE
-    dataset = build(stack, spec)
+    dataset = build(stack.moto_url, spec)
     proxy = stack.proxy(FIRST_BYTE_LATENCY)
     url = f"s3://{dataset.bucket}/{dataset.prefix}/"
     largest = asyncio.run(_largest_row_group(url, proxy.url))

@@ -2,7 +2,8 @@
 
 Why seeded: the same command must upload the same bytes on every machine, so figures and checksums compare.
 Files are generated locally with pyarrow (file i from its own generator, so threads cannot reorder the data)
-and uploaded straight to moto by boto3 in parallel threads; the proxy never sees set-up traffic. `build` can
+and uploaded straight to the server (moto or the in-memory endpoint, by URL) by boto3 in parallel threads;
+the proxy and the request counts never see set-up traffic. `build` can
 also write the same bytes to a local directory (for Spark's built-in reader); `upload_objects` and
 `delete_prefix` serve benchmarks that lay out their own keys (compaction's Hive partitions).
 """
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Stack
+from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY
 
 SEED = 20240611
 CATEGORIES = tuple(f"category-{i:02d}" for i in range(16))
@@ -113,22 +114,23 @@ def parquet_bytes(table: pa.Table, row_group_rows: int) -> bytes:
     return sink.getvalue()
 
 
-def moto_client(stack: Stack) -> Any:
-    """A boto3 S3 client straight to moto (set-up traffic never goes through the proxy)."""
+def s3_client(url: str) -> Any:
+    """A boto3 S3 client straight to the server at `url` (set-up traffic never goes through the proxy)."""
     import boto3
 
     return boto3.client(
         "s3",
-        endpoint_url=stack.moto_url,
+        endpoint_url=url,
         aws_access_key_id=ACCESS_KEY,
         aws_secret_access_key=SECRET_KEY,
         region_name=REGION,
     )
 
 
-def upload_objects(stack: Stack, bucket: str, objects: Sequence[tuple[str, bytes]]) -> None:
-    """Create `bucket` if needed and upload (key, body) pairs straight to moto, UPLOAD_THREADS at a time."""
-    s3 = moto_client(stack)
+def upload_objects(url: str, bucket: str, objects: Sequence[tuple[str, bytes]]) -> None:
+    """Create `bucket` if needed and upload (key, body) pairs straight to the server at `url`, UPLOAD_THREADS
+    at a time."""
+    s3 = s3_client(url)
     try:
         s3.create_bucket(Bucket=bucket)
     except s3.exceptions.BucketAlreadyOwnedByYou:
@@ -141,9 +143,9 @@ def upload_objects(stack: Stack, bucket: str, objects: Sequence[tuple[str, bytes
         list(pool.map(upload, objects))
 
 
-def delete_prefix(stack: Stack, bucket: str, prefix: str) -> int:
-    """Delete every object under `prefix` straight on moto (hidden ones too); returns how many."""
-    s3 = moto_client(stack)
+def delete_prefix(url: str, bucket: str, prefix: str) -> int:
+    """Delete every object under `prefix` straight on the server at `url` (hidden ones too); returns how many."""
+    s3 = s3_client(url)
     deleted = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
@@ -153,11 +155,12 @@ def delete_prefix(stack: Stack, bucket: str, prefix: str) -> int:
     return deleted
 
 
-def build(stack: Stack, spec: Spec, *, local_copy: Path | None = None) -> Dataset:
-    """Generate and upload the files (public-read, so the unsigned raw-GET rows may fetch them); with
-    `local_copy`, also write the same bytes under that directory (same relative keys, prefix dropped)."""
+def build(url: str, spec: Spec, *, local_copy: Path | None = None) -> Dataset:
+    """Generate and upload the files to the server at `url` (public-read, so the unsigned raw-GET rows may
+    fetch them); with `local_copy`, also write the same bytes under that directory (same relative keys, prefix
+    dropped)."""
     started = time.perf_counter()
-    s3 = moto_client(stack)
+    s3 = s3_client(url)
     s3.create_bucket(Bucket=spec.bucket)
     width = len(str(spec.files - 1))
 

@@ -21,9 +21,10 @@ RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
 PREAMBLE = """# s3io benchmarks
 
 Produced by `python -m benchmarks.run` (`./run.sh bench`); each section says the exact command, the date and
-the machine. Servers (moto, the keep-alive proxy) run in their own processes on 127.0.0.1, so "client CPU" is
-the benchmark process alone: `time.process_time()`, user+sys over all its threads. Figures are medians of
-the runs stated in each section. The machine's cores are shared with other jobs, so expect some noise.
+the machine. Servers (moto, the keep-alive proxy, the in-memory S3 endpoint) run in their own processes on
+127.0.0.1, so "client CPU" is the benchmark process alone: `time.process_time()`, user+sys over all its
+threads. Figures are medians of the runs stated in each section. The machine's cores are shared with other
+jobs, so expect some noise.
 """
 PACKAGES = ("pyarrow", "aiohttp", "s3fs", "aiobotocore", "botocore", "moto", "numpy")
 

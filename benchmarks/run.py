@@ -1,7 +1,8 @@
-"""One command for every benchmark: ``python -m benchmarks.run [--only NAME ...] [--quick] [--runs N]``.
+"""One command for every benchmark: ``python -m benchmarks.run [--only NAME] [--quick] [--runs N] [--server S]``.
 
-Starts moto and the keep-alive proxy once (separate processes), runs the chosen benchmarks, and replaces
-each one's section of benchmarks/RESULTS.md with its table, the exact command, the date and the machine.
+Starts moto, the keep-alive proxy and the in-memory S3 endpoint once each, when first needed (separate
+processes), runs the chosen benchmarks (the many-object ones against every chosen server), and replaces each
+one's section of benchmarks/RESULTS.md with its table, the exact command, the date and the machine.
 """
 
 from __future__ import annotations
@@ -15,14 +16,24 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from benchmarks import compaction, cpu_per_get, cpu_per_get_instructions, ingest, memory_budget, spark_small_files
+from benchmarks import (
+    compaction,
+    cpu_per_get,
+    cpu_per_get_instructions,
+    ingest,
+    memory_budget,
+    request_rate,
+    spark_small_files,
+)
 from benchmarks.api import Options, Report
 from benchmarks.infra import REPO_ROOT, Stack, use_fake_aws_environment
 from benchmarks.results import RESULTS_PATH, load_average, machine_facts, now, render_section, write_section
+from benchmarks.servers import SERVER_NAMES
 
 BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "cpu_per_get": cpu_per_get.run,
     "cpu_per_get_instructions": cpu_per_get_instructions.run,
+    "request_rate": request_rate.run,
     "small_files": ingest.run_small_files,
     "large_files": ingest.run_large_files,
     "memory_budget": memory_budget.run,
@@ -52,12 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", choices=sorted(BENCHMARKS), help="run only this (repeatable)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of the harness")
     parser.add_argument("--runs", type=int, default=3, help="repetitions per row; tables show medians (default 3)")
+    parser.add_argument(
+        "--server",
+        action="append",
+        choices=SERVER_NAMES,
+        help="S3 server of the many-object benchmarks (repeatable; default: all, in one run): moto behind the "
+        "keep-alive proxy, or the in-memory endpoint",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS_PATH, help="results file (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     names = args.only or list(BENCHMARKS)
-    options = Options(quick=args.quick, runs=args.runs)
+    options = Options(quick=args.quick, runs=args.runs, servers=tuple(args.server or SERVER_NAMES))
     command = _command(argv)
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     use_fake_aws_environment()

@@ -4,7 +4,7 @@ Why: Spark users pay per file and per partition. Issue 4's goal is that ``spark.
 S3 stays within 1.5x of Spark's built-in parquet reader on a *local* copy of the same files. Rows, all in one
 Spark session:
 - ours: s3parquet with its defaults (Spark's packing rules: maxPartitionBytes 128 MiB, openCostInBytes 4 MiB,
-  minPartitionNum = default parallelism), through the keep-alive proxy with no added latency;
+  minPartitionNum = default parallelism), with no added latency;
 - the same with 20 ms added before every first byte (what the ingest benchmarks use for S3), for information;
 - the same with the credentials given as options (accessKeyId/secretAccessKey) instead of the provider chain:
   every task builds its own S3Client, and with the provider chain each one resolves credentials through botocore;
@@ -13,6 +13,9 @@ Spark session:
   Chosen over a separate DataSource class so that the only difference to the first row is the packing, and
   workers need not import anything from benchmarks/;
 - reference: ``spark.read.parquet(local_dir)`` on a local copy of the same bytes.
+Every S3 row runs against each server of the run (benchmarks/servers.py): moto behind the keep-alive proxy,
+where moto's ~3 ms of CPU per request bounds every reader, and the in-memory endpoint, where what is left is
+the reader's own cost.
 Every query is ``count(*)``, ``sum(id)``, ``sum(x)``, ``sum(length(category))`` and ``sum(v)``: every column of
 every row is decoded by every reader (our source cannot prune columns without a user schema, so the aggregate
 uses all four), and the integer sums give the checksum. Wall time covers ``load()`` (listing, schema) and the
@@ -34,19 +37,10 @@ from typing import Any
 
 from benchmarks import ingest
 from benchmarks.api import Options, Report
-from benchmarks.infra import (
-    ACCESS_KEY,
-    REGION,
-    REPO_ROOT,
-    SECRET_KEY,
-    Clock,
-    Measurement,
-    ProxyProcess,
-    Stack,
-    environment,
-)
+from benchmarks.infra import ACCESS_KEY, REGION, REPO_ROOT, SECRET_KEY, Clock, Measurement, Stack, environment
 from benchmarks.parquet_data import Dataset, Spec, build, digest, table_sums
 from benchmarks.results import markdown_table, median
+from benchmarks.servers import Server, Target, servers
 
 SPEC = Spec("bench-spark-small-files", "spark", files=2000, rows_per_file=500, row_group_rows=1 << 20)  # ~12.6 KB
 SPEC_QUICK = Spec("bench-spark-small-files-quick", "spark", files=200, rows_per_file=500, row_group_rows=1 << 20)
@@ -59,11 +53,13 @@ GOAL = 1.5  # issue 4: our source within 1.5x of the built-in local read
 
 @dataclass(frozen=True)
 class Setup:
+    """The data set on one server (the local copy for the reference row), and the endpoints the rows use."""
+
     dataset: Dataset
     local_dir: Path
-    proxy: ProxyProcess  # no added latency
-    slow_proxy: ProxyProcess  # S3_LATENCY added
-    stack: Stack
+    server: Server
+    target: Target  # no added latency
+    slow_target: Target  # S3_LATENCY added
 
     @property
     def url(self) -> str:
@@ -81,13 +77,13 @@ class Row:
     name: str
     kind: str
     query: Callable[[Any, Setup, Clock], Sums]
-    proxy: Callable[[Setup], ProxyProcess] = lambda setup: setup.proxy
+    target: Callable[[Setup], Target] = lambda setup: setup.target
     warm_up: bool = True  # False: an earlier row's warm-up already started everything this row uses
     max_runs: int | None = None  # fewer runs than the others (time budget)
 
 
 def _s3parquet(endpoint: Callable[[Setup], str], **options: str) -> Callable[[Any, Setup], Any]:
-    """s3parquet over the proxy `endpoint` picks; credentials from the environment (the provider chain) unless
+    """s3parquet over the endpoint `endpoint` picks; credentials from the environment (the provider chain) unless
     `options` give them."""
 
     def load(spark: Any, setup: Setup) -> Any:
@@ -116,40 +112,40 @@ def _spark(load: Callable[[Any, Setup], Any]) -> Callable[[Any, Setup, Clock], S
 def _raw_gets(spark: Any, setup: Setup, clock: Clock) -> Sums:
     """The server's floor, no Spark: every object in one unsigned GET, 64 in flight (ingest's limit row);
     keys and sizes known in advance, parquet decoded after the clock stops."""
-    table = ingest.read_raw_whole(ingest.Setup(setup.dataset, setup.proxy), clock)
+    table = ingest.read_raw_whole(ingest.Setup(setup.dataset, setup.target), clock)
     sums = table_sums(table)
     return sums[0], sums[1], sums[2], sums[3]
 
 
 ROWS = (
-    Row("s3parquet (defaults), moto via keep-alive proxy", "ours", _spark(_s3parquet(lambda s: s.proxy.url))),
+    Row("s3parquet (defaults)", "ours", _spark(_s3parquet(lambda s: s.target.url))),
     Row(
-        f"s3parquet (defaults), proxy adds {S3_LATENCY * 1000:.0f} ms per first byte",
+        f"s3parquet (defaults), {S3_LATENCY * 1000:.0f} ms before every first byte",
         "ours, latency",
-        _spark(_s3parquet(lambda s: s.slow_proxy.url)),
-        lambda setup: setup.slow_proxy,
+        _spark(_s3parquet(lambda s: s.slow_target.url)),
+        lambda setup: setup.slow_target,
     ),
     Row(
         "s3parquet (defaults), credentials given as options instead of the provider chain",
         "ours, explicit keys",
-        _spark(_s3parquet(lambda s: s.proxy.url, accessKeyId=ACCESS_KEY, secretAccessKey=SECRET_KEY)),
+        _spark(_s3parquet(lambda s: s.target.url, accessKeyId=ACCESS_KEY, secretAccessKey=SECRET_KEY)),
     ),
     Row(
         "naive: s3parquet, one file per partition (maxPartitionBytes = openCostInBytes = 64MB)",
         "naive",
-        _spark(_s3parquet(lambda s: s.proxy.url, **ONE_FILE_PER_PARTITION)),
+        _spark(_s3parquet(lambda s: s.target.url, **ONE_FILE_PER_PARTITION)),
         warm_up=False,
         max_runs=NAIVE_RUNS,
     ),
     Row("Spark built-in `spark.read.parquet`, local copy of the same files", "reference", _spark(_builtin_local)),
-    Row("aiohttp, 64 concurrent whole-object GETs, no Spark (moto's floor)", "limit", _raw_gets, warm_up=False),
+    Row("aiohttp, 64 concurrent whole-object GETs, no Spark (the server's floor)", "limit", _raw_gets, warm_up=False),
 )
 
 
 @dataclass
 class Outcome:
     measurements: list[Measurement] = field(default_factory=list)
-    server_cpu: list[float] = field(default_factory=list)  # moto + proxy CPU seconds per run
+    server_cpu: list[float] = field(default_factory=list)  # server-side CPU seconds per run
     tasks: set[int] = field(default_factory=set)  # tasks of the scan stage, per run
     rows_read: set[int] = field(default_factory=set)
     checksums: set[str] = field(default_factory=set)
@@ -183,37 +179,59 @@ def _scan_tasks(spark: Any, group: str) -> int:
     return max(counts, default=0)
 
 
+LOCAL = "— (local disk)"  # the server column of the reference row
+
+Case = tuple[Setup, Row]  # a row on one server (the reference row: on the first, reading local disk)
+Key = tuple[str, str]  # (server label, row name)
+
+
+def _label(case: Case) -> str:
+    setup, row = case
+    return LOCAL if row.kind == "reference" else setup.server.label
+
+
+def _cases(setups: list[Setup]) -> list[Case]:
+    """Every S3 row on every server, and the reference row once."""
+    cases = [(setup, row) for setup in setups for row in ROWS if row.kind != "reference"]
+    cases += [(setups[0], row) for row in ROWS if row.kind == "reference"]
+    return cases
+
+
 def _run_once(spark: Any, setup: Setup, row: Row, group: str) -> tuple[Measurement, int, Sums, float]:
-    """One timed query: the clock's measurement, scan tasks (0 without Spark), the sums, and moto + proxy CPU
-    seconds meanwhile."""
+    """One timed query: the clock's measurement, scan tasks (0 without Spark), the sums, and the server side's
+    CPU seconds meanwhile."""
     spark.sparkContext.setJobGroup(group, row.name)
-    clock = Clock(row.proxy(setup))
-    servers = setup.stack.server_cpu()
+    clock = Clock(row.target(setup).counter)
+    before = setup.server.cpu()
     sums = row.query(spark, setup, clock)
-    servers_after = setup.stack.server_cpu()
+    server_cpu = setup.server.cpu() - before
     assert clock.result is not None
-    server_cpu = sum(servers_after.values()) - sum(servers.values())
     return clock.result, _scan_tasks(spark, group), sums, server_cpu
 
 
-def measure(spark: Any, setup: Setup, runs: int) -> tuple[dict[str, Outcome], dict[str, float]]:
-    """A warm-up query per row (not recorded), then every row `runs` times, interleaved, order rotated each run."""
-    outcomes = {row.name: Outcome() for row in ROWS}
-    warmups: dict[str, float] = {}
-    for row in ROWS:
+def measure(spark: Any, setups: list[Setup], runs: int) -> tuple[dict[Key, Outcome], dict[Key, float]]:
+    """A warm-up query per row and server (not recorded), then every case `runs` times, interleaved, order
+    rotated each run."""
+    cases = _cases(setups)
+    outcomes = {(_label(case), case[1].name): Outcome() for case in cases}
+    warmups: dict[Key, float] = {}
+    for case in cases:
+        setup, row = case
         if not row.warm_up:
             continue
+        key = (_label(case), row.name)
         started = time.perf_counter()
         try:
             _run_once(spark, setup, row, f"warmup-{row.kind}")
         except Exception as exc:  # one broken reader must not hide the others' figures
-            outcomes[row.name].failure = f"failed: {type(exc).__name__}: {exc}"[:300]
-        warmups[row.name] = time.perf_counter() - started
-        print(f"  warm-up: {row.name}: {warmups[row.name]:.2f} s", flush=True)
+            outcomes[key].failure = f"failed: {type(exc).__name__}: {exc}"[:300]
+        warmups[key] = time.perf_counter() - started
+        print(f"  warm-up: {key[0]}: {row.name}: {warmups[key]:.2f} s", flush=True)
     for repetition in range(runs):
-        shift = repetition % len(ROWS)
-        for row in ROWS[shift:] + ROWS[:shift]:
-            outcome = outcomes[row.name]
+        shift = repetition % len(cases)
+        for case in cases[shift:] + cases[:shift]:
+            setup, row = case
+            outcome = outcomes[_label(case), row.name]
             if outcome.failure or (row.max_runs is not None and len(outcome.measurements) >= row.max_runs):
                 continue
             try:
@@ -226,7 +244,7 @@ def measure(spark: Any, setup: Setup, runs: int) -> tuple[dict[str, Outcome], di
             outcome.tasks.add(tasks)
             outcome.rows_read.add(sums[0])
             outcome.checksums.add(digest(sums))
-            print(f"  run {repetition + 1}: {row.name}: {result.wall:.2f} s, {tasks} tasks", flush=True)
+            print(f"  run {repetition + 1}: {_label(case)}: {row.name}: {result.wall:.2f} s, {tasks} tasks", flush=True)
     return outcomes, warmups
 
 
@@ -235,104 +253,125 @@ def _worker_python(spark: Any) -> str:
     return str(spark.sparkContext.parallelize([0], 1).map(lambda _: sys.executable).collect()[0])
 
 
-def render(dataset: Dataset, outcomes: dict[str, Outcome]) -> str:
-    def wall(name: str) -> float | None:
-        runs = outcomes[name].measurements
-        return median([m.wall for m in runs]) if runs else None
+def _wall(outcomes: dict[Key, Outcome], key: Key) -> float | None:
+    runs = outcomes[key].measurements if key in outcomes else []
+    return median([m.wall for m in runs]) if runs else None
 
-    reference = next((w for row in ROWS if row.kind == "reference" and (w := wall(row.name))), None)
-    limit = next((w for row in ROWS if row.kind == "limit" and (w := wall(row.name))), None)
+
+def _kind_wall(outcomes: dict[Key, Outcome], server: str, kind: str) -> float | None:
+    """The median wall of the row of `kind` on `server` (the reference row: wherever it ran)."""
+    row = next(row for row in ROWS if row.kind == kind)
+    return _wall(outcomes, (LOCAL if kind == "reference" else server, row.name))
+
+
+def render(dataset: Dataset, labels: list[str], outcomes: dict[Key, Outcome]) -> str:
+    reference = _kind_wall(outcomes, LOCAL, "reference")
     table_rows = []
-    for row in ROWS:
-        outcome = outcomes[row.name]
-        if not outcome.measurements:
-            table_rows.append([row.name, row.kind, "0", outcome.failure or "not run", *[""] * 8])
-            continue
-        runs = outcome.measurements
-        w = median([m.wall for m in runs])
-        if row.kind == "reference":
-            requests = "— (local disk)"
-        else:
-            total = median([m.requests.total for m in runs])
-            requests = f"{total:.0f} ({median([m.requests.kind('get') for m in runs]):.0f} GET, "
-            requests += f"{median([m.requests.kind('list') for m in runs]):.0f} LIST, "
-            requests += f"{median([m.requests.kind('head') for m in runs]):.0f} HEAD; "
-            requests += f"{total / len(dataset.keys):.2f}/file)"
-        good = outcome.checksums == {dataset.checksum} and outcome.rows_read == {dataset.rows}
-        table_rows.append(
-            [
-                row.name,
-                row.kind,
-                str(len(runs)),
-                f"{w:.2f} ({min(m.wall for m in runs):.2f}-{max(m.wall for m in runs):.2f})",
-                "— (no Spark)" if row.kind == "limit" else ", ".join(str(n) for n in sorted(outcome.tasks)),
-                requests,
-                f"{median(outcome.server_cpu):.2f}",
-                ", ".join(str(n) for n in sorted(outcome.rows_read)),
-                ", ".join(sorted(outcome.checksums)) + (" ✓" if good else " ✗ MISMATCH"),
-                "n/a" if reference is None else f"{w / reference:.2f}",
-                "n/a" if limit is None else f"{w / limit:.2f}",
-            ]
-        )
+    for server in [*labels, LOCAL]:
+        limit = _kind_wall(outcomes, server, "limit")
+        for row in ROWS:
+            if (row.kind == "reference") != (server == LOCAL):
+                continue
+            outcome = outcomes[server, row.name]
+            if not outcome.measurements:
+                table_rows.append([server, row.name, row.kind, "0", outcome.failure or "not run", *[""] * 8])
+                continue
+            runs = outcome.measurements
+            w = median([m.wall for m in runs])
+            if row.kind == "reference":
+                requests = "— (local disk)"
+            else:
+                total = median([m.requests.total for m in runs])
+                requests = f"{total:.0f} ({median([m.requests.kind('get') for m in runs]):.0f} GET, "
+                requests += f"{median([m.requests.kind('list') for m in runs]):.0f} LIST, "
+                requests += f"{median([m.requests.kind('head') for m in runs]):.0f} HEAD; "
+                requests += f"{total / len(dataset.keys):.2f}/file)"
+            good = outcome.checksums == {dataset.checksum} and outcome.rows_read == {dataset.rows}
+            table_rows.append(
+                [
+                    server,
+                    row.name,
+                    row.kind,
+                    str(len(runs)),
+                    f"{w:.2f} ({min(m.wall for m in runs):.2f}-{max(m.wall for m in runs):.2f})",
+                    "— (no Spark)" if row.kind == "limit" else ", ".join(str(n) for n in sorted(outcome.tasks)),
+                    requests,
+                    "—" if row.kind == "reference" else f"{median(outcome.server_cpu):.2f}",
+                    ", ".join(str(n) for n in sorted(outcome.rows_read)),
+                    ", ".join(sorted(outcome.checksums)) + (" ✓" if good else " ✗ MISMATCH"),
+                    "n/a" if reference is None else f"{w / reference:.2f}",
+                    "n/a" if limit is None or row.kind == "reference" else f"{w / limit:.2f}",
+                ]
+            )
     headers = [
+        "server",
         "reader",
         "kind",
         "runs",
         "wall s, median (min-max)",
         "partitions (scan tasks)",
         "requests",
-        "moto + proxy CPU s",
+        "server CPU s",
         "rows",
         "checksum",
         "wall ÷ built-in local",
-        "wall ÷ moto's floor",
+        "wall ÷ the server's floor",
     ]
-    return markdown_table(headers, table_rows, text_columns=2)
+    return markdown_table(headers, table_rows, text_columns=3)
 
 
-def _verdict(dataset: Dataset, outcomes: dict[str, Outcome]) -> str:
-    walls = {
-        row.kind: median([m.wall for m in outcomes[row.name].measurements])
-        for row in ROWS
-        if outcomes[row.name].measurements
-    }
-    if "ours" not in walls or "reference" not in walls:
-        return f"Goal (issue 4): s3parquet within {GOAL}x of the built-in local read — not measured."
-    ratio = walls["ours"] / walls["reference"]
-    met = "meets" if ratio <= GOAL else "misses"
-    verdict = f"Goal (issue 4): s3parquet within {GOAL}x of the built-in local read: {ratio:.2f}x — {met} it."
-    if "limit" in walls:
-        verdict += (
-            f" On this machine moto alone needs {walls['limit']:.2f} s to serve the {len(dataset.keys):,} files "
-            f"with no Spark at all ({walls['limit'] / walls['reference']:.2f}x the built-in local read): "
-            + (
-                "the server alone does not rule the goal out; "
-                if walls["limit"] <= GOAL * walls["reference"]
-                else "the goal is out of reach here for any reader that sends a GET per file; "
-            )
-            + f"s3parquet takes {walls['ours'] / walls['limit']:.2f}x that floor."
+def _verdict(dataset: Dataset, labels: list[str], outcomes: dict[Key, Outcome]) -> str:
+    """The goal, judged on each server."""
+    reference = _kind_wall(outcomes, LOCAL, "reference")
+    lines = []
+    for server in labels:
+        ours = _kind_wall(outcomes, server, "ours")
+        limit = _kind_wall(outcomes, server, "limit")
+        if ours is None or reference is None:
+            lines.append(f"- {server}: s3parquet within {GOAL}x of the built-in local read — not measured.")
+            continue
+        ratio = ours / reference
+        verdict = (
+            f"- {server}: s3parquet within {GOAL}x of the built-in local read: {ratio:.2f}x — "
+            f"{'meets' if ratio <= GOAL else 'misses'} it."
         )
-    return verdict
+        if limit is not None:
+            verdict += (
+                f" The server alone needs {limit:.2f} s to serve the {len(dataset.keys):,} files with no Spark at "
+                f"all ({limit / reference:.2f}x the built-in local read): "
+                + (
+                    "the server alone does not rule the goal out; "
+                    if limit <= GOAL * reference
+                    else "the goal is out of reach on it for any reader that sends a GET per file; "
+                )
+                + f"s3parquet takes {ours / limit:.2f}x that floor."
+            )
+        lines.append(verdict)
+    return "Goal (issue 4):\n\n" + "\n".join(lines)
 
 
-def _describe(dataset: Dataset, runs: int, session_seconds: float, warmups: dict[str, float], python: str) -> str:
+def _describe(
+    dataset: Dataset, labels: list[str], runs: int, session_seconds: float, warmups: dict[Key, float], python: str
+) -> str:
     sizes = dataset.sizes
-    warm = ", ".join(f"{row.kind} {warmups[row.name]:.1f} s" for row in ROWS if row.name in warmups)
+    warm = ", ".join(f"{server}: {row} {seconds:.1f} s" for (server, row), seconds in warmups.items())
     try:
         python = str(Path(python).relative_to(REPO_ROOT))
     except ValueError:
         pass
     return (
-        f"{len(sizes)} parquet files under `s3://{dataset.bucket}/{dataset.prefix}/` on moto, "
+        f"{len(sizes)} parquet files under `s3://{dataset.bucket}/{dataset.prefix}/` on each server "
+        f"({', '.join(labels)}), "
         f"{min(sizes) / 1e3:,.1f}-{max(sizes) / 1e3:,.1f} KB each ({dataset.total_bytes / 1e6:,.1f} MB in all), "
         f"{dataset.rows:,} rows (one row group per file), expected checksum `{dataset.checksum}`; generated "
-        f"(seed in `benchmarks/parquet_data.py`) and uploaded in {dataset.seconds_to_build:.1f} s, the same bytes "
+        f"(seed in `benchmarks/parquet_data.py`) and uploaded in {dataset.seconds_to_build:.1f} s (the last "
+        "server's upload), the same bytes "
         f"written to a local directory for the built-in reader. One Spark session, `{MASTER}` "
         f"(`spark_ext.session.local_session`: UI off, loopback driver, `spark.python.worker.reuse` on), "
         f"started in {session_seconds:.1f} s; Python workers run `{python}` (`PYSPARK_PYTHON` = the benchmark's "
-        f"interpreter, checked by a task). Warm-up query per row before timing (not counted): {warm}; the naive "
-        "row's first query is already warm. Median of the runs stated per row (3 by default, the naive row "
-        f"{NAIVE_RUNS}), rows interleaved with the order rotated each run."
+        f"interpreter, checked by a task). Warm-up query per row and server before timing (not counted): {warm}; "
+        "the naive row's first query is already warm. Median of the runs stated per row (3 by default, the naive "
+        f"row {NAIVE_RUNS}), rows of all servers interleaved with the order rotated each run."
     )
 
 
@@ -341,20 +380,21 @@ NOTES = f"""
   (`count(*), sum(id), sum(x), sum(length(category)), sum(v)`), as the driver sees it. For s3parquet the
   listing and footers are read in a Python worker at `load()`; the built-in reader lists a local directory.
 - Partitions: tasks of the scan stage of the timed query (Spark's status tracker), i.e. the partitions read.
-- Requests: what the proxy saw during the timed block (planning and reading, from every Python worker).
-  The built-in row reads local files and sends none.
-- Proxy: the main rows use the keep-alive proxy with no added latency, since the reference reads local disk:
-  the comparison is about per-file and per-partition costs, not network latency. The
-  {S3_LATENCY * 1000:.0f} ms row shows what S3-like first-byte latency adds when files are read concurrently
-  within each partition.
+- Requests: what the proxy (moto) or the endpoint saw during the timed block (planning and reading, from every
+  Python worker). The built-in row reads local files and sends none.
+- Latency: the main rows add none, since the reference reads local disk: the comparison is about per-file and
+  per-partition costs, not network latency. The {S3_LATENCY * 1000:.0f} ms row shows what S3-like first-byte
+  latency adds when files are read concurrently within each partition (moto: the proxy waits; the endpoint:
+  a timer on another port of the same buckets).
 - The naive row is s3parquet itself with packing defeated (same engine, same per-file GET), so the difference
   to the first row is the cost of one Spark partition (one Python task, one S3Client and event loop) per file.
 - The explicit-keys row differs from the first only in where credentials come from: options (resolved once on
   the driver, shipped with each task) instead of botocore's provider chain, which every task's S3Client
   resolves afresh (a new botocore session per client).
-- moto + proxy CPU: user+sys of the two server processes during the timed block (from /proc); they share the
-  2 cores with Spark's JVM and Python workers. moto is a Python server: a few ms of CPU per request.
-- Moto's floor (limit row): what the server and proxy deliver with no Spark and no planning, the same
+- Server CPU: user+sys of moto and the proxy, or of the endpoint, during the timed block (from /proc); they
+  share the 2 cores with Spark's JVM and Python workers. moto is a Python server: a few ms of CPU per request;
+  the endpoint tens of microseconds.
+- The server's floor (limit row): what the server delivers with no Spark and no planning, the same
   objects fetched by unsigned aiohttp GETs, 64 in flight, keys and sizes known in advance, decoded after the
   clock stops (as `small_files`' limit row). A reader that sends one GET per file cannot do much better here.
 - checksum: digest of the row count and the integer sums (`sum(v)` is computed but order-dependent, so it is left
@@ -363,13 +403,19 @@ NOTES = f"""
 
 
 def run(stack: Stack, options: Options) -> Report:
-    """Build the data (on moto and locally), start one local[2] session, measure, stop the session."""
+    """Build the data (on each server and locally), start one local[2] session, measure, stop the session."""
     spec = SPEC_QUICK if options.quick else SPEC
     with tempfile.TemporaryDirectory(prefix="s3io-bench-spark-") as tmp:
         local_dir = Path(tmp) / spec.prefix
-        dataset = build(stack, spec, local_copy=local_dir)
-        print(f"  spark_small_files: {len(dataset.keys)} files, {dataset.total_bytes / 1e6:.1f} MB built", flush=True)
-        setup = Setup(dataset, local_dir, stack.proxy(0.0), stack.proxy(S3_LATENCY), stack)
+        setups = []
+        for server in servers(stack, options.servers):
+            dataset = build(server.setup_url, spec, local_copy=local_dir)
+            setups.append(Setup(dataset, local_dir, server, server.target(0.0), server.target(S3_LATENCY)))
+            print(
+                f"  spark_small_files: {len(dataset.keys)} files, {dataset.total_bytes / 1e6:.1f} MB on {server.label}",
+                flush=True,
+            )
+        labels = [setup.server.label for setup in setups]
         with environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
             from spark_ext.session import local_session
 
@@ -380,11 +426,11 @@ def run(stack: Stack, options: Options) -> Report:
                 python = _worker_python(spark)
                 if os.path.realpath(python) != os.path.realpath(sys.executable):
                     raise RuntimeError(f"Spark's Python workers run {python}, not {sys.executable}")
-                outcomes, warmups = measure(spark, setup, options.runs)
+                outcomes, warmups = measure(spark, setups, options.runs)
             finally:
                 spark.stop()
     body = (
-        f"{_describe(dataset, options.runs, session_seconds, warmups, python)}\n\n{render(dataset, outcomes)}\n\n"
-        f"{_verdict(dataset, outcomes)}\n{NOTES}"
+        f"{_describe(dataset, labels, options.runs, session_seconds, warmups, python)}\n\n"
+        f"{render(dataset, labels, outcomes)}\n\n{_verdict(dataset, labels, outcomes)}\n{NOTES}"
     )
     return Report("Spark: 2,000 small parquet files, s3parquet vs naive vs built-in local (`spark_small_files`)", body)
