@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One entry point that does its own set-up: ./run.sh demo | test | bench | lint
+# One entry point that does its own set-up: ./run.sh demo | test | bench | lint | contract-latest
 # Creates .venv with Python 3.11, installs the project with its extras, then runs the command.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,7 +17,7 @@ stamp=.venv/.installed-$(cat setup.cfg | cksum | cut -d' ' -f1)
 if [ ! -f "$stamp" ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[spark,test]"
+  .venv/bin/python -m pip install -q -e ".[fsspec,spark,test]"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
@@ -50,8 +50,20 @@ case "$cmd" in
   lint)
     .venv/bin/ruff check . && exec .venv/bin/ruff format --check .
     ;;
+  contract-latest)
+    # The contract with aiohttp's, s3fs's and fsspec's internals, against their newest releases (ignoring the
+    # upper bounds in setup.cfg), in a venv of its own: run it before raising a bound.
+    rm -rf .venv-latest
+    "$PY" -m venv .venv-latest
+    .venv-latest/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv-latest/bin/python -m pip install -q --upgrade aiohttp s3fs fsspec aiobotocore botocore tenacity pyarrow \
+      numpy "moto[server]" boto3 pytest pytest-timeout pytest-asyncio
+    .venv-latest/bin/python -m pip install -q --no-deps -e .
+    .venv-latest/bin/python -m pip list 2>/dev/null | grep -iE "^(aiohttp|s3fs|fsspec|aiobotocore) "
+    exec .venv-latest/bin/python -m pytest tests/test_contract_internals.py "$@"
+    ;;
   *)
-    echo "usage: ./run.sh demo|test|bench|lint [args...]" >&2
+    echo "usage: ./run.sh demo|test|bench|lint|contract-latest [args...]" >&2
     exit 2
     ;;
 esac

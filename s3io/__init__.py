@@ -37,8 +37,15 @@ def __getattr__(name: str) -> object:
 
         return getattr(api, name)
     if name == "S3FileSystem":
-        from s3io.fs import S3FileSystem
-
+        try:
+            from s3io.fs import S3FileSystem
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("s3fs", "fsspec", "aiobotocore"):
+                raise
+            raise ModuleNotFoundError(
+                f"s3io.S3FileSystem needs {exc.name}, which is not installed: pip install 's3io[fsspec]'",
+                name=exc.name,
+            ) from exc
         return S3FileSystem
     raise AttributeError(f"module 's3io' has no attribute {name!r}")
 

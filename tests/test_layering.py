@@ -42,3 +42,31 @@ def test_no_s3io_module_imports_spark_ext() -> None:
                 f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ("spark_ext", "pyspark")
             ]
     assert offenders == []
+
+
+BLOCK_S3FS = """
+import importlib.abc, sys
+class NoS3fs(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "s3fs" or name.startswith("s3fs."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoS3fs())
+import s3io, s3io.api, s3io.cli
+assert callable(s3io.read_parquet)
+try:
+    s3io.S3FileSystem
+except ModuleNotFoundError as exc:
+    print(exc)
+else:
+    raise AssertionError("s3io.S3FileSystem imported without s3fs")
+"""
+
+
+def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_install() -> None:
+    """s3fs is the ``fsspec`` extra: the client, the parquet API and the CLI import without it, and asking for
+    s3io.S3FileSystem names the extra to install."""
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_S3FS], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pip install 's3io[fsspec]'" in result.stdout
