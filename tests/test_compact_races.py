@@ -117,7 +117,7 @@ async def test_a_holder_that_lost_its_lease_mid_commit_never_commits_and_its_lat
                 slow_clock = lambda: time.time() + HOUR  # noqa: E731
                 report_a = await compact_prefix(a, url, OPTIONS_A, execute_groups=rewrite_then_pause, clock=slow_clock)
                 assert report_a.status == "lock_lost", report_a.to_text()
-                assert "within our lease" in report_a.message or "renewed" in report_a.message
+                assert "our lease" in report_a.message  # cut off at its end, or its renewal could not finish in it
                 assert report_a.duration_s < 60  # cut off at the end of its 2 s lease, not the 180 s request deadline
                 assert gate.wait_held(2, 10)  # its commit and at least one renewal are still waiting at the store
 

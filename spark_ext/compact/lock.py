@@ -257,8 +257,8 @@ class CompactionLock:
             if not deadline.expired():
                 raise
             raise LockLost(
-                f"{step} on {self.url} did not finish within our lease of the compaction lock (renewals failed or "
-                "were too slow); stopped before the lock could pass to another job"
+                f"{step} on {self.url} was cut off at the end of our lease of the compaction lock (renewals failed "
+                "or were too slow), before the lock could pass to another job"
             ) from exc
         finally:
             self._deadlines.discard(deadline)
