@@ -20,7 +20,8 @@ final key under the listed prefix):
    - gone after, "committed" before: the group finished or was rolled back meanwhile: a HEAD of the final key
      decides (there: the final object; absent: rolled back, the inputs stay);
    - gone after, "published" or "done" before: the final object, if listed (it existed before the listing began);
-   - "done" after with no read before: the final object if the listing shows the group (its final key or an input).
+   - "done" after with no read before (or rooted below the listed prefix, where the read before does not look):
+     the final object if the listing shows the group (its final key or an input).
 A staging output sits under a hidden directory: readers must take its partition values and apply their file-name
 filters through ``logical_key(info.key)`` (the final key it will be published under), and read ``info.key``.
 
@@ -52,9 +53,17 @@ _ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was un
 
 @dataclass(frozen=True, slots=True)
 class JournalSnapshot:
-    """The journal entries read before a listing (``read_journal_before``); pass it to ``resolve_visible_files``."""
+    """The journal read before a listing (``read_journal_before``); pass it to ``resolve_visible_files``.
+
+    ``journals``: the journal prefixes it read in full (an entry elsewhere, of a compaction rooted below the listed
+    prefix, is not known to have been absent before).
+    """
 
     entries: tuple[JournalEntry, ...]
+    journals: tuple[str, ...]
+
+    def covers(self, entry: JournalEntry) -> bool:
+        return entry.key.startswith(self.journals)
 
 
 def apply_journal(
@@ -63,19 +72,19 @@ def apply_journal(
     *,
     prefix: str = "",
     scope: str | None = None,
-    before: Sequence[JournalEntry] | None = None,
+    before: JournalSnapshot | None = None,
     finals: Mapping[str, ObjectInfo | None] | None = None,
 ) -> list[ObjectInfo]:
     """The data files a reader of directory ``prefix`` reads (see the module doc), sorted by key.
 
-    ``entries``: the journal read after the listing; ``before``: read before it (None: not read); ``scope``: the
-    prefix that was listed (default ``prefix``); ``finals``: a HEAD of the final key of each entry that was
-    "committed" before the listing and gone after, by journal key (None: absent).
+    ``entries``: the journal read after the listing; ``before``: the journal read before it (None: not read);
+    ``scope``: the prefix that was listed (default ``prefix``); ``finals``: a HEAD of the final key of each entry
+    that was "committed" before the listing and gone after, by journal key (None: absent).
     """
     scope = prefix if scope is None else scope
     listed_data = {o.key: o for o in listed if is_data_key(o.key, prefix)}
     after = {e.key: e for e in entries if e.state != PENDING}
-    earlier = {e.key: e for e in before or () if e.state != PENDING}
+    earlier = {e.key: e for e in (before.entries if before is not None else ()) if e.state != PENDING}
     consumed = {ref.key for e in (*after.values(), *earlier.values()) for ref in e.inputs}
     visible = dict(listed_data)
     added: dict[str, ObjectInfo] = {}
@@ -83,7 +92,8 @@ def apply_journal(
     for entry in known:
         if not _covers(entry, scope):
             continue
-        output = _output(after.get(entry.key), earlier.get(entry.key), listed_data, finals or {}, before is None)
+        unknown_before = before is None or not before.covers(entry)
+        output = _output(after.get(entry.key), earlier.get(entry.key), listed_data, finals or {}, unknown_before)
         visible.pop(entry.final_key, None)
         if output is _ROLLED_BACK:
             continue
@@ -148,8 +158,10 @@ __all__ = [
 
 async def read_journal_before(client: S3Client, bucket: str, prefix: str, *, concurrency: int = 16) -> JournalSnapshot:
     """Read the journals that cover ``prefix`` (one LIST per root), before listing it: see the module doc."""
-    infos = await _journal_infos(client, bucket, _directory(prefix))
-    return JournalSnapshot(tuple(await _read_entries(client, bucket, infos, {}, concurrency)))
+    directory = _directory(prefix)
+    infos = await _journal_infos(client, bucket, directory)
+    entries = await _read_entries(client, bucket, infos, {}, concurrency)
+    return JournalSnapshot(tuple(entries), tuple(journal_prefix(root) for root in journal_roots(directory)))
 
 
 async def resolve_visible_files(
@@ -180,14 +192,7 @@ async def resolve_visible_files(
     vanished = [e for e in earlier.values() if e.key not in current and e.state == COMMITTED and _covers(e, prefix)]
     heads = await gather_or_cancel(_head(client, e.bucket, e.final_key) for e in vanished)
     finals = {e.key: head for e, head in zip(vanished, heads, strict=True)}
-    return apply_journal(
-        listed,
-        entries,
-        prefix=directory,
-        scope=prefix,
-        before=before.entries if before is not None else None,
-        finals=finals,
-    )
+    return apply_journal(listed, entries, prefix=directory, scope=prefix, before=before, finals=finals)
 
 
 async def list_visible_files(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
