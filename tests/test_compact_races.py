@@ -168,3 +168,59 @@ async def test_recovery_waits_the_grace_period_after_another_jobs_commit_on_the_
     assert grace / 2 <= waits[0] <= grace + 1.5  # the commit was a moment ago; Last-Modified has whole seconds
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
     assert _control_keys(s3_client, bucket) == []
+
+
+async def test_inputs_a_late_claim_names_are_left_out_of_the_next_plan(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A's claim (a pending entry) reaches the store after B's recovery looked at the journal and before B plans:
+    B leaves the claimed files out and says why; the next run rolls the claim back and compacts them."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
+    url = f"s3://{bucket}/{PREFIX}"
+    gate_a = Gate(_by_job_a("/_s3io_compaction/journal/", "/_s3io_compaction/LOCK"))
+    journal_lists = iter(range(1, 100))
+
+    def second_journal_listing(request: GatedRequest) -> bool:  # B's: 1st in recovery, 2nd before planning
+        listing = request.method == "GET" and "list-type=2" in request.query
+        return listing and "prefix=raced%2F_s3io_compaction%2Fjournal%2F" in request.query and next(journal_lists) == 2
+
+    gate_b = Gate(second_journal_listing)
+    with MotoWsgiServer(gate_a.middleware) as url_a, MotoWsgiServer(gate_b.middleware) as url_b:
+        try:
+            async with make_client(url_a) as a, make_client(url_b) as b:
+
+                async def rewrite_then_pause(tasks: list[GroupTask]) -> AsyncIterator[GroupResult]:
+                    async for result in in_process_executor(a, 1)(tasks):
+                        gate_a.arm()
+                        yield result
+
+                report_a = await compact_prefix(a, url, OPTIONS_A, execute_groups=rewrite_then_pause)
+                assert report_a.status == "lock_lost", report_a.to_text()
+                gate_b.arm()
+
+                async def take_over() -> Any:
+                    for _ in range(60):
+                        report = await compact_prefix(b, url, OPTIONS_B)
+                        if report.status != "locked":
+                            return report
+                        await asyncio.sleep(0.25)
+                    raise AssertionError(f"B never took the lock over: {report.message}")
+
+                job_b = asyncio.create_task(take_over())
+                assert await asyncio.to_thread(gate_b.wait_held, 1, 60), "B never got to planning"
+                gate_a.release()  # A's claim lands now, between B's recovery and B's plan
+                assert await asyncio.to_thread(gate_a.wait_drained, 30)
+                gate_b.release()
+                report_b = await job_b
+                assert report_b.status == "nothing_to_do", report_b.to_text()
+                assert any("6 file(s) left out" in w and "claims them" in w for w in report_b.warnings)
+                assert same_rows(await visible_table(b, bucket, PREFIX), original)
+
+                again = await compact_prefix(b, url, OPTIONS_B)
+                assert again.status == "ok" and again.groups_done == 1, again.to_text()
+                assert again.recovery is not None and len(again.recovery.rolled_back) == 1
+        finally:
+            gate_a.release()
+            gate_b.release()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert _control_keys(s3_client, bucket) == []
