@@ -5,7 +5,8 @@ callable; the same function is ``spark_ext.compact.run``). Command line: ``pytho
 
 Driver side: ``compact_prefix`` (the whole job), ``recover_prefix`` (``--recover``), ``plan_compaction`` (pure).
 Worker side: ``rewrite_group`` / ``execute_group_task`` (one group, e.g. inside a Spark task).
-Reader side: ``resolve_visible_files`` (apply the journal to a listing), ``list_visible_files``.
+Reader side: ``read_journal_before`` + list + ``resolve_visible_files`` (apply the journal to a listing), or
+``list_visible_files`` (all three).
 """
 
 import sys
@@ -15,7 +16,15 @@ from typing import Any
 from spark_ext.compact.checksum import TableChecksum, table_checksum
 from spark_ext.compact.crash import CrashPoint
 from spark_ext.compact.driver import Progress, compact_prefix, recover_prefix
-from spark_ext.compact.errors import CompactionError, InputChanged, LockHeld, LockLost, VerificationFailed
+from spark_ext.compact.errors import (
+    CompactionError,
+    ConditionalWritesUnsupported,
+    InputChanged,
+    LockHeld,
+    LockLost,
+    MissingETag,
+    VerificationFailed,
+)
 from spark_ext.compact.facts import fetch_file_facts
 from spark_ext.compact.job import compact as run
 from spark_ext.compact.journal import JournalEntry, ObjectRef, read_journal
@@ -36,7 +45,14 @@ from spark_ext.compact.rewrite import (
     rewrite_group,
     run_group_task,
 )
-from spark_ext.compact.visibility import apply_journal, list_visible_files, logical_key, resolve_visible_files
+from spark_ext.compact.visibility import (
+    JournalSnapshot,
+    apply_journal,
+    list_visible_files,
+    logical_key,
+    read_journal_before,
+    resolve_visible_files,
+)
 
 __all__ = [
     "CompactionError",
@@ -45,6 +61,7 @@ __all__ = [
     "CompactionOptions",
     "CompactionPlan",
     "CompactionReport",
+    "ConditionalWritesUnsupported",
     "CrashPoint",
     "ExecuteGroups",
     "FileFacts",
@@ -54,8 +71,10 @@ __all__ = [
     "GroupTask",
     "InputChanged",
     "JournalEntry",
+    "JournalSnapshot",
     "LockHeld",
     "LockLost",
+    "MissingETag",
     "ObjectRef",
     "Progress",
     "ProgressBar",
@@ -72,6 +91,7 @@ __all__ = [
     "logical_key",
     "plan_compaction",
     "read_journal",
+    "read_journal_before",
     "recover",
     "recover_prefix",
     "resolve_visible_files",

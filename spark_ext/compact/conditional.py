@@ -1,21 +1,36 @@
-"""Conditional writes that stay correct when a retry follows a lost response.
+"""Conditional writes that stay correct when a retry follows a lost response, and never silently unconditional.
 
 The client retries a PUT whose response was lost (reset, 503 after the server acted, timeout). For a conditional
 PUT that retry fails with 412 even though the first attempt succeeded: the object now exists (If-None-Match: *)
 or has our new ETag (If-Match). So on 412 we read the object back: if it holds exactly the bytes we wrote
 (every body we write carries a unique ``write_id``), the write was ours and succeeded. A conditional DELETE
 retried after success answers 404: the object is gone either way, which is what we asked for.
+
+A condition needs an ETag: ``require_etag`` raises MissingETag where one is missing (a store that sent none, a
+listing without ETags), because s3io sends a request without the header when the ETag is None or empty, and that
+would silently turn a conditional write into a plain one.
 """
 
 from __future__ import annotations
 
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
+from spark_ext.compact.errors import MissingETag
 
 
 def same_etag(a: str | None, b: str | None) -> bool:
     """ETags compare without their quotes (listings, HEAD and PUT may differ in quoting)."""
     return a is not None and b is not None and a.strip('"') == b.strip('"')
+
+
+def require_etag(etag: str | None, bucket: str, key: str, what: str) -> str:
+    """``etag`` if it is usable in If-Match; MissingETag (naming the object and the refused action) otherwise."""
+    if etag is None or not etag.strip('"'):
+        raise MissingETag(
+            f"cannot {what} s3://{bucket}/{key} conditionally: the store gave no ETag for it, and without one the "
+            "request would be unconditional; nothing was sent. Use a store that returns ETags on PUT, HEAD and LIST"
+        )
+    return etag
 
 
 async def _ours_after_412(client: S3Client, bucket: str, key: str, body: bytes) -> str | None:
@@ -34,24 +49,26 @@ async def put_if_absent(client: S3Client, bucket: str, key: str, body: bytes) ->
         etag = await _ours_after_412(client, bucket, key, body)
         if etag is None:
             raise
-        return etag
+        return require_etag(etag, bucket, key, "track")
     return await _etag_of(client, bucket, key, result.etag)
 
 
-async def put_if_match(client: S3Client, bucket: str, key: str, body: bytes, etag: str) -> str:
+async def put_if_match(client: S3Client, bucket: str, key: str, body: bytes, etag: str | None) -> str:
     """Replace ``key`` only if its ETag is still ``etag``; returns the new ETag; PreconditionFailed otherwise."""
+    etag = require_etag(etag, bucket, key, "replace")
     try:
         result = await client.put_object(bucket, key, body, if_match=etag, content_type="application/json")
     except (PreconditionFailed, NotFound):
         new_etag = await _ours_after_412(client, bucket, key, body)
         if new_etag is None:
             raise
-        return new_etag
+        return require_etag(new_etag, bucket, key, "track")
     return await _etag_of(client, bucket, key, result.etag)
 
 
 async def delete_if_match(client: S3Client, bucket: str, key: str, etag: str | None) -> bool:
     """Delete ``key`` if it still has ``etag``; False if it was already gone; PreconditionFailed if it changed."""
+    etag = require_etag(etag, bucket, key, "delete")
     try:
         await client.delete_object(bucket, key, if_match=etag)
     except NotFound:
@@ -60,6 +77,6 @@ async def delete_if_match(client: S3Client, bucket: str, key: str, etag: str | N
 
 
 async def _etag_of(client: S3Client, bucket: str, key: str, etag: str | None) -> str:
-    if etag:
+    if etag and etag.strip('"'):
         return etag
-    return (await client.head_object(bucket, key)).etag or ""
+    return require_etag((await client.head_object(bucket, key)).etag, bucket, key, "track")

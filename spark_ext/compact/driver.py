@@ -1,7 +1,8 @@
 """compact_prefix: the driver of one compaction job; recover_prefix: recovery alone (``--recover``).
 
-Sequence: lock -> list -> refuse if another compaction root overlaps -> recover leftovers -> read footers -> plan
--> execute groups (in-process by default; the caller may pass a Spark executor) -> commit each verified output as
+Sequence: probe the store (refuse if it ignores conditional writes) -> lock -> list -> refuse if another compaction
+root overlaps -> recover leftovers -> read footers -> plan (leaving out inputs any journal entry claims) -> execute
+groups (in-process by default; the caller may pass a Spark executor) -> commit each verified output as
 it arrives -> wait the grace period -> publish, delete inputs -> wait the grace period -> delete staging and the
 journal -> release the lock. Every protocol step is fenced by the lock; a crash anywhere is repaired by the next
 run's recovery (or ``recover_prefix``).
@@ -21,10 +22,11 @@ from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import journal, layout
+from spark_ext.compact.conditional import same_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
-from spark_ext.compact.errors import CompactionError, LockHeld, LockLost
+from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from spark_ext.compact.facts import fetch_file_facts, list_prefix
-from spark_ext.compact.journal import JournalEntry
+from spark_ext.compact.journal import DONE, JournalEntry, ObjectRef
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.compact.plan import CompactionGroup, CompactionPlan, plan_compaction
@@ -42,6 +44,7 @@ from spark_ext.compact.report import (
     GroupReport,
 )
 from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
+from spark_ext.compact.store_probe import probe_store
 from spark_ext.compact.visibility import apply_journal
 
 log = logging.getLogger("spark_ext.compact")
@@ -160,6 +163,16 @@ class _Job:
 
     async def run(self, execute: ExecuteGroups | None) -> CompactionReport:
         """The whole job under the lock; ``execute`` None means recovery only."""
+        try:
+            store = await probe_store(self.client, self.bucket, self.prefix, self.job_id)
+        except ConditionalWritesUnsupported as exc:
+            self.report.status = REFUSED
+            self.report.message = str(exc)
+            return self._finish_report(None)
+
+        async def store_now() -> float:
+            return store.now()
+
         lock = CompactionLock(
             self.client,
             self.bucket,
@@ -169,6 +182,7 @@ class _Job:
             ttl=self.options.lock_ttl,
             clock_skew=self.options.clock_skew,
             clock=self.clock,
+            store_now=store_now,
         )
         try:
             await lock.acquire()
@@ -200,6 +214,7 @@ class _Job:
                 sleep=self.sleep,
                 crash=self.crash,
                 keep_history=self.options.keep_history,
+                store_clock=store.now,
             )
             self.report.waited_s += self.report.recovery.waited
             self.report.conflicts.extend(self.report.recovery.conflicts)
@@ -224,7 +239,7 @@ class _Job:
                 self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
                 maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
                 return self._finish_report(None)
-            plan = await self._plan(data)
+            plan = await self._plan(data, claimed=await self._claimed_inputs())
             if not plan.groups:
                 self.report.status = NOTHING_TO_DO
                 self.report.message = "no group of small files worth rewriting"
@@ -283,11 +298,21 @@ class _Job:
 
     # ------------------------------------------------------------------ steps
 
-    async def _plan(self, data: Sequence[ObjectInfo]) -> CompactionPlan:
+    async def _plan(self, data: Sequence[ObjectInfo], claimed: Sequence[ObjectRef] = ()) -> CompactionPlan:
+        """Plan ``data``, leaving out ``claimed`` files (inputs of an unfinished journal entry, by key and ETag)."""
         self._count_before(data)
         self._tick("planning")
+        claims: dict[str, list[ObjectRef]] = {}
+        for ref in claimed:
+            claims.setdefault(ref.key, []).append(ref)
+        candidates = [o for o in data if not any(_same_version(o, ref) for ref in claims.get(o.key, ()))]
+        if len(candidates) < len(data):
+            self.report.warnings.append(
+                f"{len(data) - len(candidates)} file(s) left out: a journal entry of another job claims them "
+                "(a job that lost its lock); the next run rolls that entry back and compacts them"
+            )
         facts = await fetch_file_facts(
-            self.client, data, threshold=self.options.threshold, concurrency=self.options.footer_concurrency
+            self.client, candidates, threshold=self.options.threshold, concurrency=self.options.footer_concurrency
         )
         plan = plan_compaction(facts, self.options, bucket=self.bucket)
         self.report.plan = plan
@@ -358,10 +383,17 @@ class _Job:
         self.bytes_done += output.input_bytes
         self._tick("rewriting")
 
+    async def _claimed_inputs(self) -> list[ObjectRef]:
+        """Inputs of unfinished journal entries, read after recovery: never planned again while an entry claims them."""
+        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        return [ref for entry in entries if entry.state != DONE for ref in entry.inputs]
+
     async def _other_roots(self, listing: Sequence[ObjectInfo]) -> str | None:
         """Why this prefix must not be compacted now: another compaction rooted above or below it is in flight."""
         control = layout.CONTROL_DIR
         for obj in listing:
+            if layout.is_probe_key(obj.key):
+                continue  # another run's conditional-write probe: there for a few requests, holds nothing
             relative = obj.key[len(self.prefix) :]
             marker = relative.find("/" + control)
             if marker >= 0:
@@ -423,6 +455,11 @@ class _Job:
         self.report.retries = spent.retry_count + self.extra_retries
         self.report.duration_s = time.monotonic() - self.started
         return self.report
+
+
+def _same_version(info: ObjectInfo, ref: ObjectRef) -> bool:
+    """Whether a listed object is the version a journal entry names (an unknown ETag counts as the same)."""
+    return info.etag is None or ref.etag is None or same_etag(info.etag, ref.etag)
 
 
 async def _results(

@@ -36,3 +36,11 @@ class VerificationFailed(CompactionError):
 
 class InputChanged(CompactionError):
     """An input was replaced or deleted by someone else after it was planned."""
+
+
+class MissingETag(CompactionError):
+    """The store gave no ETag for an object we must change conditionally: refused rather than sent unconditionally."""
+
+
+class ConditionalWritesUnsupported(CompactionError):
+    """The store ignores If-None-Match / If-Match on PUT or DELETE, on which the lock and the journal depend."""

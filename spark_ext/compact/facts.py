@@ -13,6 +13,8 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact.plan import FileFacts
 from spark_ext.compact.tasks import gather_or_cancel
 
+NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
+
 
 async def list_prefix(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
     """Every object under ``prefix`` (hidden ones included: recovery and the journal need them)."""
@@ -44,12 +46,17 @@ async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
 async def fetch_file_facts(
     client: S3Client, files: Sequence[ObjectInfo], *, threshold: int, concurrency: int = 32
 ) -> list[FileFacts]:
-    """Facts for every file; footers are read only for candidates (non-empty and below ``threshold``)."""
+    """Facts for every file; footers are read only for candidates (non-empty and below ``threshold``).
+
+    A candidate the listing gave no ETag is not compacted: its delete after the commit could not be conditional.
+    """
     slots = asyncio.Semaphore(concurrency)
 
     async def one(info: ObjectInfo) -> FileFacts:
         if not 0 < info.size < threshold:
             return FileFacts(info)
+        if info.etag is None or not info.etag.strip('"'):
+            return FileFacts(info, error=NO_ETAG)
         async with slots:
             return await read_file_facts(client, info)
 

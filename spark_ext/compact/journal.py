@@ -1,8 +1,10 @@
 """The journal: one small JSON object per committed group, under ``<prefix>_s3io_compaction/journal/``.
 
-Creating an entry (If-None-Match: *) is the group's commit point; every later change replaces it with If-Match on
-the ETag we last saw, so two processes can never both advance one entry. States, in order:
+An entry is created "pending" (If-None-Match: *); every later change replaces it with If-Match on the ETag we last
+saw, so two processes can never both advance one entry. The change from "pending" to "committed" is the group's
+commit point (protocol.commit_group says why it takes two writes). States, in order:
 
+    pending    a claim only: readers and recovery ignore it as a commit (recovery deletes it: roll back)
     committed  output verified and in staging; readers use the staging object instead of the inputs
     published  output copied to its final key; readers use the final object; inputs being deleted
     done       inputs and staging deleted; the entry is deleted next (or kept as history)
@@ -24,10 +26,11 @@ from spark_ext.compact.layout import is_journal_key, journal_key, journal_prefix
 from spark_ext.compact.tasks import gather_or_cancel
 
 FORMAT_VERSION = 1
+PENDING = "pending"
 COMMITTED = "committed"
 PUBLISHED = "published"
 DONE = "done"
-STATES = (COMMITTED, PUBLISHED, DONE)
+STATES = (PENDING, COMMITTED, PUBLISHED, DONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,7 @@ class ObjectRef:
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One group's commit record. ``etag`` is the journal object's own ETag (not serialised)."""
+    """One group's commit record. ``etag`` and ``stored_at`` describe the journal object itself (not serialised)."""
 
     job_id: str
     group_id: str
@@ -65,6 +68,7 @@ class JournalEntry:
     write_id: str = ""
     version: int = FORMAT_VERSION
     etag: str | None = None
+    stored_at: float | None = None  # the journal object's Last-Modified (store clock), when read from a listing
 
     @property
     def key(self) -> str:
@@ -79,6 +83,7 @@ class JournalEntry:
     def encode(self) -> bytes:
         data = asdict(self)
         data.pop("etag")
+        data.pop("stored_at")
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -99,8 +104,8 @@ class JournalEntry:
 
 
 async def create(client: S3Client, entry: JournalEntry) -> JournalEntry:
-    """Write a new entry with If-None-Match: * (the commit point); PreconditionFailed if it already exists."""
-    entry = replace(entry, write_id=secrets.token_hex(8), etag=None)
+    """Write a new entry with If-None-Match: *; PreconditionFailed if it already exists."""
+    entry = replace(entry, write_id=secrets.token_hex(8), etag=None, stored_at=None)
     etag = await conditional.put_if_absent(client, entry.bucket, entry.key, entry.encode())
     return replace(entry, etag=etag)
 
@@ -108,7 +113,7 @@ async def create(client: S3Client, entry: JournalEntry) -> JournalEntry:
 async def advance(client: S3Client, entry: JournalEntry, **changes: object) -> JournalEntry:
     """Replace the entry with ``changes`` applied, If-Match on its current ETag; PreconditionFailed if it moved."""
     assert entry.etag is not None, "advance() needs the entry's ETag"
-    updated = replace(entry, **changes, write_id=secrets.token_hex(8), etag=None)  # type: ignore[arg-type]
+    updated = replace(entry, **changes, write_id=secrets.token_hex(8), etag=None, stored_at=None)  # type: ignore[arg-type]
     etag = await conditional.put_if_match(client, entry.bucket, entry.key, updated.encode(), entry.etag)
     return replace(updated, etag=etag)
 
@@ -147,6 +152,10 @@ async def read_entries(
 
 
 async def read_journal(client: S3Client, bucket: str, prefix: str, *, concurrency: int = 16) -> list[JournalEntry]:
-    """Every entry of the compaction rooted at ``prefix``."""
-    keys = [o.key for o in await list_entry_keys(client, bucket, prefix)]
-    return await read_entries(client, bucket, keys, concurrency=concurrency)
+    """Every entry of the compaction rooted at ``prefix``, with ``stored_at`` when it did not change meanwhile."""
+    listed = {o.key: o for o in await list_entry_keys(client, bucket, prefix)}
+    entries = await read_entries(client, bucket, listed, concurrency=concurrency)
+    return [
+        replace(e, stored_at=listed[e.key].last_modified) if conditional.same_etag(e.etag, listed[e.key].etag) else e
+        for e in entries
+    ]

@@ -1,6 +1,7 @@
 """Where the compaction keeps its objects under a prefix; every name here is hidden from Spark, Hive and pyarrow.
 
     <prefix>_s3io_compaction/LOCK                                   the lock (owner, expiry)
+    <prefix>_s3io_compaction/probe/<job_id>                           a run's conditional-write probe (seconds)
     <prefix>_s3io_compaction/journal/<job_id>/<group_id>.json        one journal entry per committed group
     <partition dir>_s3io_staging/<job_id>/<group_id>-<nonce>.parquet the output before publication
     <partition dir>part-c-<job_id>-<group_id>.parquet                 the published output (a plain data file)
@@ -25,6 +26,7 @@ CONTROL_DIR = "_s3io_compaction/"
 STAGING_DIR = "_s3io_staging/"
 LOCK_NAME = "LOCK"
 JOURNAL_DIR = "journal/"
+PROBE_DIR = "probe/"
 FINAL_PREFIX = "part-c-"
 
 _JOURNAL_KEY = re.compile(r"(?:^|/)_s3io_compaction/journal/(?P<job>[^/]+)/(?P<group>[^/]+)\.json$")
@@ -42,6 +44,18 @@ def parse_prefix(url: str) -> tuple[str, str]:
 
 def lock_key(prefix: str) -> str:
     return f"{prefix}{CONTROL_DIR}{LOCK_NAME}"
+
+
+def probe_prefix(prefix: str) -> str:
+    return f"{prefix}{CONTROL_DIR}{PROBE_DIR}"
+
+
+def probe_key(prefix: str, job_id: str) -> str:
+    return f"{probe_prefix(prefix)}{job_id}"
+
+
+def is_probe_key(key: str) -> bool:
+    return f"/{CONTROL_DIR}{PROBE_DIR}" in f"/{key}"
 
 
 def journal_prefix(prefix: str) -> str:

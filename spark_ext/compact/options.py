@@ -9,8 +9,10 @@ Defaults, and where they come from:
   reach the candidate threshold (Iceberg's "enough content" rule); a single file is never rewritten.
 - grace_period 60 s: how long a reader may take between planning its files and finishing reading them.
   Inputs are deleted no earlier than this after the commit, staging no earlier than this after publication.
-- lock_ttl 120 s, renewed every ttl/3: a dead job blocks the prefix at most this long (plus clock_skew).
-- clock_skew 2 s: how far two machines' clocks may disagree; a lock is taken over only that long after it expired.
+- lock_ttl 120 s, renewed every ttl/3: a dead job blocks the prefix at most this long (plus clock_skew and 1 s);
+  each protocol step of the holder is cut off when its lease ends.
+- clock_skew 2 s: a margin added to the lease before a lock is taken over (its expiry is judged on the store's
+  clock, Last-Modified against the store's time, so machine clocks do not enter): drift and network delay.
 - coerce_timestamps "us": outputs store timestamps in microseconds, as Spark writes them; pyarrow reads Spark's
   INT96 timestamps as nanoseconds, and Spark cannot read a TIMESTAMP(NANOS) column, so keeping nanoseconds would
   make a Spark-readable landing zone unreadable to Spark. A group holding sub-microsecond values fails (nothing is

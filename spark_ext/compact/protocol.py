@@ -3,7 +3,8 @@
 State machine (the journal entry's ``state``; "-" = no entry; PROTOCOL.md has the readable version):
 
     -          --rewrite_group-->   staged (hidden staging object, verified; still no entry)
-    staged     --commit_group-->    committed   entry created with If-None-Match: *        <- the commit point
+    staged     --commit_group-->    pending     entry created with If-None-Match: *  (a claim, commits nothing)
+    pending    --commit_group-->    committed   entry If-Match, after the lock is seen still ours <- the commit point
     committed  --copy_to_final-->   committed   + final object (readers still use staging)  [>= grace after commit]
     committed  --record_published-> published   entry If-Match, final ETag/size recorded
     published  --delete_inputs-->   published   each input If-Match its planned ETag (412: left, reported)
@@ -11,31 +12,43 @@ State machine (the journal entry's ``state``; "-" = no entry; PROTOCOL.md has th
     published  --record_done-->     done        entry If-Match
     done       --forget-->          -           entry deleted (If-Match)
 
-Recovery: "-" with a staging object -> delete it (roll back); committed -> roll forward from copy_to_final
-(after checking staging still has the recorded ETag and size; if it is gone and every input is intact, roll
-back instead); published -> continue from delete_inputs; done -> forget. Every step first checks that the lock
-is still ours (``lock.ensure_held``), and a journal entry that moved under us means another job holds the lock
-(LockLost). ``finish_entries`` drives entries through the steps and waits the grace periods; the driver uses it
-after its commits, recovery for what a dead job left.
+Recovery: "-" with a staging object -> delete it (roll back); pending -> delete the entry and its staging (roll
+back); committed -> roll forward from copy_to_final (after checking staging still has the recorded ETag and size;
+if it is gone and every input is intact, roll back instead); published -> continue from delete_inputs; done ->
+forget. Every step runs inside ``lock.fenced``: it checks first that the lock is still ours and is cut off when our
+lease ends; a journal entry that moved under us means another job holds the lock (LockLost). ``finish_entries``
+drives entries through the steps and waits the grace periods; the driver uses it after its commits, recovery for
+what a dead job left.
+
+Why a job that lost its lock cannot commit (it may still be running, paused, or have requests in flight): S3 has
+no write conditional on another object, so a write sent while we held the lock can land after another job took it
+over. The entry is therefore written "pending" first, which commits nothing, and moved to "committed" (If-Match on
+the pending ETag) only after the lock is seen to still carry our ETag *after* the pending write landed. So the
+pending entry landed before any takeover, and every later holder finds it when its recovery lists the journal
+(LIST is strongly consistent), before it plans, and deletes it (If-Match): then our If-Match to "committed" fails;
+or our commit got there first, the new holder's delete fails, and it rolls the entry forward instead of planning
+those inputs again. Two committed entries never claim one input, whatever the clocks and the delays.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from s3io.errors import NotFound, PreconditionFailed
+from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from spark_ext.compact import journal, layout
-from spark_ext.compact.conditional import delete_if_match, same_etag
+from spark_ext.compact.conditional import delete_if_match, require_etag, same_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash
 from spark_ext.compact.errors import CompactionError, LockLost
-from spark_ext.compact.journal import COMMITTED, DONE, PUBLISHED, JournalEntry, ObjectRef
+from spark_ext.compact.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.plan import CompactionGroup
 from spark_ext.compact.rewrite import GroupOutput
+from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION
 from spark_ext.compact.tasks import gather_or_cancel
 
 Clock = Callable[[], float]
@@ -57,12 +70,16 @@ async def commit_group(
     owner: str = "",
     clock: Clock = time.time,
 ) -> JournalEntry:
-    """Make a verified output the truth for its inputs: create its journal entry (state "committed")."""
-    await lock.ensure_held()
+    """Make a verified output the truth for its inputs: a "pending" entry, a lock check, then "committed".
+
+    See the module doc for why it takes two writes and a check in between. If the lock is lost in between, the
+    pending entry is withdrawn (best effort; the next holder's recovery deletes it otherwise) and LockLost raised.
+    """
+    require_etag(output.staging.etag, group.bucket, output.staging.key, "commit")
     entry = JournalEntry(
         job_id=job_id,
         group_id=group.group_id,
-        state=COMMITTED,
+        state=PENDING,
         bucket=group.bucket,
         prefix=prefix,
         partition_dir=group.partition_dir,
@@ -74,13 +91,34 @@ async def commit_group(
         committed_at=clock(),
         owner=owner,
     )
-    return await journal.create(client, entry)
+    async with lock.fenced(f"the commit of group {group.group_id}"):
+        pending = await journal.create(client, entry)
+        try:
+            await lock.ensure_held()  # after the pending entry landed: no other job took the lock before it did
+        except LockLost:
+            await _withdraw(client, pending)
+            raise
+        try:
+            return await journal.advance(client, pending, state=COMMITTED, committed_at=clock())
+        except (PreconditionFailed, NotFound) as exc:
+            raise _moved(pending) from exc
+
+
+async def _withdraw(client: S3Client, pending: JournalEntry) -> None:
+    """Delete our own pending entry after losing the lock; failures are left to the next holder's recovery."""
+    with contextlib.suppress(S3IOError):
+        await journal.remove(client, pending)
 
 
 async def copy_to_final(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> ObjectRef:
     """Copy the committed staging object to the final key; returns the final object's ETag and size."""
-    await lock.ensure_held()
+    async with lock.fenced(f"the copy of {entry.key} to its final key"):
+        return await _copy_to_final(client, entry)
+
+
+async def _copy_to_final(client: S3Client, entry: JournalEntry) -> ObjectRef:
     staging = entry.staging
+    require_etag(staging.etag, entry.bucket, staging.key, "copy")
     try:
         head = await client.head_object(entry.bucket, staging.key)
     except NotFound:
@@ -103,8 +141,8 @@ async def copy_to_final(client: S3Client, lock: CompactionLock, entry: JournalEn
 async def record_published(
     client: S3Client, lock: CompactionLock, entry: JournalEntry, final: ObjectRef, *, clock: Clock = time.time
 ) -> JournalEntry:
-    await lock.ensure_held()
-    return await _advance(client, entry, state=PUBLISHED, final=final, published_at=clock())
+    async with lock.fenced(f"the publish record of {entry.key}"):
+        return await _advance(client, entry, state=PUBLISHED, final=final, published_at=clock())
 
 
 @dataclass
@@ -125,7 +163,6 @@ async def delete_inputs(
     """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported."""
     if entry.state != PUBLISHED or entry.final is None:
         raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
-    await lock.ensure_held()
     outcome = InputDeletion()
     slots = asyncio.Semaphore(concurrency)
 
@@ -143,31 +180,32 @@ async def delete_inputs(
             if after_each is not None:
                 after_each(ref.key)
 
-    await gather_or_cancel(one(ref) for ref in entry.inputs)
+    async with lock.fenced(f"the input deletes of {entry.key}"):
+        await gather_or_cancel(one(ref) for ref in entry.inputs)
     return outcome
 
 
 async def delete_staging(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
-    await lock.ensure_held()
-    try:
-        await delete_if_match(client, entry.bucket, entry.staging.key, entry.staging.etag)
-    except PreconditionFailed:
-        pass  # not the object we committed (cannot happen with nonce'd keys); never ours to delete
+    async with lock.fenced(f"the staging delete of {entry.key}"):
+        try:
+            await delete_if_match(client, entry.bucket, entry.staging.key, entry.staging.etag)
+        except PreconditionFailed:
+            pass  # not the object we committed (cannot happen with nonce'd keys); never ours to delete
 
 
 async def record_done(
     client: S3Client, lock: CompactionLock, entry: JournalEntry, *, clock: Clock = time.time
 ) -> JournalEntry:
-    await lock.ensure_held()
-    return await _advance(client, entry, state=DONE, done_at=clock())
+    async with lock.fenced(f"the done record of {entry.key}"):
+        return await _advance(client, entry, state=DONE, done_at=clock())
 
 
 async def forget(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
-    await lock.ensure_held()
-    try:
-        await journal.remove(client, entry)
-    except PreconditionFailed as exc:
-        raise _moved(entry) from exc
+    async with lock.fenced(f"the delete of {entry.key}"):
+        try:
+            await journal.remove(client, entry)
+        except PreconditionFailed as exc:
+            raise _moved(entry) from exc
 
 
 async def _advance(client: S3Client, entry: JournalEntry, **changes: object) -> JournalEntry:
@@ -206,11 +244,14 @@ async def finish_entries(
     sleep: Sleep = asyncio.sleep,
     crash: CrashPoint | None = None,
     keep_history: bool = False,
+    store_clock: Clock | None = None,
 ) -> FinishOutcome:
     """Drive entries to the end of the protocol, waiting the grace periods:
 
-    - publish (copy + record) no earlier than ``committed_at + grace``: readers that planned the inputs before
-      the commit have finished with them by then, and readers that see "committed" read staging;
+    - publish (copy + record) no earlier than ``grace`` after the commit: readers that planned the inputs before
+      the commit have finished with them by then, and readers that see "committed" read staging. The commit's
+      time is the journal object's Last-Modified against ``store_clock`` where both are known (an entry another
+      job wrote), else ``committed_at`` against ``clock`` (our own entries); never more than ``grace`` from now;
     - delete inputs right after publishing (the plain-reader duplicate window is copy -> these deletes);
     - delete staging, record "done" and delete the entry no earlier than ``grace`` after the last input delete
       this call confirmed: readers that read "committed" (staging) or listed before the deletes have finished.
@@ -223,7 +264,8 @@ async def finish_entries(
 
     committed = [e for e in live if e.state == COMMITTED]
     if committed:
-        outcome.waited += await _wait_until(max(e.committed_at for e in committed) + grace_period, clock, sleep)
+        wait = max(_until_published(e, grace_period, clock, store_clock) for e in committed)
+        outcome.waited += await _wait_until(clock() + wait, clock, sleep)
 
     async def publish(entry: JournalEntry) -> JournalEntry | None:
         if entry.state != COMMITTED:
@@ -291,7 +333,8 @@ async def _check_final(
             "its inputs were left in place for manual inspection"
         )
         return None
-    republished = await _advance(client, entry, final=final, published_at=clock())
+    async with lock.fenced(f"the publish record of {entry.key}"):
+        republished = await _advance(client, entry, final=final, published_at=clock())
     outcome.published.append(republished)
     return republished
 
@@ -311,16 +354,36 @@ async def _staging_lost(
             intact = False
             break
     if intact:
-        await lock.ensure_held()
-        try:
-            await delete_if_match(client, entry.bucket, entry.final_key, None)
-        except PreconditionFailed:
-            pass
-        await journal.remove(client, entry)
+        async with lock.fenced(f"the roll-back of {entry.key}"):
+            await _delete_copy(client, entry.bucket, entry.final_key)
+            try:
+                await journal.remove(client, entry)
+            except PreconditionFailed as exc:
+                raise _moved(entry) from exc
         outcome.rolled_back.append(entry.key)
     else:
         outcome.errors.append(f"{exc}; some inputs are gone too: left for manual inspection")
     return None
+
+
+async def _delete_copy(client: S3Client, bucket: str, key: str) -> None:
+    """Delete an unpublished copy at its final key, If-Match the version there now (a copy made before a crash)."""
+    try:
+        head = await client.head_object(bucket, key)
+    except NotFound:
+        return
+    with contextlib.suppress(PreconditionFailed):
+        await delete_if_match(client, bucket, key, head.etag)
+
+
+def _until_published(entry: JournalEntry, grace: float, clock: Clock, store_clock: Clock | None) -> float:
+    """Seconds from now until ``grace`` has passed since the entry's commit, judged without comparing two
+    machines' clocks: on the store's clock for an entry read from the store, else on the clock that wrote it."""
+    if store_clock is not None and entry.stored_at is not None:
+        left = entry.stored_at + STORE_CLOCK_RESOLUTION + grace - store_clock()
+    else:
+        left = entry.committed_at + grace - clock()
+    return min(grace, max(0.0, left))
 
 
 async def _wait_until(deadline: float, clock: Clock, sleep: Sleep) -> float:

@@ -1,6 +1,9 @@
 """Recovery: finish or undo what a dead job left under a prefix, from the journal alone. Runs under the lock.
 
 - staging objects (``_s3io_staging/``) that no journal entry names: never committed -> deleted (roll back);
+- "pending" entries (a claim whose writer never confirmed it still held the lock; see protocol.py): the entry is
+  deleted (If-Match), then its staging object (roll back); if its writer's commit got there first, the delete
+  fails and the entry, now "committed", is rolled forward with the others;
 - unfinished multipart uploads of staging keys (a job killed mid-upload): aborted, so no parts stay stored;
 - "committed" entries: rolled forward (publish after the grace period, delete inputs, later staging), after
   checking the staging object still has the ETag and size the journal recorded; if it does not and every input
@@ -23,7 +26,7 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact import journal
 from spark_ext.compact.conditional import delete_if_match
 from spark_ext.compact.crash import CrashPoint
-from spark_ext.compact.journal import JournalEntry
+from spark_ext.compact.journal import PENDING, JournalEntry
 from spark_ext.compact.layout import is_staging_key
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.protocol import Clock, Sleep, finish_entries
@@ -36,7 +39,7 @@ class RecoveryReport:
 
     entries_found: int = 0
     rolled_forward: list[str] = field(default_factory=list)  # journal keys driven to completion
-    rolled_back: list[str] = field(default_factory=list)  # journal keys undone (staging lost, inputs intact)
+    rolled_back: list[str] = field(default_factory=list)  # journal keys undone: pending claims, lost staging
     staging_deleted: list[str] = field(default_factory=list)  # uncommitted staging objects removed
     uploads_aborted: list[str] = field(default_factory=list)  # staging uploads a crashed job left unfinished
     inputs_deleted: int = 0
@@ -81,21 +84,32 @@ async def recover(
     sleep: Sleep = asyncio.sleep,
     crash: CrashPoint | None = None,
     keep_history: bool = False,
+    store_clock: Clock | None = None,
 ) -> RecoveryReport:
-    """Roll every leftover under ``prefix`` forward or back (see the module doc); ``listing``: a fresh full listing."""
+    """Roll every leftover under ``prefix`` forward or back (see the module doc); ``listing``: a fresh full listing.
+
+    ``store_clock``: the store's clock (StoreClock.now), so the grace period after another job's commit is judged
+    against the journal object's Last-Modified rather than that job's clock."""
     report = RecoveryReport()
     if listing is None:
         listing = [o async for o in client.list_objects(bucket, prefix)]
     entries: list[JournalEntry] = await journal.read_journal(client, bucket, prefix, concurrency=concurrency)
     report.entries_found = len(entries)
     referenced = {e.staging.key for e in entries}
+    claims = [e for e in entries if e.state == PENDING]
+    entries = [e for e in entries if e.state != PENDING]
+    for claim in claims:
+        advanced = await _roll_back_pending(client, lock, claim)
+        if advanced is None:
+            report.rolled_back.append(claim.key)
+        else:
+            entries.append(advanced)
     orphans = [
         o
         for o in listing
         if is_staging_key(o.key[len(prefix) :]) and o.key not in referenced and o.key.startswith(prefix)
     ]
     if orphans:
-        await lock.ensure_held()
         slots = asyncio.Semaphore(concurrency)
 
         async def drop(info: ObjectInfo) -> None:
@@ -106,7 +120,8 @@ async def recover(
                     return  # rewritten since the listing: a live writer's, not ours to judge now
                 report.staging_deleted.append(info.key)
 
-        await gather_or_cancel(drop(o) for o in orphans)
+        async with lock.fenced("the roll-back of uncommitted staging objects"):
+            await gather_or_cancel(drop(o) for o in orphans)
     await _abort_unfinished_uploads(client, lock, bucket, prefix, report)
     if entries:
         outcome = await finish_entries(
@@ -119,14 +134,36 @@ async def recover(
             sleep=sleep,
             crash=crash,
             keep_history=keep_history,
+            store_clock=store_clock,
         )
         report.rolled_forward = list(outcome.done)
-        report.rolled_back = list(outcome.rolled_back)
+        report.rolled_back.extend(outcome.rolled_back)
         report.inputs_deleted = outcome.deleted_inputs
         report.conflicts = list(outcome.conflicts)
         report.errors = list(outcome.errors)
         report.waited = outcome.waited
     return report
+
+
+async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: JournalEntry) -> JournalEntry | None:
+    """Delete a pending entry and then its staging object; the entry as it is now if it advanced meanwhile."""
+    async with lock.fenced(f"the roll-back of {claim.key}"):
+        for _ in range(3):  # bounded: a pending entry changes at most once (to committed) or is re-created once
+            try:
+                await journal.remove(client, claim)
+                break
+            except PreconditionFailed:
+                current = await journal.read_entry(client, claim.bucket, claim.key)
+                if current is None:
+                    break
+                if current.state != PENDING:
+                    return current  # its writer committed it first: roll it forward
+                claim = current
+        try:
+            await delete_if_match(client, claim.bucket, claim.staging.key, claim.staging.etag)
+        except PreconditionFailed:
+            pass  # not the object the claim named (cannot happen with nonce'd keys); never ours to delete
+    return None
 
 
 async def _abort_unfinished_uploads(
@@ -142,7 +179,7 @@ async def _abort_unfinished_uploads(
     ]
     if not unfinished:
         return
-    await lock.ensure_held()
-    for upload in unfinished:
-        await client.abort_multipart_upload(bucket, upload.key, upload.upload_id)
-        report.uploads_aborted.append(upload.key)
+    async with lock.fenced("the abort of unfinished staging uploads"):
+        for upload in unfinished:
+            await client.abort_multipart_upload(bucket, upload.key, upload.upload_id)
+            report.uploads_aborted.append(upload.key)

@@ -28,7 +28,7 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.urls import S3Path
 from spark_ext.compact.layout import logical_key
-from spark_ext.compact.visibility import resolve_visible_files
+from spark_ext.compact.visibility import read_journal_before, resolve_visible_files
 from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
@@ -88,17 +88,19 @@ def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
 async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]:
     """The data files of every path, sorted by URL; a path that matches no object raises PathNotFound.
 
-    Each listing is resolved against the compaction journal (list first, then read the journal), so a read never
-    sees a compacted file twice or misses one, whenever it runs; an output still in staging is read under its
-    stored key and stands for its published name (partition values, globs).
+    Each listing is resolved against the compaction journal (read it, list, read it again), so a read never sees a
+    compacted file twice or misses one, whenever it runs and however the listing's pages interleave with the
+    compaction's steps; an output still in staging is read under its stored key and stands for its published name
+    (partition values, globs).
     """
     semaphore = asyncio.Semaphore(LIST_CONCURRENCY)
 
     async def list_prefix(path: S3Path, prefix: str) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
         """(the raw listing, what a journal-aware reader reads of it)."""
         async with semaphore:
+            before = await read_journal_before(client, path.bucket, prefix)
             listed = [obj async for obj in client.list_objects(path.bucket, prefix)]
-            return listed, await resolve_visible_files(client, path.bucket, prefix, listed)
+            return listed, await resolve_visible_files(client, path.bucket, prefix, listed, before=before)
 
     jobs = [(path, prefix) for path in options.paths for prefix in path.listing_prefixes]
     listings = await asyncio.gather(*(list_prefix(path, prefix) for path, prefix in jobs))

@@ -1,0 +1,226 @@
+"""Two compaction jobs racing over one prefix, one with a skewed clock: every row exactly once, no run refused forever.
+
+Job A talks to moto through a request gate (tests/support/moto_wsgi.py) that holds chosen requests of A's before
+moto sees them, until the test releases them: A's journal write then lands late, after job B acted, as a write
+from a paused or partitioned job does. B talks to moto directly. The clocks are parameters of the jobs (``clock=``),
+skewed by an hour, as a machine without NTP would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from support.moto_wsgi import Gate, GatedRequest, MotoWsgiServer
+from test_compact_support import (
+    TEST_OPTIONS,
+    all_keys,
+    make_client,
+    plain_table,
+    same_rows,
+    visible_table,
+    write_landing_zone,
+)
+
+from spark_ext.compact import GroupResult, GroupTask, compact_prefix, in_process_executor, read_journal, recover_prefix
+
+pytestmark = pytest.mark.timeout(180)
+
+PREFIX = "raced/"
+HOUR = 3600.0
+OPTIONS_A = TEST_OPTIONS.replace(owner="job-A", lock_ttl=2.0)
+OPTIONS_B = TEST_OPTIONS.replace(owner="job-B")
+
+
+def _by_job_a(*paths: str) -> Any:
+    """A gate predicate: PUTs of job A (its owner in the body) to a key containing one of ``paths``."""
+
+    def matches(request: GatedRequest) -> bool:
+        if request.method != "PUT" or not any(p in request.path for p in paths):
+            return False
+        try:
+            return json.loads(request.body).get("owner") == "job-A"
+        except ValueError:
+            return False
+
+    return matches
+
+
+@pytest.fixture
+async def client(s3_endpoint: Any) -> Any:
+    async with make_client(s3_endpoint.url) as c:
+        yield c
+
+
+def _control_keys(s3: Any, bucket: str) -> list[str]:
+    return [k for k in all_keys(s3, bucket) if "_s3io_" in k]
+
+
+async def test_a_challenger_whose_clock_runs_an_hour_ahead_never_takes_a_live_lock(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A's commit is held at the store; B, whose clock is an hour ahead, tries to compact meanwhile. Judged on the
+    store's clock, A's lock is live: B is refused (LOCKED), A's commit lands and A finishes; B's rerun finds
+    nothing to do. (Judged on B's clock, B took the lock and compacted the same files; A's late commit then
+    named inputs and a staging object B had deleted, and every later run was refused until a person stepped in.)"""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
+    url = f"s3://{bucket}/{PREFIX}"
+    gate = Gate(_by_job_a("/_s3io_compaction/journal/"))
+    gate.arm()
+    with MotoWsgiServer(gate.middleware) as gated_url:
+        try:
+            async with make_client(gated_url) as a, make_client(s3_endpoint.url) as b:
+                job_a = asyncio.create_task(compact_prefix(a, url, OPTIONS_A))
+                assert await asyncio.to_thread(gate.wait_held, 1, 60), "job A never reached its commit"
+                fast_clock = lambda: time.time() + HOUR  # noqa: E731
+                report_b = await compact_prefix(b, url, OPTIONS_B, clock=fast_clock)
+                gate.release()
+                report_a = await job_a
+                await recover_prefix(b, url, OPTIONS_B)  # finishes whatever either job left committed
+                assert same_rows(await visible_table(b, bucket, PREFIX), original)
+                assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+                rerun = await compact_prefix(b, url, OPTIONS_B, clock=fast_clock)
+                assert rerun.status == "nothing_to_do", rerun.to_text()  # not refused: nothing needs a person
+                assert report_b.status == "locked", report_b.to_text()
+                assert "lock held by job-A" in report_b.message
+                assert report_a.status == "ok", report_a.to_text()
+        finally:
+            gate.release()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert _control_keys(s3_client, bucket) == []
+
+
+async def test_a_holder_that_lost_its_lease_mid_commit_never_commits_and_its_late_write_is_rolled_back(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A (clock an hour ahead) rewrites its group; then its commit and its renewals are held at the store, so its
+    lease runs out mid-commit. B (clock right) takes the lock over once it expired on the store's clock, compacts
+    the same files and finishes. Then A's held writes land: the journal entry as a mere claim ("pending"), which a
+    recovery run rolls back. Every row once; the next run has nothing to do. (Before: B was refused for the hour
+    A's clock ran ahead, and A's late write was a committed entry that published every row a second time.)"""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
+    url = f"s3://{bucket}/{PREFIX}"
+    gate = Gate(_by_job_a("/_s3io_compaction/journal/", "/_s3io_compaction/LOCK"))
+    with MotoWsgiServer(gate.middleware) as gated_url:
+        try:
+            async with make_client(gated_url) as a, make_client(s3_endpoint.url) as b:
+
+                async def rewrite_then_pause(tasks: list[GroupTask]) -> AsyncIterator[GroupResult]:
+                    async for result in in_process_executor(a, 1)(tasks):
+                        gate.arm()  # from now on A's lock renewals and journal writes wait at the store
+                        yield result
+
+                slow_clock = lambda: time.time() + HOUR  # noqa: E731
+                report_a = await compact_prefix(a, url, OPTIONS_A, execute_groups=rewrite_then_pause, clock=slow_clock)
+                assert report_a.status == "lock_lost", report_a.to_text()
+                assert "our lease" in report_a.message  # cut off at its end, or its renewal could not finish in it
+                assert report_a.duration_s < 60  # cut off at the end of its 2 s lease, not the 180 s request deadline
+                assert gate.wait_held(2, 10)  # its commit and at least one renewal are still waiting at the store
+
+                for _ in range(60):
+                    report_b = await compact_prefix(b, url, OPTIONS_B)
+                    if report_b.status != "locked":
+                        break
+                    await asyncio.sleep(0.25)
+                assert report_b.status == "ok", report_b.to_text()
+                assert report_b.lock_taken_over_from is not None and "job-A" in report_b.lock_taken_over_from
+
+                gate.release()
+                assert await asyncio.to_thread(gate.wait_drained, 30)  # A's late writes have reached the store
+                (claim,) = await read_journal(b, bucket, PREFIX)
+                assert claim.state == "pending" and claim.owner == "job-A"
+                assert same_rows(await visible_table(b, bucket, PREFIX), original)  # a claim commits nothing
+
+                recovered = await recover_prefix(b, url, OPTIONS_B)
+                assert recovered.status == "ok" and recovered.recovery.rolled_back == [claim.key]
+                assert (await compact_prefix(b, url, OPTIONS_B)).status == "nothing_to_do"
+        finally:
+            gate.release()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert _control_keys(s3_client, bucket) == []
+
+
+@pytest.mark.parametrize("skew", [HOUR, -HOUR], ids=["writer-clock-ahead", "writer-clock-behind"])
+async def test_recovery_waits_the_grace_period_after_another_jobs_commit_on_the_stores_clock(
+    skew: float, client: Any, s3_client: Any, bucket: str
+) -> None:
+    """A job whose clock is an hour off commits and stops (finish=False); a recovery with a right clock publishes
+    its group a grace period after the commit as the store saw it: not an hour later (clock ahead), not at once
+    (clock behind), which would delete inputs under readers that planned before the commit."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
+    url = f"s3://{bucket}/{PREFIX}"
+    skewed = lambda: time.time() + skew  # noqa: E731
+    committed = await compact_prefix(client, url, OPTIONS_A.replace(finish=False), clock=skewed)
+    assert committed.status == "ok" and [e.state for e in await read_journal(client, bucket, PREFIX)] == ["committed"]
+    waits: list[float] = []
+
+    async def note(seconds: float) -> None:  # the waits the recovery asks for; it does not need to sleep them here
+        waits.append(seconds)
+
+    grace = 2.0
+    recovered = await recover_prefix(client, url, OPTIONS_B.replace(grace_period=grace), sleep=note)
+    assert recovered.status == "ok" and recovered.recovery.rolled_forward
+    assert len(waits) == 2  # after the commit, then after the input deletes
+    assert grace / 2 <= waits[0] <= grace + 1.5  # the commit was a moment ago; Last-Modified has whole seconds
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert _control_keys(s3_client, bucket) == []
+
+
+async def test_inputs_a_late_claim_names_are_left_out_of_the_next_plan(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A's claim (a pending entry) reaches the store after B's recovery looked at the journal and before B plans:
+    B leaves the claimed files out and says why; the next run rolls the claim back and compacts them."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
+    url = f"s3://{bucket}/{PREFIX}"
+    gate_a = Gate(_by_job_a("/_s3io_compaction/journal/", "/_s3io_compaction/LOCK"))
+    journal_lists = iter(range(1, 100))
+
+    def second_journal_listing(request: GatedRequest) -> bool:  # B's: 1st in recovery, 2nd before planning
+        listing = request.method == "GET" and "list-type=2" in request.query
+        return listing and "prefix=raced%2F_s3io_compaction%2Fjournal%2F" in request.query and next(journal_lists) == 2
+
+    gate_b = Gate(second_journal_listing)
+    with MotoWsgiServer(gate_a.middleware) as url_a, MotoWsgiServer(gate_b.middleware) as url_b:
+        try:
+            async with make_client(url_a) as a, make_client(url_b) as b:
+
+                async def rewrite_then_pause(tasks: list[GroupTask]) -> AsyncIterator[GroupResult]:
+                    async for result in in_process_executor(a, 1)(tasks):
+                        gate_a.arm()
+                        yield result
+
+                report_a = await compact_prefix(a, url, OPTIONS_A, execute_groups=rewrite_then_pause)
+                assert report_a.status == "lock_lost", report_a.to_text()
+                gate_b.arm()
+
+                async def take_over() -> Any:
+                    for _ in range(60):
+                        report = await compact_prefix(b, url, OPTIONS_B)
+                        if report.status != "locked":
+                            return report
+                        await asyncio.sleep(0.25)
+                    raise AssertionError(f"B never took the lock over: {report.message}")
+
+                job_b = asyncio.create_task(take_over())
+                assert await asyncio.to_thread(gate_b.wait_held, 1, 60), "B never got to planning"
+                gate_a.release()  # A's claim lands now, between B's recovery and B's plan
+                assert await asyncio.to_thread(gate_a.wait_drained, 30)
+                gate_b.release()
+                report_b = await job_b
+                assert report_b.status == "nothing_to_do", report_b.to_text()
+                assert any("6 file(s) left out" in w and "claims them" in w for w in report_b.warnings)
+                assert same_rows(await visible_table(b, bucket, PREFIX), original)
+
+                again = await compact_prefix(b, url, OPTIONS_B)
+                assert again.status == "ok" and again.groups_done == 1, again.to_text()
+                assert again.recovery is not None and len(again.recovery.rolled_back) == 1
+        finally:
+            gate_a.release()
+            gate_b.release()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert _control_keys(s3_client, bucket) == []
