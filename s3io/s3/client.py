@@ -225,6 +225,7 @@ class S3Client:
         object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
         """
         _check_key(bucket, key)
+        _check_etag(bucket, key, if_match)
         if start is None and end is not None:
             start = 0
         try:
@@ -258,7 +259,8 @@ class S3Client:
     async def head_object(self, bucket: str, key: str, *, if_match: str | None = None) -> ObjectInfo:
         """Size, ETag and modification time of an object; NotFound if it does not exist."""
         _check_key(bucket, key)
-        headers = {"if-match": if_match} if if_match else {}
+        _check_etag(bucket, key, if_match)
+        headers = {"if-match": if_match} if if_match is not None else {}
 
         async def attempt(watchdog: Watchdog) -> ObjectInfo:
             response = await self._send(watchdog, "head", "HEAD", bucket, key, headers=dict(headers))
@@ -374,10 +376,11 @@ class S3Client:
     ) -> PutResult:
         """Write an object; ``if_none_match=True`` creates it only if absent (PreconditionFailed otherwise)."""
         _check_key(bucket, key)
+        _check_etag(bucket, key, if_match)
         headers: dict[str, str] = {"content-md5": _md5(data)}
         if if_none_match:
             headers["if-none-match"] = "*"
-        if if_match:
+        if if_match is not None:
             headers["if-match"] = if_match
         if content_type:
             headers["content-type"] = content_type
@@ -525,7 +528,8 @@ class S3Client:
     async def delete_object(self, bucket: str, key: str, *, if_match: str | None = None) -> None:
         """Delete one object (absent objects are not an error, as in S3)."""
         _check_key(bucket, key)
-        headers = {"if-match": if_match} if if_match else {}
+        _check_etag(bucket, key, if_match)
+        headers = {"if-match": if_match} if if_match is not None else {}
 
         async def attempt(watchdog: Watchdog) -> None:
             await self._send(watchdog, "delete", "DELETE", bucket, key, headers=dict(headers))
@@ -575,8 +579,9 @@ class S3Client:
         """Server-side copy (up to 5 GiB); ``if_match`` pins the source version."""
         _check_key(src_bucket, src_key)
         _check_key(dst_bucket, dst_key)
+        _check_etag(src_bucket, src_key, if_match)
         headers = {"x-amz-copy-source": quote(f"/{src_bucket}/{src_key}", safe="/~")}
-        if if_match:
+        if if_match is not None:
             headers["x-amz-copy-source-if-match"] = if_match
 
         async def attempt(watchdog: Watchdog) -> PutResult:
@@ -611,6 +616,16 @@ class _PageMarkers:
         self._seen.add(marker)
 
 
+def _check_etag(bucket: str, key: str, etag: str | None, what: str = "if_match") -> None:
+    """A condition with an empty ETag would be sent as no condition at all: refuse it."""
+    if etag is not None and not etag.strip('"'):
+        raise errors.InvalidConfig(
+            f"{what}: an empty ETag would make this request unconditional; pass the object's ETag or None",
+            bucket=bucket,
+            key=key,
+        )
+
+
 def _check_key(bucket: str, key: str) -> None:
     """An object operation needs a key: an empty one would address the bucket itself (its listing, or DeleteBucket)."""
     if not key:
@@ -626,7 +641,7 @@ def _info_from_headers(bucket: str, key: str, headers: CIMultiDictProxy[str]) ->
         bucket=bucket,
         key=key,
         size=int(headers.get("Content-Length", "0")),
-        etag=headers.get("ETag"),
+        etag=headers.get("ETag") or None,
         last_modified=parsedate_to_datetime(modified).timestamp() if modified else None,
     )
 

@@ -116,7 +116,7 @@ def parse_list_page(bucket: str, body: bytes) -> tuple[list[ObjectInfo], list[st
             bucket=bucket,
             key=decode(item.findtext("Key") or ""),
             size=int(item.findtext("Size") or 0),
-            etag=item.findtext("ETag"),
+            etag=item.findtext("ETag") or None,  # an empty <ETag/> is no ETag, never a pin to ""
             last_modified=parse_timestamp(item.findtext("LastModified")),
         )
         for item in root.iterfind("Contents")

@@ -26,6 +26,10 @@ from typing import Any
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+from support.s3_semantics import S3SemanticsApp
+from support.sigv4_check import SigV4CheckingApp, moto_bucket_region, moto_secret
+
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Middleware = Callable[[WsgiApp], WsgiApp]
 MAX_HOLD_SECONDS = 120.0  # a held request goes through after this even if the test never releases it
@@ -158,12 +162,18 @@ class MotoWsgiServer:
         self._middleware = middleware
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self.front: SigV4CheckingApp | None = None
 
     def start(self) -> str:
-        """Start serving; returns the endpoint URL."""
-        app: WsgiApp = DomainDispatcherApplication(create_backend_app)
+        """Start serving; returns the endpoint URL. As the session's server, the store is strict: S3's semantics
+        under the middleware, and the SigV4 check above it (it sees the request as the client signed it)."""
+        app: WsgiApp = S3SemanticsApp(DomainDispatcherApplication(create_backend_app))
         for wrap in reversed(self._middleware):
             app = wrap(app)
+        self.front = SigV4CheckingApp(
+            app, {FAKE_ACCESS_KEY: FAKE_SECRET_KEY}, secret_lookup=moto_secret, bucket_region=moto_bucket_region
+        )
+        app = self.front
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
         self._server = server
@@ -173,7 +183,8 @@ class MotoWsgiServer:
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
-        """Stop serving and join the thread (held requests of a Gate must be released first)."""
+        """Stop serving and join the thread (held requests of a Gate must be released first); fails if the
+        signature check refused any request, as S3 would have."""
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
@@ -181,6 +192,8 @@ class MotoWsgiServer:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        refused = [r for r in (self.front.take_rejections() if self.front else []) if not r.wrong_region]
+        assert not refused, f"the S3 front refused {len(refused)} request(s) as S3 would: {refused[:3]}"
 
     def __enter__(self) -> str:
         return self.start()
