@@ -46,6 +46,14 @@ from spark_ext.compact.report import (
 from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
 from spark_ext.compact.store_probe import probe_store
 from spark_ext.compact.visibility import apply_journal
+from spark_ext.stream.lease import (
+    LiveLease,
+    committed_consumption,
+    is_lease_key,
+    live_leases,
+    needed_by,
+    read_leases,
+)
 
 log = logging.getLogger("spark_ext.compact")
 
@@ -139,6 +147,8 @@ class _Job:
         self.stats_before = client.stats()
         self.extra_requests = 0
         self.extra_retries = 0
+        self._leases: list[LiveLease] = []  # streams' live leases, read before planning
+        self._store_now: Callable[[], Awaitable[float]] | None = None
         self.bytes_total = 0
         self.bytes_done = 0
         self.groups_total = 0
@@ -172,6 +182,8 @@ class _Job:
 
         async def store_now() -> float:
             return store.now()
+
+        self._store_now = store_now
 
         lock = CompactionLock(
             self.client,
@@ -239,6 +251,14 @@ class _Job:
                 self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
                 maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
                 return self._finish_report(None)
+            self._leases = await live_leases(
+                self.client,
+                self.bucket,
+                self.prefix,
+                store_now=store_now,
+                clock_skew=self.options.clock_skew,
+                listed=listing,
+            )
             plan = await self._plan(data, claimed=await self._claimed_inputs())
             if not plan.groups:
                 self.report.status = NOTHING_TO_DO
@@ -311,6 +331,21 @@ class _Job:
                 f"{len(data) - len(candidates)} file(s) left out: a journal entry of another job claims them "
                 "(a job that lost its lock); the next run rolls that entry back and compacts them"
             )
+        leased: dict[str, int] = {}
+        unleased = []
+        for obj in candidates:
+            stream = needed_by(self._leases, obj)
+            if stream is None:
+                unleased.append(obj)
+            else:
+                leased[stream] = leased.get(stream, 0) + 1
+        candidates = unleased
+        for stream, count in sorted(leased.items()):
+            self.report.warnings.append(
+                f"{count} file(s) left out: stream {stream!r} holds a live lease and has not read them yet; they are "
+                "compacted once it has (or once its lease expires)"
+            )
+        self.report.leased_files = sum(leased.values())
         facts = await fetch_file_facts(
             self.client, candidates, threshold=self.options.threshold, concurrency=self.options.footer_concurrency
         )
@@ -363,6 +398,17 @@ class _Job:
         if self.external:
             self.extra_requests += output.requests
             self.extra_retries += output.retries
+        stream = await self._newly_leased(group)
+        if stream is not None:
+            report.state = "failed"
+            report.error = (
+                f"leased: stream {stream!r} took a lease after planning and has not read some of its inputs; not "
+                "committed (the staging object is removed, the inputs stay)"
+            )
+            log.warning("group %s: %s", result.group_id, report.error)
+            with contextlib.suppress(Exception):
+                await self.client.delete_object(self.bucket, output.staging.key)
+            return
         entry = await commit_group(
             self.client,
             lock,
@@ -383,6 +429,28 @@ class _Job:
         self.bytes_done += output.input_bytes
         self._tick("rewriting")
 
+    async def _newly_leased(self, group: CompactionGroup) -> str | None:
+        """A stream whose lease appeared after planning and still needs one of ``group``'s inputs, or None.
+
+        One LIST per commit: leases known at planning only ever consume more (their committed batch grows), so
+        only a stream not seen then needs its state read."""
+        known = {live.lease.stream for live in self._leases}
+        fresh = [
+            lease for lease in await read_leases(self.client, self.bucket, self.prefix) if lease.stream not in known
+        ]
+        if not fresh:
+            return None
+        store_now = self._store_now
+        for lease in fresh:
+            ends = lease.expires_at(self.options.clock_skew)
+            if store_now is not None and ends is not None and ends < await store_now():
+                continue
+            live = LiveLease(lease, await committed_consumption(self.client, lease))
+            self._leases.append(live)
+            if any(live.needs(info) for info in group.files):
+                return lease.stream
+        return None
+
     async def _claimed_inputs(self) -> list[ObjectRef]:
         """Inputs of unfinished journal entries, read after recovery: never planned again while an entry claims them."""
         entries = await journal.read_journal(self.client, self.bucket, self.prefix)
@@ -392,8 +460,8 @@ class _Job:
         """Why this prefix must not be compacted now: another compaction rooted above or below it is in flight."""
         control = layout.CONTROL_DIR
         for obj in listing:
-            if layout.is_probe_key(obj.key):
-                continue  # another run's conditional-write probe: there for a few requests, holds nothing
+            if layout.is_probe_key(obj.key) or is_lease_key(obj.key):
+                continue  # a conditional-write probe (there for a few requests) or a stream's lease: holds no data
             relative = obj.key[len(self.prefix) :]
             marker = relative.find("/" + control)
             if marker >= 0:

@@ -12,17 +12,23 @@ so an attempt that loses the race can never overwrite the staging object a journ
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
 import socket
 import time
+from collections.abc import Sequence
 
 from s3io.errors import InvalidConfig
 from s3io.listing import is_hidden
+from s3io.s3.types import ObjectInfo
 from s3io.urls import has_glob, split_s3_url
 
 CONTROL_DIR = "_s3io_compaction/"
+# Footer key-value metadata of every compacted output: the inputs it replaces, [[key, ETag], ...] as JSON. A stream
+# that meets an output later (the journal entry may be gone) learns from it which rows it has already read.
+INPUTS_METADATA_KEY = b"s3io.compaction.inputs"
 STAGING_DIR = "_s3io_staging/"
 LOCK_NAME = "LOCK"
 JOURNAL_DIR = "journal/"
@@ -124,3 +130,16 @@ def new_job_id(now: float | None = None) -> str:
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def inputs_metadata(files: Sequence[ObjectInfo]) -> dict[bytes, bytes]:
+    """The footer metadata that names an output's inputs (key and ETag)."""
+    return {INPUTS_METADATA_KEY: json.dumps([[f.key, f.etag] for f in files], separators=(",", ":")).encode()}
+
+
+def inputs_from_metadata(metadata: dict[bytes, bytes] | None) -> list[tuple[str, str | None]] | None:
+    """The inputs an output's footer names, or None if the file is not a compaction output of this project."""
+    raw = (metadata or {}).get(INPUTS_METADATA_KEY)
+    if raw is None:
+        return None
+    return [(str(key), etag) for key, etag in json.loads(raw)]

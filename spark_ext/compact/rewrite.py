@@ -121,7 +121,7 @@ async def rewrite_group(
     crash = resolve(crash_at)
     started = time.monotonic()
     before = client.stats()
-    encoder = _Encoder(group.schema, settings)
+    encoder = _Encoder(group.schema, settings, layout.inputs_metadata(group.files))
     writer = client.multipart_writer(
         group.bucket, staging_key, part_size=settings.part_size, concurrency=settings.upload_concurrency
     )
@@ -247,13 +247,16 @@ class _Sink(io.RawIOBase):
 class _Encoder:
     """Decode inputs, conform them, checksum them, and encode row groups; used from one worker thread at a time."""
 
-    def __init__(self, schema: pa.Schema, settings: RewriteSettings) -> None:
+    def __init__(
+        self, schema: pa.Schema, settings: RewriteSettings, metadata: dict[bytes, bytes] | None = None
+    ) -> None:
         self.schema = schema
         self.settings = settings
         self.checksum = TableChecksum.for_schema(schema)
         self._sink = _Sink()
+        written = schema.with_metadata({**(schema.metadata or {}), **(metadata or {})}) if metadata else schema
         self._writer = pq.ParquetWriter(
-            self._sink, schema, compression=settings.compression, coerce_timestamps=settings.coerce_timestamps
+            self._sink, written, compression=settings.compression, coerce_timestamps=settings.coerce_timestamps
         )
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0

@@ -1,0 +1,119 @@
+"""What a stream has accounted for: every (key, ETag) some batch read, skipped or covered, bounded by maxFileAge.
+
+A file is new when its key was never seen, or was seen with another ETag (an object overwritten under the same
+key is new data). Like Spark's file source, ``maxFileAge`` is measured from the newest file seen (the store's
+Last-Modified, never the local clock): older files are ignored by the listing and dropped from the set, so the
+set, and the checkpoint that stores it, stay bounded however long the stream runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from s3io.errors import CorruptFile
+from s3io.s3.etags import same_etag
+from s3io.s3.types import ObjectInfo
+
+FORMAT = "s3io-stream-seen/1"
+
+
+@dataclass
+class SeenFiles:
+    """The stream's memory: key -> (ETag, Last-Modified), the newest Last-Modified and the highest key seen."""
+
+    entries: dict[str, tuple[str | None, float | None]] = field(default_factory=dict)
+    newest: float | None = None
+    high_key: str = ""  # the greatest key ever listed: where a StartAfter listing resumes
+    batch: int = -1  # the last batch folded in
+
+    def is_new(self, info: ObjectInfo) -> bool:
+        seen = self.entries.get(info.key)
+        return seen is None or not same_etag(seen[0], info.etag)
+
+    def too_old(self, modified: float | None, max_age: float | None) -> bool:
+        """Older than ``max_age`` before the newest file seen (never true before anything was seen)."""
+        return (
+            max_age is not None
+            and modified is not None
+            and self.newest is not None
+            and (modified < self.newest - max_age)
+        )
+
+    def add(self, items: Iterable[tuple[str, str | None, float | None]], batch: int) -> None:
+        for key, etag, modified in items:
+            self.entries[key] = (etag, modified)
+            if modified is not None and (self.newest is None or modified > self.newest):
+                self.newest = modified
+            if key > self.high_key:
+                self.high_key = key
+        self.batch = max(self.batch, batch)
+
+    def note_listed(self, keys: Sequence[str]) -> None:
+        """Raise the high-water key to the greatest key a listing returned (new or not)."""
+        if keys:
+            top = max(keys)
+            if top > self.high_key:
+                self.high_key = top
+
+    def purge(self, max_age: float | None) -> int:
+        """Drop entries older than ``max_age`` before the newest; returns how many were dropped."""
+        if max_age is None or self.newest is None:
+            return 0
+        old = [key for key, (_, modified) in self.entries.items() if self.too_old(modified, max_age)]
+        for key in old:
+            del self.entries[key]
+        return len(old)
+
+    def encode(self) -> bytes:
+        body = {
+            "format": FORMAT,
+            "batch": self.batch,
+            "newest": self.newest,
+            "high_key": self.high_key,
+            "entries": [[k, e, m] for k, (e, m) in sorted(self.entries.items())],
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> SeenFiles:
+        try:
+            body = json.loads(data)
+            if body.get("format") != FORMAT:
+                raise ValueError(f"format {body.get('format')!r}, expected {FORMAT!r}")
+            return cls(
+                entries={k: (e, m) for k, e, m in body["entries"]},
+                newest=body["newest"],
+                high_key=body["high_key"],
+                batch=int(body["batch"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptFile(f"unreadable stream checkpoint ({exc})") from exc
+
+
+def select_new(
+    listed: Iterable[ObjectInfo],
+    seen: SeenFiles,
+    *,
+    max_files: int | None,
+    max_bytes: int | None,
+    max_age: float | None,
+) -> list[ObjectInfo]:
+    """The files of the next batch: new, not too old, oldest first (Last-Modified, then key), within the limits.
+
+    At least one file is taken when any is new, even one larger than ``max_bytes`` (as Spark does), so a stream
+    never stalls on a big file.
+    """
+    fresh = [o for o in listed if seen.is_new(o) and not seen.too_old(o.last_modified, max_age)]
+    fresh.sort(key=lambda o: (o.last_modified if o.last_modified is not None else 0.0, o.key))
+    batch: list[ObjectInfo] = []
+    total = 0
+    for info in fresh:
+        if max_files is not None and len(batch) >= max_files:
+            break
+        if max_bytes is not None and batch and total + info.size > max_bytes:
+            break
+        batch.append(info)
+        total += info.size
+    return batch
