@@ -39,6 +39,7 @@ from spark_ext.source.planner import (
     prune_partitions,
     run_sync,
 )
+from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
 
 logger = logging.getLogger("spark_ext.source")
@@ -54,7 +55,8 @@ class ScanState:
     columns: ColumnPlan
     default_parallelism: int
     row_groups: dict[str, tuple[int, ...]]  # row-group sizes of files whose footer planning already read
-    data_schema: pa.Schema | None  # the files' unified schema, when planning inferred it
+    data_schema: StructType | None  # the files' schema, when planning inferred it
+    session_settings: tuple[SessionSetting, ...] = ()  # checked by every task against the running session
 
 
 class S3ParquetScan(DataSourceReader):
@@ -96,6 +98,7 @@ class S3ParquetScan(DataSourceReader):
             target_schema=state.columns.target_schema,
             output_names=state.columns.output_names,
             predicates=self._data_predicates,
+            session_settings=state.session_settings,
         )
         partitions = [S3ParquetPartition(i, tuple(pieces), spec) for i, pieces in enumerate(packing.partitions)]
         self.last_plan = {
