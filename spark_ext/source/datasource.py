@@ -7,8 +7,10 @@ another for each query; ``read()`` runs in executors. So the listing is made onc
 schema (one file, or all with ``mergeSchema``), and again at planning only for files large enough to split.
 
 A Python worker has no SparkSession: the default parallelism (Spark's default ``minPartitionNum``), the
-session time zone and partition type inference are captured by ``spark_ext.register(spark)``; without it
-(automatic registration) they are os.cpu_count(), UTC and true, and the options of the same names override them.
+session time zone, partition type inference and case sensitivity are captured by ``spark_ext.register(spark)``;
+without it (automatic registration) they are os.cpu_count(), UTC, true and false, and the options of the same
+names override them. Every task checks the settings it was planned with against the running session
+(``session_check``): a setting changed since fails the read instead of being silently ignored.
 """
 
 from __future__ import annotations
