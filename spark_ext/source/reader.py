@@ -7,11 +7,10 @@ reads from its InputPartition.
 
 Two readers: ``S3ParquetScan`` (the default) leaves every filter to Spark; ``S3ParquetReader`` adds
 ``pushFilters``. Pushdown needs ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that
-implements ``pushFilters`` when it is off: DATA_SOURCE_PUSHDOWN_DISABLED) and is opt-in,
-``spark_ext.register(spark, filter_pushdown=True)``, because PySpark 4.3 keeps one read plan per DataFrame
-(PythonDataSourceV2.readInfo): a pushdown replaces it, but a query with no pushable filter reuses whatever is
-there, so after ``df.filter("p = 1").count()`` a plain ``df.count()`` reads only the partitions (and row groups)
-the filter kept, and nothing re-applies the filter. No reader can tell: Python is not called for that query.
+implements ``pushFilters`` when it is off: DATA_SOURCE_PUSHDOWN_DISABLED), and ``spark_ext.register`` offers it
+only on a Spark that keeps each scan's pushed read plan to that scan: PySpark 4.3 keeps one per DataFrame
+(PythonDataSourceV2.setReadInfo), so a union, self-join, temp view or cache mixes the pruned plan of one scan
+into another, and no reader can tell (see ``spark_ext.source.pushdown_safety``).
 """
 
 from __future__ import annotations
