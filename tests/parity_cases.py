@@ -217,6 +217,8 @@ def _evolution() -> list[Case]:
     return [
         Case("evolve_added_column_first_schema_wins", {"a.parquet": a, "b.parquet": b}),
         Case("evolve_added_column_merged", {"a.parquet": a, "b.parquet": b}, options=merge),
+        Case("evolve_dropped_column", {"a.parquet": a, "b.parquet": one("id", [3], pa.int64())}),
+        Case("evolve_dropped_column_merged", {"a.parquet": a, "b.parquet": one("id", [3], pa.int64())}, options=merge),
         Case("evolve_int_then_long", {"a.parquet": i32, "b.parquet": i64}),
         Case("evolve_int_then_long_merged", {"a.parquet": i32, "b.parquet": i64}, options=merge),
         Case("evolve_long_then_int", {"a.parquet": i64, "b.parquet": i32}),
