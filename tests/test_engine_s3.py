@@ -167,8 +167,21 @@ def test_stream_yields_in_request_order_even_when_later_requests_finish_first(
     assert [request for request, _ in got] == requests
     assert all(a is b for (a, _), b in zip(got, requests, strict=True))
     assert [data for _, data in got] == [data_of(4 * KiB, seed=i) for i in range(4)]
-    finished = {r.path.rsplit("/", 1)[-1]: r.finished for r in fault_proxy.requests if r.method == "GET"}
+    finished = _finished_gets(fault_proxy, 4)
     assert finished["0.bin"] > max(finished[f"{i}.bin"] for i in range(1, 4))
+
+
+def _finished_gets(proxy: FaultProxy, count: int, timeout: float = 5.0) -> dict[str, float]:
+    """Name -> when the proxy finished answering, once all ``count`` GETs are recorded as finished (the proxy
+    records it after its last write, which can be after the client has read the whole body)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(int(timeout / 0.01) + 2):
+        records = [r for r in proxy.requests if r.method == "GET"]
+        if (len(records) >= count and all(r.finished is not None for r in records)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert all(r.finished is not None for r in records), "the proxy never finished answering some GET"
+    return {r.path.rsplit("/", 1)[-1]: r.finished for r in records}
 
 
 def test_each_stream_request_is_fetched_by_its_own_task_while_the_consumer_waits(
