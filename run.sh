@@ -13,11 +13,15 @@ fi
 [ -n "$PY" ] || { echo "run.sh: Python 3.11 not found (set PYTHON=/path/to/python3.11)" >&2; exit 2; }
 command -v java >/dev/null 2>&1 || echo "run.sh: warning: java not found on PATH; Spark needs Java 17" >&2
 
-stamp=.venv/.installed-$(cat setup.cfg | cksum | cut -d' ' -f1)
+# editable_mode=compat puts the checkout on sys.path (a .pth line): PySpark finds the pyspark_s3parquet module,
+# which registers the source automatically, with pkgutil.iter_modules(), which cannot see setuptools' default
+# editable finder. The install line is part of the stamp, so changing it reinstalls.
+INSTALL=(-e ".[fsspec,spark,test]" --config-settings editable_mode=compat)
+stamp=.venv/.installed-$( (cat setup.cfg; echo "${INSTALL[*]}") | cksum | cut -d' ' -f1)
 if [ ! -f "$stamp" ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[fsspec,spark,test]"
+  .venv/bin/python -m pip install -q "${INSTALL[@]}"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

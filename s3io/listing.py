@@ -18,6 +18,14 @@ def is_hidden_name(name: str) -> bool:
     return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
 
 
+SUMMARY_FILE_NAMES = ("_common_metadata", "_metadata")
+
+
+def is_summary_file(key: str) -> bool:
+    """A parquet summary file (schema and row-group metadata of a directory, no data), which Spark lists."""
+    return key.rsplit("/", 1)[-1] in SUMMARY_FILE_NAMES
+
+
 def is_hidden(key_relative_to_base: str) -> bool:
     """True if any segment of a key below the base (root) path is hidden, or the key is a directory marker."""
     if key_relative_to_base.endswith("/") or key_relative_to_base.endswith("_$folder$"):
@@ -36,6 +44,7 @@ class ListedFile:
     info: ObjectInfo
     root: str
     logical_key: str | None = None
+    direct: bool = True  # the path itself, or a file directly in the directory it names (not in a subdirectory)
 
     @property
     def logical_url(self) -> str:
@@ -48,12 +57,14 @@ def select_files(
     *,
     path_glob_filter: str | None = None,
     logical_keys: Mapping[str, str] | None = None,
+    summaries: bool = False,
 ) -> list[ListedFile]:
     """Keep the objects ``path`` matches, minus hidden names and directory markers, sorted by key.
 
     ``objects`` are the listings of ``path.listing_prefixes``; overlaps are removed. ``path_glob_filter`` is
     Spark's ``pathGlobFilter``: a glob on the file name only, which does not affect partition discovery.
     ``logical_keys`` maps a stored key to the name it stands for (see ``ListedFile.logical_key``).
+    ``summaries`` keeps parquet summary files (``_common_metadata``, ``_metadata``) too, as Spark's listing does.
     """
     logical_keys = logical_keys or {}
     accepts_name = compile_name_glob(path_glob_filter) if path_glob_filter else None
@@ -63,10 +74,17 @@ def select_files(
         if info.bucket != path.bucket or key in selected:
             continue
         match = path.match(key)
-        if match is None or is_hidden(match.relative) or key.endswith("/"):
+        if match is None or key.endswith("/"):
+            continue
+        if is_hidden(match.relative) and not (summaries and _visible_summary(match.relative)):
             continue
         if accepts_name is not None and not accepts_name(key.rsplit("/", 1)[-1]):
             continue
         logical = key if key != info.key else None
-        selected[key] = ListedFile(info, f"s3://{path.bucket}/{match.root}", logical)
+        selected[key] = ListedFile(info, f"s3://{path.bucket}/{match.root}", logical, match.depth == 1)
     return [selected[key] for key in sorted(selected)]
+
+
+def _visible_summary(relative: str) -> bool:
+    directory, _, name = relative.rpartition("/")
+    return name in SUMMARY_FILE_NAMES and not (directory and is_hidden(directory))

@@ -30,6 +30,7 @@ class PathMatch:
 
     root: str  # key prefix ("" or ending in "/") of the root directory: partition discovery starts here
     relative: str  # the part of the key that was not written literally: the hidden-name rule applies to it
+    depth: int = 1  # path segments of the key below the root: 1 for the path itself or a file directly in it
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ class S3Path:
                 first_wild = next((i for i, seg in enumerate(alt) if not isinstance(seg, str)), n)
                 root_parts = parts[:n] if len(parts) > n else parts[: n - 1]
                 root = "".join(p + "/" for p in root_parts)
-                return PathMatch(root=root, relative="/".join(parts[first_wild:]))
+                return PathMatch(root=root, relative="/".join(parts[first_wild:]), depth=len(parts) - len(root_parts))
         return None
 
 

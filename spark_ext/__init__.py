@@ -25,23 +25,34 @@ def __getattr__(name: str) -> Any:
 def register(spark: Any, *, filter_pushdown: bool = False) -> type:
     """Register the ``s3parquet`` data source with ``spark`` (a SparkSession; PySpark >= 4.1) and return its class.
 
-    The session's default parallelism (Spark's default ``minPartitionNum``), time zone and partition type
-    inference are captured now, since Python workers cannot read them.
+    The session's default parallelism (Spark's default ``minPartitionNum``), time zone, partition type inference
+    and case sensitivity are captured now, since Python workers cannot read them; every task of a read checks them
+    against the running session and fails, naming the setting, if one was changed since (register again).
 
     ``filter_pushdown=True`` registers the reader with ``pushFilters`` (partition filters prune files, data
-    filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``, without which PySpark
-    refuses such a reader. It is off by default because PySpark 4.3 caches the read plan of a DataFrame and
-    reuses the plan of its last *filtered* query for a later query on the same DataFrame that has no
-    pushable filter: ``df.filter("year = 2024").count()`` then ``df.count()`` silently counts only 2024.
-    With pushdown on, load a fresh DataFrame for each query. Without it, prune partitions by path instead
+    filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``. It raises
+    UnsafeFilterPushdown on a Spark that shares one pushed-down read plan between all scans of a DataFrame
+    (PySpark 4.3: a union, self-join, temp view or cache of a filtered DataFrame would silently read only the
+    filtered rows; see ``spark_ext.source.pushdown_safety``). Prune partitions by path instead
     (``load("s3://b/t/year=2024/")`` with ``basePath``, or globs).
     """
     from spark_ext.source.datasource import SessionDefaults, bound_to_session
 
+    if filter_pushdown:
+        from spark_ext.source.pushdown_safety import UnsafeFilterPushdown, pushdown_refusal
+
+        refusal = pushdown_refusal(spark)
+        if refusal is not None:
+            raise UnsafeFilterPushdown(
+                f"filter_pushdown=True is refused: {refusal}. Register without it (filters are then applied by "
+                "Spark, exactly), and prune partitions by path (load('s3://bucket/table/year=2024/') with "
+                ".option('basePath', 's3://bucket/table/')) or with a glob"
+            )
     defaults = SessionDefaults(
         default_parallelism=_default_parallelism(spark),
         time_zone=_time_zone(spark),
         partition_column_type_inference=_bool_conf(spark, "spark.sql.sources.partitionColumnTypeInference.enabled"),
+        case_sensitive=_bool_conf(spark, "spark.sql.caseSensitive"),
     )
     source = bound_to_session(defaults, filter_pushdown=filter_pushdown)
     if filter_pushdown:

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 )
 
 from s3io.errors import InvalidConfig
-from s3io.listing import ListedFile, is_hidden, is_hidden_name, select_files
+from s3io.listing import ListedFile, is_hidden, is_hidden_name, is_summary_file, select_files
 from s3io.s3.types import ObjectInfo
 from s3io.urls import parse_s3_url
 from spark_ext.planning.hive import PartitionSpec, discover_partitions
@@ -278,6 +278,34 @@ def test_unpartitioned_files_have_no_columns() -> None:
     spec = discover_partitions(_listed("t/f.parquet", "t/x/g.parquet"))
     assert spec.names == () and len(spec.files) == 2
     assert discover_partitions([]).files == ()
+
+
+def test_unpartitioned_table_is_the_files_directly_in_its_path_as_in_spark() -> None:
+    keys = ["t/part-0.parquet", "t/backup/part-0.parquet", "t/backup/old/part-1.parquet"]
+    listed = select_files([ObjectInfo("b", k, 1) for k in keys], parse_s3_url("s3://b/t/"))
+    assert [f.direct for f in listed] == [False, False, True]  # sorted by key: backup/old, backup, part-0
+    assert [f.info.key for f in discover_partitions(listed).files] == ["t/part-0.parquet"]
+    recursive = discover_partitions(listed, recursive_file_lookup=True)
+    assert sorted(f.info.key for f in recursive.files) == sorted(keys)
+    globbed = select_files([ObjectInfo("b", k, 1) for k in keys], parse_s3_url("s3://b/t/*/"))
+    assert [f.info.key for f in discover_partitions(globbed).files] == ["t/backup/part-0.parquet"]
+
+
+def test_partitioned_table_reads_below_its_partition_directories() -> None:
+    keys = ["t/a=1/x/f.parquet", "t/a=2/g.parquet"]
+    listed = select_files([ObjectInfo("b", k, 1) for k in keys], parse_s3_url("s3://b/t/"))
+    spec = discover_partitions(listed)
+    assert spec.names == ("a",) and [f.values for f in spec.files] == [(1,), (2,)]
+
+
+def test_summary_files_are_listed_only_when_asked_for_and_never_from_hidden_directories() -> None:
+    keys = ["t/_common_metadata", "t/_metadata", "t/_SUCCESS", "t/_temporary/_metadata", "t/f.parquet"]
+    objects = [ObjectInfo("b", k, 1) for k in keys]
+    path = parse_s3_url("s3://b/t/")
+    assert [f.info.key for f in select_files(objects, path)] == ["t/f.parquet"]
+    listed = select_files(objects, path, summaries=True)
+    assert [f.info.key for f in listed] == ["t/_common_metadata", "t/_metadata", "t/f.parquet"]
+    assert [is_summary_file(f.info.key) for f in listed] == [True, True, False]
 
 
 def test_spec_is_picklable() -> None:

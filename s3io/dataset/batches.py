@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions
 from s3io.parquet.schema import conform
 
 
@@ -25,7 +26,7 @@ class BatchFinisher:
     Returns None for a batch the filter empties, so callers never yield zero-row batches.
     """
 
-    __slots__ = ("expression", "partition_row", "schema", "target", "url")
+    __slots__ = ("conversions", "expression", "partition_row", "schema", "target", "url")
 
     def __init__(
         self,
@@ -34,7 +35,9 @@ class BatchFinisher:
         partition_row: Sequence[pa.Array],
         expression: pc.Expression | None,
         url: str,
+        conversions: ReadConversions = DEFAULT_CONVERSIONS,
     ) -> None:
+        self.conversions = conversions
         self.schema = schema
         self.target = target
         self.partition_row = list(partition_row)
@@ -42,7 +45,7 @@ class BatchFinisher:
         self.url = url
 
     def finish(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
-        data = conform(batch, self.schema, url=self.url)
+        data = conform(batch, self.schema, url=self.url, conversions=self.conversions)
         n = batch.num_rows
         if self.partition_row:
             columns = [*data.columns, *(constant(value, n) for value in self.partition_row)]

@@ -45,8 +45,10 @@ from s3io.dataset.plan import (
 )
 from s3io.engine import ByteBudget, Lease, RangeEngine, SingleFlight
 from s3io.engine.tasks import gather_all
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, match_names
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE, decode
 from s3io.parquet.footer import TAIL_BYTES, FooterNeedsMore, parse_footer
+from s3io.parquet.leaves import top_level_leaves
 from s3io.parquet.predicates import to_expression
 from s3io.parquet.schema import file_schema, unify_schemas
 from s3io.parquet.sparse import SparseFile
@@ -117,6 +119,14 @@ class _Options:
     ignore_missing: bool
     ignore_corrupt: bool
     batch_size: int
+    conversions: ReadConversions = DEFAULT_CONVERSIONS
+
+    def file_columns(self, metadata: pq.FileMetaData, url: str) -> list[str]:
+        """The file's names of the read columns it has (matched as ``conversions`` says), in read order."""
+        if not self.conversions.case_insensitive:
+            return list(self.schema.names)
+        found = match_names(list(top_level_leaves(metadata)), self.schema.names, self.conversions, url=url)
+        return [found[name] for name in self.schema.names if name in found]
 
     @property
     def buffered(self) -> bool:
@@ -353,6 +363,7 @@ class ParquetReader:
         ignore_missing: bool = False,
         ignore_corrupt: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        conversions: ReadConversions = DEFAULT_CONVERSIONS,
     ) -> AsyncIterator[pa.RecordBatch]:
         """Record batches of ``pieces``, in piece order, each with exactly ``schema`` + ``partition_schema`` fields.
 
@@ -360,8 +371,10 @@ class ParquetReader:
         ``(column, op, value)`` conjunction, on data or partition columns) prune pieces by partition values and
         row groups by statistics; ``exact_filter`` also drops the rows that do not match. A missing object raises
         NotFound unless ``ignore_missing``; a corrupt one CorruptFile unless ``ignore_corrupt`` (then it is skipped
-        and logged at WARNING, never partly yielded). Arguments are checked here (InvalidConfig); reading starts at
-        the first ``__anext__``; closing the iterator (or cancelling its task) cancels every read in flight.
+        and logged at WARNING, never partly yielded). ``conversions`` decides how each file's column names and
+        types map onto ``schema`` (default: exact names, any lossless cast). Arguments are checked here
+        (InvalidConfig); reading starts at the first ``__anext__``; closing the iterator (or cancelling its task)
+        cancels every read in flight.
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise errors.InvalidConfig(f"batch_size: must be a whole number >= 1, got {batch_size!r}")
@@ -378,6 +391,7 @@ class ParquetReader:
             ignore_missing=bool(ignore_missing),
             ignore_corrupt=bool(ignore_corrupt),
             batch_size=batch_size,
+            conversions=conversions,
         )
         pieces = list(pieces)
         for piece in pieces:
@@ -466,8 +480,9 @@ class ParquetReader:
         if fetched.source is None or not fetched.row_groups:
             return
         url = unit.piece.url
-        columns = options.schema.names
         metadata = fetched.footer.metadata
+        columns = options.file_columns(metadata, url)
+        int96_unit = options.conversions.int96_unit
         if fetched.small:
             assert isinstance(fetched.source, bytes)
             source: Any = pa.BufferReader(pa.py_buffer(fetched.source))
@@ -481,7 +496,9 @@ class ParquetReader:
         finisher = unit.finisher
 
         def work(row_groups: list[int]) -> list[pa.RecordBatch]:
-            decoded = decode(source, metadata, row_groups, columns, url=url, batch_size=options.batch_size)
+            decoded = decode(
+                source, metadata, row_groups, columns, url=url, batch_size=options.batch_size, int96_unit=int96_unit
+            )
             return finisher.finish_all(decoded)
 
         for row_groups in groups:
@@ -561,7 +578,7 @@ class ParquetReader:
         if not partition_matches(row, options.partition_schema, options.predicates):
             self._c.files_pruned += 1
             return [_Unit(index, piece)]
-        finisher = BatchFinisher(options.schema, options.target, row, options.expression, url)
+        finisher = BatchFinisher(options.schema, options.target, row, options.expression, url, options.conversions)
         obj = piece.obj
         if self._is_small(obj):
             footer = self._footers.get(_key(obj))
@@ -582,7 +599,7 @@ class ParquetReader:
             footer.metadata,
             footer.size,
             groups,
-            options.schema.names,
+            options.file_columns(footer.metadata, url),
             unit_bytes=self._unit_bytes,
             coalesce_gap=config.coalesce_gap,
             url=url,

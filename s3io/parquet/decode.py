@@ -48,16 +48,25 @@ def decode(
     *,
     url: str | None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    int96_unit: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the chosen row groups (in the given order) and top-level columns (None: all).
 
     Batches carry the file's own types, columns in file order; requested columns the file lacks are left out
-    (``schema.conform`` adds them as nulls). Decode failures raise CorruptFile naming ``url``, the row group and,
-    when one column alone fails, that column. A read of bytes that were never fetched raises ``RangeNotFetched``.
+    (``schema.conform`` adds them as nulls). ``int96_unit`` ("us", "ms", ...) decodes INT96 timestamps in that
+    unit instead of pyarrow's nanoseconds, whose range (1677-2262) cannot hold every INT96 value. Decode failures
+    raise CorruptFile naming ``url``, the row group and, when one column alone fails, that column. A read of bytes
+    that were never fetched raises ``RangeNotFetched``.
     """
     wanted = present_columns(metadata, columns)
     try:
-        reader = pq.ParquetFile(as_arrow_source(source), metadata=metadata, pre_buffer=False, buffer_size=0)
+        reader = pq.ParquetFile(
+            as_arrow_source(source),
+            metadata=metadata,
+            pre_buffer=False,
+            buffer_size=0,
+            coerce_int96_timestamp_unit=int96_unit,
+        )
     except _DECODE_ERRORS as exc:
         raise file_error(CorruptFile, "cannot open parquet file", url, cause=exc) from exc
     for row_group in row_groups:

@@ -21,9 +21,11 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from s3io.errors import SchemaMismatch
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, convert_column, match_names
 from s3io.parquet.naming import file_error
 
 Data = TypeVar("Data", pa.RecordBatch, pa.Table)
@@ -196,25 +198,25 @@ def _fail(path: str, left: pa.DataType, right: pa.DataType) -> pa.DataType:
     raise _Incompatible(path, left, right)
 
 
-def conform(data: Data, target: pa.Schema, *, url: str | None = None) -> Data:
+def conform(
+    data: Data, target: pa.Schema, *, url: str | None = None, conversions: ReadConversions = DEFAULT_CONVERSIONS
+) -> Data:
     """``data`` with exactly the ``target`` schema: columns reordered, missing ones null, types safely cast.
 
-    Columns not in the target are dropped. A failed cast, or nulls in a non-nullable target column, raise
-    SchemaMismatch naming ``url`` and the column. Returns ``data`` itself when it already matches.
+    Columns not in the target are dropped; ``conversions`` says how names match and which casts are allowed
+    (default: exact names, any lossless cast). A refused or failed cast, or nulls in a non-nullable target column,
+    raise SchemaMismatch naming ``url`` and the column. Returns ``data`` itself when it already matches.
     """
     if data.schema.equals(target):
         return data
     names = data.schema.names
+    found = match_names(names, target.names, conversions, url=url)
     columns = []
     for field in target:
-        if field.name in names:
-            column = data.column(names.index(field.name))
+        if field.name in found:
+            column = data.column(names.index(found[field.name]))
             if column.type != field.type:
-                try:
-                    column = column.cast(field.type, safe=True)
-                except (pa.ArrowException, ValueError, TypeError) as exc:
-                    message = f"column {field.name!r} cannot be cast from {column.type} to {field.type}"
-                    raise file_error(SchemaMismatch, message, url, cause=exc) from exc
+                column = _cast(column, field.type, conversions, field.name, url)
         else:
             column = _nulls(data, field.type)
         if not field.nullable and column.null_count:
@@ -224,6 +226,20 @@ def conform(data: Data, target: pa.Schema, *, url: str | None = None) -> Data:
     if isinstance(data, pa.Table):
         return pa.Table.from_arrays(columns, schema=target)
     return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _cast(
+    column: pa.Array | pa.ChunkedArray, target: pa.DataType, conversions: ReadConversions, name: str, url: str | None
+) -> pa.Array | pa.ChunkedArray:
+    if conversions.is_default:
+        try:
+            if conversions.truncate_time:
+                return pc.cast(column, options=pc.CastOptions(target, allow_time_truncate=True))
+            return column.cast(target, safe=True)
+        except (pa.ArrowException, ValueError, TypeError) as exc:
+            message = f"column {name!r} cannot be cast from {column.type} to {target}"
+            raise file_error(SchemaMismatch, message, url, cause=exc) from exc
+    return convert_column(column, target, conversions, name=name, url=url)
 
 
 def _nulls(data: pa.RecordBatch | pa.Table, arrow_type: pa.DataType) -> pa.Array | pa.ChunkedArray:

@@ -74,16 +74,22 @@ def discover_partitions(
     type_inference: bool = True,
     time_zone: str = "UTC",
     user_types: Mapping[str, DataType] | None = None,
+    case_sensitive: bool = False,
 ) -> PartitionSpec:
     """Find the partition columns and each file's values, as Spark's file index does.
 
     ``base_path`` is the ``basePath`` option (partition directories start below it); without it every file's
     root path is a base. ``type_inference`` is spark.sql.sources.partitionColumnTypeInference.enabled;
-    ``time_zone`` the session time zone timestamps are read in; ``user_types`` types from a user schema.
+    ``time_zone`` the session time zone timestamps are read in; ``user_types`` types from a user schema, matched
+    to partition columns ignoring case unless ``case_sensitive``. Without partition columns (and without
+    ``recursive_file_lookup``) only the files directly in each path are read, as in Spark: files in other
+    subdirectories (``t/backup/part-0.parquet``) are not part of the table.
     """
     listed = sorted(files, key=lambda f: f.logical_url)
-    unpartitioned = PartitionSpec((), tuple(PartitionedObject(f.info, ()) for f in listed))
-    if recursive_file_lookup or not listed:
+    if recursive_file_lookup:
+        return PartitionSpec((), tuple(PartitionedObject(f.info, ()) for f in listed))
+    unpartitioned = PartitionSpec((), tuple(PartitionedObject(f.info, ()) for f in listed if f.direct))
+    if not listed:
         return unpartitioned
     bases = _base_paths(listed, base_path)
     directories: dict[str, _Directory] = {}  # in URL order: the first one names the columns, as in Spark
@@ -98,12 +104,12 @@ def discover_partitions(
     _check_layout(list(directories.values()))
     names = [name for name, _ in next(iter(directories.values())).columns]
     zone = parse_time_zone(time_zone)
-    user = {k.lower(): v for k, v in (user_types or {}).items()}
+    user = {(k if case_sensitive else k.lower()): v for k, v in (user_types or {}).items()}
     columns: list[PartitionColumn] = []
     values_by_column: list[list[object]] = []
     for i, name in enumerate(names):
-        if name.lower() in user:
-            data_type = user[name.lower()]
+        if (name if case_sensitive else name.lower()) in user:
+            data_type = user[name if case_sensitive else name.lower()]
             values = [cast_value(d.columns[i][1], data_type, zone, name, d.example) for d in directories.values()]
         else:
             raws = [d.columns[i][1] for d in directories.values()]

@@ -6,8 +6,9 @@ errors (a typo must not silently fall back to a default). Defaults, and where th
 - maxPartitionBytes 128 MiB, openCostInBytes 4 MiB, minPartitionNum = default parallelism: Spark's spark.sql.files.*.
 - Range-engine fields (maxConcurrency, memoryBudget, hedgeEnabled alias hedging, ...): see s3io.engine.config.
 - pathStyle unset: s3io's "auto" addressing (path-style for custom endpoints, virtual-hosted for AWS).
-- timeZone UTC and partitionColumnTypeInference true: what Spark's session uses unless configured; a Python
-  data source cannot read the session's settings, so they are options here.
+- timeZone UTC, partitionColumnTypeInference true, caseSensitive false: what Spark's session uses unless
+  configured; a Python data source cannot read the session's settings at load(), so they are options here
+  (``spark_ext.register`` fills them in from the session).
 - Policy fields (timeouts, retries, sockets): see s3io.policy.
 """
 
@@ -37,6 +38,7 @@ _BOOL = {
     "pathStyle": "path_style",
     "anonymous": "anonymous",
     "partitionColumnTypeInference": "partition_column_type_inference",
+    "caseSensitive": "case_sensitive",
 }
 _SIZE = {  # option: (field, smallest accepted value)
     "maxPartitionBytes": ("max_partition_bytes", 1),
@@ -94,6 +96,7 @@ class ReadOptions:
     anonymous: bool = False
     time_zone: str = "UTC"
     partition_column_type_inference: bool = True
+    case_sensitive: bool = False  # spark.sql.caseSensitive: column names match exactly, not ignoring case
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)

@@ -7,23 +7,25 @@ another for each query; ``read()`` runs in executors. So the listing is made onc
 schema (one file, or all with ``mergeSchema``), and again at planning only for files large enough to split.
 
 A Python worker has no SparkSession: the default parallelism (Spark's default ``minPartitionNum``), the
-session time zone and partition type inference are captured by ``spark_ext.register(spark)``; without it
-(automatic registration) they are os.cpu_count(), UTC and true, and the options of the same names override them.
+session time zone, partition type inference and case sensitivity are captured by ``spark_ext.register(spark)``;
+without it (automatic registration) they are os.cpu_count(), UTC, true and false, and the options of the same
+names override them. Every task checks the settings it was planned with against the running session
+(``session_check``): a setting changed since fails the read instead of being silently ignored.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from s3io.listing import ListedFile
+from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions, redact
 from spark_ext.source.planner import (
     discover,
@@ -34,8 +36,10 @@ from spark_ext.source.planner import (
     planning_reader,
     run_sync,
     source_schema,
+    summary_files,
 )
 from spark_ext.source.reader import S3ParquetReader, S3ParquetScan, ScanState
+from spark_ext.source.session_check import SessionSetting
 
 NAME = "s3parquet"
 logger = logging.getLogger("spark_ext.source")
@@ -48,6 +52,7 @@ class SessionDefaults:
     default_parallelism: int | None = None  # sparkContext.defaultParallelism
     time_zone: str | None = None  # spark.sql.session.timeZone
     partition_column_type_inference: bool | None = None  # spark.sql.sources.partitionColumnTypeInference.enabled
+    case_sensitive: bool | None = None  # spark.sql.caseSensitive
 
 
 class S3ParquetDataSource(DataSource):
@@ -69,9 +74,10 @@ class S3ParquetDataSource(DataSource):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         super().__init__(options)  # type: ignore[arg-type]
-        self.read_options = ReadOptions.from_options(with_session_defaults(options, self.session_defaults))
+        completed, self.session_settings = with_session_defaults(options, self.session_defaults)
+        self.read_options = ReadOptions.from_options(completed)
         self._listed: tuple[ListedFile, ...] | None = None
-        self._data_schema: pa.Schema | None = None
+        self._data_schema: StructType | None = None
         self._row_groups: dict[str, tuple[int, ...]] = {}
         self._listing()  # at load(), as Spark lists files when the DataFrame is created
 
@@ -79,17 +85,21 @@ class S3ParquetDataSource(DataSource):
         return f"{type(self).__name__}({redact(dict(self.options))!r})"
 
     def schema(self) -> StructType:
-        """Data columns from the footers (first file, or all with mergeSchema), then the partition columns."""
+        """Data columns from the footers (a summary file or the first file, or all with mergeSchema), then the
+        partition columns, as Spark's parquet reader infers them."""
         options = self.read_options
         listed = self._listing()
+        spec = discover(listed, options)
         if self._data_schema is None:
+            files = [f.info for f in spec.files]
+            summaries = summary_files(listed, spec, options)
 
             async def infer() -> Any:
                 async with make_client(options) as client:
-                    return await infer_file_schema(planning_reader(client, options), [f.info for f in listed], options)
+                    return await infer_file_schema(planning_reader(client, options), files, summaries, options)
 
             self._data_schema, self._row_groups = run_sync(infer)
-        return source_schema(self._data_schema, discover(listed, options), options.columns)
+        return source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader for ``schema`` (ours, or the user's: its columns are the ones read)."""
@@ -100,10 +110,11 @@ class S3ParquetDataSource(DataSource):
             options=options,
             schema=schema,
             partitions=partitions,
-            columns=plan_columns(schema, partitions, self._data_schema),
+            columns=plan_columns(schema, partitions, case_sensitive=options.case_sensitive),
             default_parallelism=self.default_parallelism(),
             row_groups=dict(self._row_groups),
             data_schema=self._data_schema,
+            session_settings=relevant_settings(self.session_settings, partitions),
         )
         # This instance is pickled again into every task with the read function: leave the listing behind
         # (the reader has it; a second reader() call lists again and reads the footers of large files again).
@@ -140,15 +151,46 @@ class S3ParquetDataSource(DataSource):
         return self._listed
 
 
-def with_session_defaults(options: Mapping[str, str], defaults: SessionDefaults) -> dict[str, str]:
-    """The options, plus the session's time zone and type inference where the options do not set them."""
+_SESSION_SETTINGS = (  # (option, Spark setting, SessionDefaults field, the value without register())
+    ("timeZone", "spark.sql.session.timeZone", "time_zone", "UTC"),
+    (
+        "partitionColumnTypeInference",
+        "spark.sql.sources.partitionColumnTypeInference.enabled",
+        "partition_column_type_inference",
+        "true",
+    ),
+    ("caseSensitive", "spark.sql.caseSensitive", "case_sensitive", "false"),
+)
+
+
+def with_session_defaults(
+    options: Mapping[str, str], defaults: SessionDefaults
+) -> tuple[dict[str, str], tuple[SessionSetting, ...]]:
+    """The options, plus the session's settings where the options do not set them; and those settings, which
+    each task checks against the running session (see ``session_check``)."""
     out = dict(options)
     given = {key.replace("_", "").replace("-", "").lower() for key in out}
-    if defaults.time_zone and "timezone" not in given:
-        out["timeZone"] = defaults.time_zone
-    if defaults.partition_column_type_inference is not None and "partitioncolumntypeinference" not in given:
-        out["partitionColumnTypeInference"] = str(defaults.partition_column_type_inference).lower()
-    return out
+    used = []
+    for option, conf, attribute, fallback in _SESSION_SETTINGS:
+        if option.lower() in given:
+            continue
+        captured = getattr(defaults, attribute)
+        value = fallback if captured is None else str(captured).lower() if isinstance(captured, bool) else captured
+        out[option] = value
+        used.append(SessionSetting(conf, option, value))
+    return out, tuple(used)
+
+
+def relevant_settings(settings: Sequence[SessionSetting], partitions: PartitionSpec) -> tuple[SessionSetting, ...]:
+    """The settings that change this read's result: the time zone only with timestamp partition columns, type
+    inference only with partition columns, case sensitivity always."""
+    timestamps = any(isinstance(c.data_type, TimestampType | TimestampNTZType) for c in partitions.columns)
+    keep = {
+        "caseSensitive",
+        *(["timeZone"] if timestamps else []),
+        *(["partitionColumnTypeInference"] * bool(partitions.columns)),
+    }
+    return tuple(s for s in settings if s.option in keep)
 
 
 def bound_to_session(

@@ -12,6 +12,7 @@ from pyspark.sql.datasource import InputPartition
 
 from s3io.dataset import FilePiece
 from spark_ext.planning.options import ReadOptions
+from spark_ext.source.session_check import SessionSetting
 
 DEFAULT_BATCH_SIZE = 65536
 
@@ -33,6 +34,7 @@ class ReadSpec:
     output_names: tuple[str, ...]
     predicates: tuple[tuple[str, str, object], ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
+    session_settings: tuple[SessionSetting, ...] = ()  # checked against the running session by every task
 
     def __repr__(self) -> str:
         return (

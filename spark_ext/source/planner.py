@@ -20,10 +20,9 @@ from pyspark.sql.types import DataType, StructField, StructType
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
-from s3io.listing import ListedFile, select_files
+from s3io.listing import SUMMARY_FILE_NAMES, ListedFile, is_summary_file, select_files
 from s3io.parquet.plan import row_group_bytes
 from s3io.parquet.predicates import validate
-from s3io.parquet.schema import file_schema, unify_schemas
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.urls import S3Path
@@ -33,7 +32,8 @@ from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_gro
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
 from spark_ext.planning.options import ReadOptions
-from spark_ext.source.types import read_type, spark_arrow_schema, spark_schema
+from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
+from spark_ext.source.types import spark_arrow_schema
 
 T = TypeVar("T")
 
@@ -86,7 +86,8 @@ def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
 
 
 async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]:
-    """The data files of every path, sorted by URL; a path that matches no object raises PathNotFound.
+    """The data files (and parquet summary files) of every path, sorted by URL; a path that matches no object
+    raises PathNotFound. Files in subdirectories are listed too: ``discover`` decides which ones Spark reads.
 
     Each listing is resolved against the compaction journal (read it, list, read it again), so a read never sees a
     compacted file twice or misses one, whenever it runs and however the listing's pages interleave with the
@@ -116,9 +117,12 @@ async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]
                 f"Path does not exist: {path.url} (no object matches it; check the bucket, the prefix and the glob)",
                 operation="list",
             )
-        objects = visible_of.get(id(path), [])
+        raw = raw_of.get(id(path), [])
+        objects = [*visible_of.get(id(path), []), *(o for o in raw if is_summary_file(o.key))]  # summaries are hidden
         logical = {obj.key: logical_key(obj.key) for obj in objects}
-        for listed in select_files(objects, path, path_glob_filter=options.path_glob_filter, logical_keys=logical):
+        for listed in select_files(
+            objects, path, path_glob_filter=options.path_glob_filter, logical_keys=logical, summaries=True
+        ):
             selected.setdefault(listed.info.url, listed)
     return [selected[url] for url in sorted(selected)]
 
@@ -154,27 +158,34 @@ async def fetch_footers(
 
 
 async def infer_file_schema(
-    reader: ParquetReader, files: Sequence[ObjectInfo], options: ReadOptions
-) -> tuple[pa.Schema, dict[str, tuple[int, ...]]]:
-    """The Arrow schema of the data files (first readable file, or all of them with mergeSchema) and the
-    row-group sizes of every footer read on the way (kept for bin-packing)."""
+    reader: ParquetReader, files: Sequence[ObjectInfo], summaries: Sequence[ObjectInfo], options: ReadOptions
+) -> tuple[StructType, dict[str, tuple[int, ...]]]:
+    """The Spark schema of the data files, as Spark's parquet reader infers it (see ``file_schema``), and the
+    row-group sizes of every data file footer read on the way (kept for bin-packing)."""
     candidates = [obj for obj in files if obj.size != 0]
-    if not candidates:
+    ordered = sorted(summaries, key=lambda o: SUMMARY_FILE_NAMES.index(o.key.rsplit("/", 1)[-1]))
+    if not candidates and not ordered:
         raise NoDataFiles(_no_data_message(options))
     kwargs = {"ignore_missing": options.ignore_missing_files, "ignore_corrupt": options.ignore_corrupt_files}
     if options.merge_schema:
-        footers = await fetch_footers(reader, candidates, **kwargs)
+        footers = await fetch_footers(reader, [*candidates, *ordered], **kwargs)
     else:
         footers = {}
-        for obj in candidates:  # the first file, or the next one if it is skipped as missing or corrupt
+        for obj in ordered[:1] or candidates:  # a summary, else the first file not skipped as missing or corrupt
             footers.update(await fetch_footers(reader, [obj], **kwargs))
             if footers[obj.url] is not None:
                 break
     readable = [(url, md) for url, md in footers.items() if md is not None]
     if not readable:
         raise NoDataFiles(_no_data_message(options) + " (every data file was skipped as missing or corrupt)")
-    schema = unify_schemas([(url, file_schema(md)) for url, md in readable])
-    return schema, {url: row_group_sizes(md) for url, md in readable}
+    schemas = []
+    for url, md in readable:
+        schema = spark_file_schema(md)
+        check_unique_names(schema, case_sensitive=options.case_sensitive, url=url)
+        schemas.append((url, schema))
+    merged = merge_schemas(schemas, case_sensitive=options.case_sensitive)
+    data_urls = {obj.url for obj in candidates}
+    return merged, {url: row_group_sizes(md) for url, md in readable if url in data_urls}
 
 
 def row_group_sizes(metadata: pq.FileMetaData) -> tuple[int, ...]:
@@ -194,17 +205,20 @@ def _no_data_message(options: ReadOptions) -> str:
 
 
 def source_schema(
-    data_schema: pa.Schema | None, partitions: PartitionSpec, columns: Sequence[str] | None
+    data_schema: StructType | None, partitions: PartitionSpec, columns: Sequence[str] | None, *, case_sensitive: bool
 ) -> StructType:
-    """What schema() returns: data columns (minus those shadowed by partition columns), then partition columns;
+    """What schema() returns, as Spark builds it: data columns in file order (a column that is also a partition
+    column keeps its place and takes the partition column's name and type), then the other partition columns;
     with the ``columns`` option only those columns, in the order given."""
-    partition_names = {name.lower() for name in partitions.names}
-    data_fields = [
-        f
-        for f in (spark_schema(data_schema).fields if data_schema is not None else [])
-        if f.name.lower() not in partition_names
-    ]
-    fields = [*data_fields, *partitions.spark_schema.fields]
+
+    def key(name: str) -> str:
+        return name if case_sensitive else name.lower()
+
+    partition_fields = {key(f.name): f for f in partitions.spark_schema.fields}
+    data_fields = list(data_schema.fields) if data_schema is not None else []
+    overlapping = {key(f.name) for f in data_fields} & set(partition_fields)
+    fields = [partition_fields.get(key(f.name), f) for f in data_fields]
+    fields += [f for k, f in partition_fields.items() if k not in overlapping]
     if columns is None:
         return StructType(fields)
     by_name: dict[str, StructField] = {}
@@ -221,9 +235,10 @@ def source_schema(
 class ColumnPlan:
     """How the output schema maps onto files and partition directories.
 
-    ``read_schema``: data columns in the files' spelling and read types; ``output_names``: the name each read
-    column (then each partition column) takes in the output; ``partition_index``: for each partition column of
-    the output, its index in the PartitionSpec's values; ``file_names``: output name -> file column name.
+    ``read_schema``: the data columns, by their output names, in the exact Arrow types Spark expects (each file's
+    columns are matched to them by name, ignoring case unless case-sensitive, and converted by Spark's rules);
+    ``output_names``: the read columns, then the partition columns; ``partition_index``: for each partition column
+    of the output, its index in the PartitionSpec's values; ``file_names``: output name -> read column name.
     """
 
     read_schema: pa.Schema
@@ -234,40 +249,46 @@ class ColumnPlan:
     file_names: Mapping[str, str] = field(default_factory=dict)
 
 
-def plan_columns(schema: StructType, partitions: PartitionSpec, data_schema: pa.Schema | None) -> ColumnPlan:
+def plan_columns(schema: StructType, partitions: PartitionSpec, *, case_sensitive: bool) -> ColumnPlan:
     """Split the schema Spark gives the reader into columns read from files and columns from partition paths.
 
-    A data column is matched to the file column of the same name, or (as Spark does by default) the one whose
-    name differs only in case; without a known file schema names are taken as given. Columns absent from a
-    file read as nulls.
+    A column named (ignoring case unless case-sensitive) like a partition column takes the directories' values,
+    even where the files have it too, as in Spark. Columns absent from a file read as nulls.
     """
-    spec_index = {name.lower(): i for i, name in enumerate(partitions.names)}
-    file_columns = list(data_schema.names) if data_schema is not None else []
+
+    def key(name: str) -> str:
+        return name if case_sensitive else name.lower()
+
+    spec_index = {key(name): i for i, name in enumerate(partitions.names)}
     data_fields: list[StructField] = []
     partition_fields: list[StructField] = []
     for f in schema.fields:
-        (partition_fields if f.name.lower() in spec_index else data_fields).append(f)
+        (partition_fields if key(f.name) in spec_index else data_fields).append(f)
     target = spark_arrow_schema(schema)
-    file_names = {f.name: _file_name(f.name, file_columns) for f in data_fields}
-    read_fields = [
-        pa.field(file_names[f.name], read_type(target.field(f.name).type), nullable=True) for f in data_fields
-    ]
+    read_fields = [pa.field(f.name, target.field(f.name).type, nullable=True) for f in data_fields]
     partition_struct = StructType([StructField(f.name, f.dataType, True) for f in partition_fields])
     return ColumnPlan(
         read_schema=pa.schema(read_fields),
         partition_schema=spark_arrow_schema(partition_struct),
         target_schema=target,
         output_names=tuple(f.name for f in (*data_fields, *partition_fields)),
-        partition_index=tuple(spec_index[f.name.lower()] for f in partition_fields),
-        file_names=file_names,
+        partition_index=tuple(spec_index[key(f.name)] for f in partition_fields),
+        file_names={f.name: f.name for f in data_fields},
     )
 
 
-def _file_name(name: str, file_columns: Sequence[str]) -> str:
-    if name in file_columns:
-        return name
-    folded = [c for c in file_columns if c.lower() == name.lower()]
-    return folded[0] if len(folded) == 1 else name
+def data_files(listed: Sequence[ListedFile]) -> list[ListedFile]:
+    """The listed files that hold data (not parquet summary files)."""
+    return [f for f in listed if not is_summary_file(f.logical_url)]
+
+
+def summary_files(listed: Sequence[ListedFile], spec: PartitionSpec, options: ReadOptions) -> list[ObjectInfo]:
+    """The summary files Spark would consider: like data files, those of subdirectories of an unpartitioned,
+    non-recursive read are left out."""
+    summaries = [f for f in listed if is_summary_file(f.logical_url)]
+    if not spec.columns and not options.recursive_file_lookup:
+        summaries = [f for f in summaries if f.direct]
+    return [f.info for f in summaries]
 
 
 def user_types(schema: StructType) -> dict[str, DataType]:
@@ -275,14 +296,16 @@ def user_types(schema: StructType) -> dict[str, DataType]:
 
 
 def discover(listed: Sequence[ListedFile], options: ReadOptions, schema: StructType | None = None) -> PartitionSpec:
-    """Hive partition discovery with the read's options; partition columns named in ``schema`` take its types."""
+    """Hive partition discovery with the read's options over the data files (summary files left out); partition
+    columns named in ``schema`` take its types."""
     return discover_partitions(
-        listed,
+        data_files(listed),
         base_path=options.base_path,
         recursive_file_lookup=options.recursive_file_lookup,
         type_inference=options.partition_column_type_inference,
         time_zone=options.time_zone,
         user_types=user_types(schema) if schema is not None else None,
+        case_sensitive=options.case_sensitive,
     )
 
 

@@ -7,11 +7,10 @@ reads from its InputPartition.
 
 Two readers: ``S3ParquetScan`` (the default) leaves every filter to Spark; ``S3ParquetReader`` adds
 ``pushFilters``. Pushdown needs ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that
-implements ``pushFilters`` when it is off: DATA_SOURCE_PUSHDOWN_DISABLED) and is opt-in,
-``spark_ext.register(spark, filter_pushdown=True)``, because PySpark 4.3 keeps one read plan per DataFrame
-(PythonDataSourceV2.readInfo): a pushdown replaces it, but a query with no pushable filter reuses whatever is
-there, so after ``df.filter("p = 1").count()`` a plain ``df.count()`` reads only the partitions (and row groups)
-the filter kept, and nothing re-applies the filter. No reader can tell: Python is not called for that query.
+implements ``pushFilters`` when it is off: DATA_SOURCE_PUSHDOWN_DISABLED), and ``spark_ext.register`` offers it
+only on a Spark that keeps each scan's pushed read plan to that scan: PySpark 4.3 keeps one per DataFrame
+(PythonDataSourceV2.setReadInfo), so a union, self-join, temp view or cache mixes the pruned plan of one scan
+into another, and no reader can tell (see ``spark_ext.source.pushdown_safety``).
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from spark_ext.source.planner import (
     prune_partitions,
     run_sync,
 )
+from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
 
 logger = logging.getLogger("spark_ext.source")
@@ -54,7 +54,8 @@ class ScanState:
     columns: ColumnPlan
     default_parallelism: int
     row_groups: dict[str, tuple[int, ...]]  # row-group sizes of files whose footer planning already read
-    data_schema: pa.Schema | None  # the files' unified schema, when planning inferred it
+    data_schema: StructType | None  # the files' schema, when planning inferred it
+    session_settings: tuple[SessionSetting, ...] = ()  # checked by every task against the running session
 
 
 class S3ParquetScan(DataSourceReader):
@@ -96,6 +97,7 @@ class S3ParquetScan(DataSourceReader):
             target_schema=state.columns.target_schema,
             output_names=state.columns.output_names,
             predicates=self._data_predicates,
+            session_settings=state.session_settings,
         )
         partitions = [S3ParquetPartition(i, tuple(pieces), spec) for i, pieces in enumerate(packing.partitions)]
         self.last_plan = {

@@ -22,9 +22,11 @@ import pyarrow as pa
 
 from s3io.dataset import ParquetReader
 from s3io.engine import RangeEngine
+from spark_ext.source.conversions import spark_conversions
 from spark_ext.source.metrics import TaskMetrics, log_task_metrics
 from spark_ext.source.partition import S3ParquetPartition
 from spark_ext.source.planner import make_client
+from spark_ext.source.session_check import check_session, task_local_property
 from spark_ext.source.types import conform_to_spark
 
 QUEUED_BATCHES = 4
@@ -39,6 +41,7 @@ def read_partition(partition: Any) -> Iterator[pa.RecordBatch]:
     """The batches of one partition, each with exactly the read's target schema; nothing for an empty one."""
     if not isinstance(partition, S3ParquetPartition) or not partition.pieces:
         return iter(())
+    check_session(partition.spec.session_settings, task_local_property)
     return _ThreadedStream(partition).batches()
 
 
@@ -59,6 +62,7 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
             ignore_missing=options.ignore_missing_files,
             ignore_corrupt=options.ignore_corrupt_files,
             batch_size=spec.batch_size,
+            conversions=spark_conversions(case_sensitive=options.case_sensitive),
         )
         try:
             async for batch in batches:

@@ -5,7 +5,8 @@ names, order, types and nullability must match (``large_string``, ``int32`` for 
 rejected). Mapping, as Spark's parquet reader does it: unsigned integers widen (uint8 -> smallint, uint16 -> int,
 uint32 -> bigint, uint64 -> decimal(20,0)); a zoned timestamp is ``timestamp``, a naive one ``timestamp_ntz``;
 dictionaries become their values; every field is nullable (Spark reads files with ``schema.asNullable``).
-Timestamps finer than microseconds are truncated to microseconds, Spark's precision.
+Timestamps finer than microseconds are truncated to microseconds, Spark's precision. A null where the schema
+says not null (only a user's schema can) fails the read: Spark would trust the schema and compute wrong answers.
 """
 
 from __future__ import annotations
@@ -113,14 +114,6 @@ def spark_arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def read_type(target: pa.DataType) -> pa.DataType:
-    """The type to read a column in before the final cast: timestamps in nanoseconds, so no file is refused for
-    holding finer values than Spark keeps (the final cast truncates them to microseconds)."""
-    if pa.types.is_timestamp(target):
-        return pa.timestamp("ns", tz=target.tz)
-    return target
-
-
 def conform_to_spark(batch: pa.RecordBatch, target: pa.Schema, *, url: str | None = None) -> pa.RecordBatch:
     """``batch`` with exactly the ``target`` schema, columns taken by name; timestamps truncate to the target unit.
 
@@ -142,7 +135,30 @@ def conform_to_spark(batch: pa.RecordBatch, target: pa.Schema, *, url: str | Non
                     raise file_error(SchemaMismatch, message, url, cause=exc) from exc
         else:
             column = pa.nulls(batch.num_rows, field.type)
-        if not field.nullable and column.null_count:
-            raise file_error(SchemaMismatch, f"column {field.name!r} has nulls but the schema says not null", url)
+        _check_not_null(column, field, field.name, url)
         columns.append(column)
     return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _check_not_null(column: pa.Array, field: pa.Field, path: str, url: str | None) -> None:
+    """A null where the schema says not null (a user's schema: Spark trusts it) fails, nested fields included."""
+    if not field.nullable and column.null_count:
+        raise file_error(
+            SchemaMismatch,
+            f"column {path!r} has nulls but the schema says not null; drop NOT NULL from the schema to read them",
+            url,
+        )
+    t = pa.types
+    if t.is_struct(field.type):
+        valid = column.is_valid() if column.null_count else None
+        for i in range(field.type.num_fields):
+            child_field = field.type.field(i)
+            child = column.field(i)
+            if valid is not None and not child_field.nullable:
+                child = child.filter(valid)
+            _check_not_null(child, child_field, f"{path}.{child_field.name}", url)
+    elif t.is_list(field.type):
+        _check_not_null(column.flatten(), field.type.value_field, f"{path}[]", url)
+    elif t.is_map(field.type):
+        _check_not_null(column.keys, field.type.key_field, f"{path}.key", url)
+        _check_not_null(column.items, field.type.item_field, f"{path}.value", url)

@@ -1,0 +1,491 @@
+"""The cases of the differential suite (tests/test_spark_parity.py): files, how to read them, and the deliberate
+differences, each with the README phrase that documents it and a check of what each reader does.
+
+A case is read twice in one Spark session: ``spark.read.parquet`` over a local copy (the oracle) and
+``spark.read.format("s3parquet")`` over the same bytes in moto. Paths and option values may hold ``{root}``,
+replaced by each side's root directory (``file:/...`` or ``s3://bucket/case``).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one reader did with a case: an error (first line), or a schema and the rows as canonical JSON."""
+
+    error: str | None = None
+    schema: Any = None  # pyspark StructType
+    rows: Counter[str] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A deliberate difference: ``readme`` is the phrase of the README's Spark section that documents it,
+    ``check(builtin, ours)`` asserts what each reader does."""
+
+    readme: str
+    check: Callable[[Outcome, Outcome], None]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    files: Mapping[str, bytes]
+    path: str | Sequence[str] = "{root}/"
+    options: Mapping[str, str] = field(default_factory=dict)
+    schema: str | None = None
+    query: Callable[[Any], Any] | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+    scheme: str = "s3"
+    difference: Difference | None = None
+
+
+# Cases where a reader is expected to fail while reading rows: they run in Spark jobs of their own, so the error
+# does not fail the batch of all other cases (a batching hint only: every outcome is still measured).
+EXPECTED_READ_ERRORS = frozenset(
+    {
+        "evolve_float_then_double",
+        "evolve_int_then_long",
+        "evolve_long_then_int",
+        "types_brotli",
+        "user_schema_decimal_scale_down",
+        "user_schema_double_as_float",
+        "user_schema_long_as_boolean",
+        "user_schema_long_as_double",
+        "user_schema_long_as_int_narrowing",
+        "user_schema_long_as_string",
+        "user_schema_long_as_timestamp",
+        "user_schema_string_as_int",
+        "user_schema_date_as_int",
+        "user_schema_decimal_as_binary",
+        "user_schema_int_as_date",
+        "user_schema_int_as_tinyint",
+        "user_schema_long_time_units_of_timestamp",
+        "user_schema_not_null_with_nulls_fails",
+    }
+)
+
+
+def parquet(table: pa.Table, **options: Any) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, **options)
+    return sink.getvalue()
+
+
+def one(column: str, values: list, arrow_type: pa.DataType | None = None, **options: Any) -> bytes:
+    return parquet(pa.table({column: pa.array(values, arrow_type)}), **options)
+
+
+def ids(start: int, n: int, **columns: Callable[[int], object]) -> pa.Table:
+    data: dict[str, Any] = {"id": pa.array(range(start, start + n), pa.int64())}
+    for name, make in columns.items():
+        data[name] = [make(i) for i in range(start, start + n)]
+    return pa.table(data)
+
+
+# ------------------------------------------------------------------------------------------- difference checks
+
+
+def _reads(builtin: Outcome, ours: Outcome) -> None:
+    """The built-in reader fails and s3parquet reads the file."""
+    assert builtin.failed, f"the built-in reader now reads this: {builtin}"
+    assert not ours.failed, ours.error
+
+
+def _refuses(*phrases: str) -> Callable[[Outcome, Outcome], None]:
+    def check(builtin: Outcome, ours: Outcome) -> None:
+        assert not builtin.failed, builtin.error
+        assert ours.failed, f"s3parquet read {ours.rows} where it should refuse"
+        for phrase in phrases:
+            assert phrase in ours.error, ours.error
+
+    return check
+
+
+def _ns_timestamps(builtin: Outcome, ours: Outcome) -> None:
+    _reads(builtin, ours)
+    assert ours.schema.simpleString() == "struct<t:timestamp>"
+    assert ours.rows == Counter(['{"t":"2024-01-02T03:04:05.123456Z"}'])
+
+
+def _float16(builtin: Outcome, ours: Outcome) -> None:
+    _reads(builtin, ours)
+    assert ours.schema.simpleString() == "struct<h:float>"
+    assert ours.rows == Counter(['{"h":1.5}', '{"h":-2.0}'])
+
+
+def _brotli(builtin: Outcome, ours: Outcome) -> None:
+    _reads(builtin, ours)
+    assert ours.rows == Counter(['{"id":1}', '{"id":2}'])
+
+
+def _not_null_kept(builtin: Outcome, ours: Outcome) -> None:
+    assert not builtin.failed and not ours.failed, (builtin.error, ours.error)
+    assert [f.nullable for f in builtin.schema.fields] == [True, True]
+    assert [f.nullable for f in ours.schema.fields] == [False, True]
+    assert builtin.rows == ours.rows
+
+
+def _not_null_enforced(builtin: Outcome, ours: Outcome) -> None:
+    assert not builtin.failed, builtin.error
+    assert ours.failed and "has nulls but the schema says not null" in ours.error, ours.error
+
+
+# ------------------------------------------------------------------------------------------------- the cases
+
+TS = datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+FAR = [datetime(1, 1, 1), datetime(1600, 1, 1, 12), datetime(9999, 12, 31, 23, 59, 59, 999999)]
+
+
+def _partitions() -> list[Case]:
+    small = parquet(ids(0, 3, v=lambda i: f"v{i}"))
+    return [
+        Case("part_int", {"k=1/a.parquet": small, "k=2/b.parquet": small}),
+        Case("part_long_double_decimal", {"a=3000000000/b=1.5/c=12345678901234567890/f.parquet": small}),
+        Case("part_mixed_widens_to_string", {"k=1/a.parquet": small, "k=x/b.parquet": small}),
+        Case("part_escaped", {"k=a%2Fb/a.parquet": small, "k=x%3Dy/b.parquet": small, "k=x y/c.parquet": small}),
+        Case("part_unicode", {"k=café/a.parquet": small, "k=日本/b.parquet": small}),
+        Case("part_null", {"k=__HIVE_DEFAULT_PARTITION__/a.parquet": small, "k=7/b.parquet": small}),
+        Case("part_date", {"d=2024-01-02/a.parquet": small, "d=1999-12-31/b.parquet": small}),
+        Case(
+            "part_timestamp",
+            {"t=2024-01-02 03%3A04%3A05/a.parquet": small, "t=2024-01-03 00%3A00%3A00.5/b.parquet": small},
+        ),
+        Case("part_bool_is_string", {"b=true/a.parquet": small, "b=false/b.parquet": small}),
+        Case(
+            "part_two_levels",
+            {f"year={y}/month={m}/f.parquet": parquet(ids(y * 100 + m, 2)) for y in (2023, 2024) for m in (1, 12)},
+        ),
+        Case(
+            "part_column_also_in_files",
+            {"k=5/a.parquet": parquet(pa.table({"a": [1], "k": [7], "b": ["x"]}))},
+        ),
+        Case(
+            "part_base_path",
+            {"k=1/a.parquet": small, "k=2/b.parquet": small},
+            path="{root}/k=2/",
+            options={"basePath": "{root}/"},
+        ),
+        Case("part_glob_without_base_path", {"k=1/a.parquet": small, "k=2/b.parquet": small}, path="{root}/k=*/"),
+        Case("part_user_schema_types_it", {"k=1/a.parquet": small}, schema="id bigint, v string, k string"),
+        Case("part_subdirectory_below_partition", {"k=1/x/a.parquet": small, "k=2/b.parquet": small}),
+        Case(
+            "part_backup_directory_next_to_partitions_conflicts",
+            {"k=1/a.parquet": small, "backup/b.parquet": small},
+        ),
+        Case(
+            "part_stray_file_next_to_partitions",
+            {"k=1/a.parquet": small, "stray.parquet": small},
+            difference=Difference(
+                "a file next to `key=value` directories",
+                _refuses("Conflicting directory structures", "stray.parquet"),
+            ),
+        ),
+    ]
+
+
+def _evolution() -> list[Case]:
+    a = parquet(pa.table({"id": pa.array([1], pa.int64()), "a": ["x"]}))
+    b = parquet(pa.table({"id": pa.array([2], pa.int64()), "b": [2.5]}))
+    i32 = one("c", [1], pa.int32())
+    i64 = one("c", [2], pa.int64())
+    f32 = one("c", [1.5], pa.float32())
+    f64 = one("c", [2.5], pa.float64())
+    d52 = one("c", [Decimal("1.25")], pa.decimal128(5, 2))
+    d102 = one("c", [Decimal("2.50")], pa.decimal128(10, 2))
+    d53 = one("c", [Decimal("2.500")], pa.decimal128(5, 3))
+    upper = parquet(pa.table({"ID": [1], "v": ["a"]}))
+    lower = parquet(pa.table({"id": [2], "V": ["b"]}))
+    s1 = parquet(pa.table({"s": pa.array([{"x": 1}], pa.struct([("x", pa.int64())]))}))
+    s2 = parquet(pa.table({"s": pa.array([{"x": 2, "y": "q"}], pa.struct([("x", pa.int64()), ("y", pa.string())]))}))
+    merge = {"mergeSchema": "true"}
+    return [
+        Case("evolve_added_column_first_schema_wins", {"a.parquet": a, "b.parquet": b}),
+        Case("evolve_added_column_merged", {"a.parquet": a, "b.parquet": b}, options=merge),
+        Case("evolve_dropped_column", {"a.parquet": a, "b.parquet": one("id", [3], pa.int64())}),
+        Case("evolve_dropped_column_merged", {"a.parquet": a, "b.parquet": one("id", [3], pa.int64())}, options=merge),
+        Case("evolve_int_then_long", {"a.parquet": i32, "b.parquet": i64}),
+        Case("evolve_int_then_long_merged", {"a.parquet": i32, "b.parquet": i64}, options=merge),
+        Case("evolve_long_then_int", {"a.parquet": i64, "b.parquet": i32}),
+        Case("evolve_float_then_double", {"a.parquet": f32, "b.parquet": f64}),
+        Case("evolve_float_then_double_merged", {"a.parquet": f32, "b.parquet": f64}, options=merge),
+        Case("evolve_decimal_precision_merged", {"a.parquet": d52, "b.parquet": d102}, options=merge),
+        Case("evolve_decimal_scale_merged", {"a.parquet": d52, "b.parquet": d53}, options=merge),
+        Case("evolve_case_differs_across_files", {"a.parquet": upper, "b.parquet": lower}),
+        Case("evolve_case_differs_merged", {"a.parquet": upper, "b.parquet": lower}, options=merge),
+        Case("evolve_case_duplicate_in_one_file", {"a.parquet": parquet(pa.table({"ID": [1], "id": [2]}))}),
+        Case("evolve_struct_field_added_merged", {"a.parquet": s1, "b.parquet": s2}, options=merge),
+        Case("evolve_struct_field_added", {"a.parquet": s1, "b.parquet": s2}),
+        Case(
+            "evolve_timestamp_then_ntz", {"a.parquet": one("t", [TS]), "b.parquet": one("t", [TS.replace(tzinfo=None)])}
+        ),
+    ]
+
+
+def _types() -> list[Case]:
+    nested = pa.table(
+        {
+            "l": pa.array([[1, None, 3], None, []], pa.list_(pa.int32())),
+            "ls": pa.array(
+                [[{"a": 1, "b": "x"}], [None], None], pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))
+            ),
+            "s": pa.array(
+                [{"p": 1.5, "q": [b"x"]}, None, {"p": None, "q": None}],
+                pa.struct([("p", pa.float64()), ("q", pa.list_(pa.binary()))]),
+            ),
+            "m": pa.array([[("a", 1), ("b", None)], None, []], pa.map_(pa.string(), pa.int64())),
+        }
+    )
+    scalars = pa.table(
+        {
+            "b": pa.array([True, None, False]),
+            "s": pa.array(["héllo", None, ""]),
+            "bin": pa.array([b"\x00\xff", None, b""]),
+            "i8": pa.array([-128, None, 127], pa.int8()),
+            "i16": pa.array([-32768, None, 32767], pa.int16()),
+            "i32": pa.array([-(2**31), None, 2**31 - 1], pa.int32()),
+            "i64": pa.array([-(2**63), None, 2**63 - 1], pa.int64()),
+            "f": pa.array([float("nan"), float("inf"), -0.0], pa.float32()),
+            "d": pa.array([float("-inf"), None, 1e300], pa.float64()),
+            "dict": pa.array(["x", "y", "x"]).dictionary_encode(),
+        }
+    )
+    unsigned = pa.table(
+        {
+            "u8": pa.array([0, 255], pa.uint8()),
+            "u16": pa.array([0, 65535], pa.uint16()),
+            "u32": pa.array([0, 2**32 - 1], pa.uint32()),
+            "u64": pa.array([0, 2**64 - 1], pa.uint64()),
+        }
+    )
+    decimals = pa.table(
+        {
+            "d52": pa.array([Decimal("-999.99"), None], pa.decimal128(5, 2)),
+            "d183": pa.array([Decimal("123456789012345.678"), Decimal("0.001")], pa.decimal128(18, 3)),
+            "d3810": pa.array([Decimal("1234567890123456789012345678.0123456789"), None], pa.decimal128(38, 10)),
+        }
+    )
+    times = pa.table(
+        {
+            "day": pa.array([date(2024, 2, 29), date(1, 1, 1), date(9999, 12, 31)]),
+            "at": pa.array([TS, TS.replace(microsecond=0), None], pa.timestamp("us", "UTC")),
+            "local": pa.array([TS.replace(tzinfo=None), None, datetime(1970, 1, 1)], pa.timestamp("us")),
+            "at_ms": pa.array([TS.replace(microsecond=123000), None, None], pa.timestamp("ms", "UTC")),
+        }
+    )
+    far = pa.table({"at": pa.array(FAR, pa.timestamp("us", "UTC")), "local": pa.array(FAR, pa.timestamp("us"))})
+    int96 = parquet(
+        pa.table({"t": pa.array([TS.replace(tzinfo=None), *FAR], pa.timestamp("us"))}),
+        use_deprecated_int96_timestamps=True,
+    )
+    return [
+        Case("types_scalars", {"f.parquet": parquet(scalars)}),
+        Case("types_unsigned_widen", {"f.parquet": parquet(unsigned)}),
+        Case("types_decimals", {"f.parquet": parquet(decimals)}),
+        Case("types_dates_and_timestamps", {"f.parquet": parquet(times)}),
+        Case("types_timestamps_outside_nanosecond_range", {"f.parquet": parquet(far)}),
+        Case("types_int96", {"f.parquet": int96}),
+        Case("types_nested", {"f.parquet": parquet(nested)}),
+        Case("types_all_null_column", {"f.parquet": parquet(pa.table({"n": pa.nulls(2), "a": [1, 2]}))}),
+        Case("types_several_row_groups", {"f.parquet": parquet(ids(0, 1000, v=str), row_group_size=128)}),
+        Case(
+            "types_nanosecond_timestamps",
+            {"f.parquet": one("t", [1704164645123456789], pa.timestamp("ns", "UTC"))},
+            difference=Difference("nanosecond timestamps", _ns_timestamps),
+        ),
+        Case(
+            "types_float16",
+            {"f.parquet": one("h", [1.5, -2.0], pa.float16())},
+            difference=Difference("float16", _float16),
+        ),
+        Case(
+            "types_brotli",
+            {"f.parquet": parquet(pa.table({"id": [1, 2]}), compression="brotli")},
+            difference=Difference("brotli", _brotli),
+        ),
+    ]
+
+
+def _layouts() -> list[Case]:
+    a = parquet(ids(0, 2))
+    b = parquet(ids(10, 2))
+    return [
+        Case(
+            "layout_hidden_files",
+            {
+                "part-0.parquet": a,
+                "_SUCCESS": b"",
+                ".part-9.parquet.crc": b"crc",  # (a .crc of a real local file is checked by Hadoop)
+                "_temporary/0/part-9.parquet": b,
+                ".hidden/part-1.parquet": b,
+                "part-2.parquet._COPYING_": b"partial",
+            },
+        ),
+        Case("layout_empty_file_first", {"a.parquet": b"", "b.parquet": a}),
+        Case("layout_subdirectory_of_unpartitioned_table", {"part-0.parquet": a, "backup/part-0.parquet": b}),
+        Case(
+            "layout_recursive_file_lookup",
+            {"part-0.parquet": a, "backup/k=1/part-0.parquet": b},
+            options={"recursiveFileLookup": "true"},
+        ),
+        Case(
+            "layout_glob_of_directories", {"x/a.parquet": a, "y/b.parquet": b, "z/c.txt": b"text"}, path="{root}/[xy]/"
+        ),
+        Case(
+            "layout_glob_of_files",
+            {"part-0.parquet": a, "part-1.parquet": b, "other.json": b"{}"},
+            path="{root}/part-*.parquet",
+        ),
+        Case(
+            "layout_path_glob_filter",
+            {"a.parquet": a, "b.json": b"{}", "c.parquet": b},
+            options={"pathGlobFilter": "*.parquet"},
+        ),
+        Case(
+            "layout_path_glob_filter_with_partitions",
+            {"k=1/a.parquet": a, "k=1/b.json": b"{}", "k=2/c.parquet": b},
+            options={"pathGlobFilter": "*.parquet"},
+        ),
+        Case("layout_s3a_url", {"a.parquet": a}, scheme="s3a"),
+        Case(
+            "layout_several_paths",
+            {"x/a.parquet": a, "y/b.parquet": b, "z/c.parquet": b},
+            path=["{root}/x/", "{root}/y/"],
+        ),
+        Case("layout_single_file", {"a.parquet": a, "b.parquet": b}, path="{root}/b.parquet"),
+        Case(
+            "layout_common_metadata_gives_the_schema",
+            {
+                "f.parquet": parquet(pa.table({"a": [1], "b": ["x"]})),
+                "_common_metadata": _summary([("b", pa.string()), ("a", pa.int64()), ("c", pa.float64())]),
+            },
+        ),
+        Case(
+            "layout_metadata_summary_gives_the_schema",
+            {
+                "f.parquet": parquet(pa.table({"a": [1], "b": ["x"]})),
+                "_metadata": _summary([("a", pa.int64()), ("z", pa.bool_())]),
+            },
+        ),
+        Case(
+            "layout_common_metadata_merged",
+            {"f.parquet": parquet(pa.table({"a": [1]})), "_common_metadata": _summary([("c", pa.float64())])},
+            options={"mergeSchema": "true"},
+        ),
+    ]
+
+
+def _summary(fields: list[tuple[str, pa.DataType]]) -> bytes:
+    sink = io.BytesIO()
+    pq.write_metadata(pa.schema(fields), sink)
+    return sink.getvalue()
+
+
+def _user_schemas() -> list[Case]:
+    f = {
+        "f.parquet": parquet(
+            pa.table(
+                {
+                    "i": pa.array([1, None], pa.int32()),
+                    "l": pa.array([2**40, 3], pa.int64()),
+                    "fl": pa.array([1.5, None], pa.float32()),
+                    "db": pa.array([1e300, 2.0], pa.float64()),
+                    "dec": pa.array([Decimal("1.25"), None], pa.decimal128(5, 2)),
+                    "day": pa.array([date(2024, 1, 2), None]),
+                    "s": pa.array(["x", None]),
+                    "bin": pa.array([b"y", None]),
+                    "st": pa.array([{"a": 1, "b": "x"}, None], pa.struct([("a", pa.int64()), ("b", pa.string())])),
+                }
+            )
+        )
+    }
+    differ = Difference("reinterpretations", _refuses("cannot be read as"))
+    cases = [
+        Case(
+            "user_schema_matches",
+            f,
+            schema="i int, l bigint, fl float, db double, dec decimal(5,2), day date, s string, bin binary",
+        ),
+        Case("user_schema_subset_reordered_and_missing", f, schema="s string, missing int, i int"),
+        Case("user_schema_names_ignore_case", f, schema="I int, S string"),
+        Case("user_schema_widens", f, schema="i bigint, fl double, dec decimal(10,3), day timestamp_ntz"),
+        Case("user_schema_int_as_double_and_decimal", f, schema="i double, l decimal(20,0)"),
+        Case("user_schema_string_binary_swap", f, schema="s binary, bin string"),
+        Case("user_schema_nested_subset", f, schema="st struct<b:string, z:int>"),
+        Case("user_schema_long_as_int_narrowing", f, schema="l int"),
+        Case("user_schema_long_as_timestamp", f, schema="l timestamp"),
+        Case("user_schema_long_as_boolean", f, schema="l boolean"),
+        Case("user_schema_long_as_string", f, schema="l string"),
+        Case("user_schema_double_as_float", f, schema="db float"),
+        Case("user_schema_long_as_double", f, schema="l double"),
+        Case("user_schema_decimal_scale_down", f, schema="dec decimal(10,1)"),
+        Case("user_schema_string_as_int", f, schema="s int"),
+        Case("user_schema_int_as_tinyint", f, schema="i tinyint", difference=differ),
+        Case("user_schema_date_as_int", f, schema="day int", difference=differ),
+        Case("user_schema_int_as_date", f, schema="i date", difference=differ),
+        Case(
+            "user_schema_long_time_units_of_timestamp",
+            {"f.parquet": one("t", [TS])},
+            schema="t bigint",
+            difference=differ,
+        ),
+        Case("user_schema_decimal_as_binary", f, schema="dec binary", difference=differ),
+        Case(
+            "user_schema_not_null_is_kept",
+            f,
+            schema="l bigint not null, s string",
+            difference=Difference("NOT NULL", _not_null_kept),
+        ),
+        Case(
+            "user_schema_not_null_with_nulls_fails",
+            f,
+            schema="i int not null",
+            difference=Difference("NOT NULL", _not_null_enforced),
+        ),
+    ]
+    return cases
+
+
+def _filters() -> list[Case]:
+    files = {
+        f"year={y}/part-{i}.parquet": parquet(ids(y * 10_000 + i * 100, 100)) for y in (2023, 2024) for i in range(3)
+    }
+    files.update({"year=2023/part-9.parquet": parquet(ids(2023 * 10_000 + 900, 300))})
+    shapes: dict[str, Callable[[Any], Any]] = {
+        "filtered_union_whole": lambda df: df.filter("year = 2024").union(df),
+        "self_join_filtered_and_whole": lambda df: (
+            df.filter("year = 2024").alias("a").join(df.alias("b"), "id").select("a.id", "b.year")
+        ),
+        "partition_and_data_filter": lambda df: df.filter("year = 2023 AND id % 7 = 0"),
+        "or_filter": lambda df: df.filter("year = 2024 OR id < 20230010"),
+        "in_and_not": lambda df: df.filter("year IN (2024) AND NOT id = 20240101"),
+    }
+    cases = []
+    for pushdown in ("true", "false"):
+        conf = {"spark.sql.python.filterPushdown.enabled": pushdown, "spark.sql.parquet.filterPushdown": pushdown}
+        for name, query in shapes.items():
+            cases.append(Case(f"filter_{name}_pushdown_{pushdown}", files, query=query, conf=conf))
+    return cases
+
+
+def all_cases() -> list[Case]:
+    cases = [*_partitions(), *_evolution(), *_types(), *_layouts(), *_user_schemas(), *_filters()]
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names), "case names must be unique"
+    assert set(names) >= EXPECTED_READ_ERRORS, EXPECTED_READ_ERRORS - set(names)
+    return cases
