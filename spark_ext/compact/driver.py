@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
 import time
@@ -48,11 +49,12 @@ from spark_ext.compact.store_probe import probe_store
 from spark_ext.compact.visibility import apply_journal
 from spark_ext.stream.lease import (
     LiveLease,
+    break_lease,
     committed_consumption,
     is_lease_key,
-    live_leases,
     needed_by,
     read_leases,
+    stream_leases,
 )
 
 log = logging.getLogger("spark_ext.compact")
@@ -251,7 +253,7 @@ class _Job:
                 self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
                 maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
                 return self._finish_report(None)
-            self._leases = await live_leases(
+            self._leases, expired = await stream_leases(
                 self.client,
                 self.bucket,
                 self.prefix,
@@ -260,6 +262,7 @@ class _Job:
                 listed=listing,
             )
             plan = await self._plan(data, claimed=await self._claimed_inputs())
+            plan = await self._break_or_honour(plan, expired)
             if not plan.groups:
                 self.report.status = NOTHING_TO_DO
                 self.report.message = "no group of small files worth rewriting"
@@ -331,24 +334,24 @@ class _Job:
                 f"{len(data) - len(candidates)} file(s) left out: a journal entry of another job claims them "
                 "(a job that lost its lock); the next run rolls that entry back and compacts them"
             )
+        facts = await fetch_file_facts(
+            self.client, candidates, threshold=self.options.threshold, concurrency=self.options.footer_concurrency
+        )
         leased: dict[str, int] = {}
         unleased = []
-        for obj in candidates:
-            stream = needed_by(self._leases, obj)
+        for fact in facts:
+            stream = needed_by(self._leases, fact.info, fact.replaces)
             if stream is None:
-                unleased.append(obj)
+                unleased.append(fact)
             else:
                 leased[stream] = leased.get(stream, 0) + 1
-        candidates = unleased
+        facts = unleased
         for stream, count in sorted(leased.items()):
             self.report.warnings.append(
                 f"{count} file(s) left out: stream {stream!r} holds a live lease and has not read them yet; they are "
                 "compacted once it has (or once its lease expires)"
             )
         self.report.leased_files = sum(leased.values())
-        facts = await fetch_file_facts(
-            self.client, candidates, threshold=self.options.threshold, concurrency=self.options.footer_concurrency
-        )
         plan = plan_compaction(facts, self.options, bucket=self.bucket)
         self.report.plan = plan
         self.report.skipped_groups = list(plan.skipped_groups)
@@ -429,6 +432,33 @@ class _Job:
         self.bytes_done += output.input_bytes
         self._tick("rewriting")
 
+    async def _break_or_honour(self, plan: CompactionPlan, expired: Sequence[LiveLease]) -> CompactionPlan:
+        """An expired lease whose stream has not read some planned inputs is marked broken first (its stream then
+        stops loudly instead of missing rows); if the stream renewed it meanwhile, it is live: those groups go."""
+        dropped: set[str] = set()
+        for stale in expired:
+            needed = [f.key for g in plan.groups for f in g.files if stale.needs(f, g.replaced.get(f.key))]
+            if not needed:
+                continue
+            if await break_lease(self.client, self.bucket, stale.lease, self.job_id, needed):
+                self.report.warnings.append(
+                    f"stream {stale.lease.stream!r}: its lease had expired; compacting {len(needed)} file(s) it had "
+                    "not read, its lease is marked broken (the stream stops when it next looks)"
+                )
+                continue
+            self._leases.append(stale)  # renewed while we planned: live after all
+            dropped.update(
+                g.group_id for g in plan.groups if any(stale.needs(f, g.replaced.get(f.key)) for f in g.files)
+            )
+        if not dropped:
+            return plan
+        self.report.warnings.append(f"{len(dropped)} group(s) left out: a stream renewed its lease during planning")
+        kept = tuple(g for g in plan.groups if g.group_id not in dropped)
+        self.report.groups = [g for g in self.report.groups if g.group_id not in dropped]
+        self.groups_total = len(kept)
+        self.bytes_total = sum(g.input_bytes for g in kept)
+        return dataclasses.replace(plan, groups=kept)
+
     async def _newly_leased(self, group: CompactionGroup) -> str | None:
         """A stream whose lease appeared after planning and still needs one of ``group``'s inputs, or None.
 
@@ -447,7 +477,7 @@ class _Job:
                 continue
             live = LiveLease(lease, await committed_consumption(self.client, lease))
             self._leases.append(live)
-            if any(live.needs(info) for info in group.files):
+            if any(live.needs(info, group.replaced.get(info.key)) for info in group.files):
                 return lease.stream
         return None
 

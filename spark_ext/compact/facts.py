@@ -10,6 +10,7 @@ from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import file_schema
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
+from spark_ext.compact import layout
 from spark_ext.compact.plan import FileFacts
 from spark_ext.compact.tasks import gather_or_cancel
 
@@ -36,7 +37,10 @@ async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
                 info.bucket, info.key, info.size - more.needed, info.size, if_match=info.etag
             )
             metadata = parse_footer(tail.data, info.size, info.url)
-        return FileFacts(info, file_schema(metadata), metadata.num_rows)
+        replaces = layout.inputs_from_metadata(metadata.metadata)
+        return FileFacts(
+            info, file_schema(metadata), metadata.num_rows, replaces=None if replaces is None else tuple(replaces)
+        )
     except CorruptFile as exc:
         return FileFacts(info, error=exc.message)
     except (ObjectChanged, PreconditionFailed, NotFound):

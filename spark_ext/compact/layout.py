@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from s3io.errors import InvalidConfig
 from s3io.listing import is_hidden
-from s3io.s3.types import ObjectInfo
 from s3io.urls import has_glob, split_s3_url
 
 CONTROL_DIR = "_s3io_compaction/"
@@ -132,9 +131,9 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def inputs_metadata(files: Sequence[ObjectInfo]) -> dict[bytes, bytes]:
-    """The footer metadata that names an output's inputs (key and ETag)."""
-    return {INPUTS_METADATA_KEY: json.dumps([[f.key, f.etag] for f in files], separators=(",", ":")).encode()}
+def inputs_metadata(refs: Sequence[tuple[str, str | None]]) -> dict[bytes, bytes]:
+    """The footer metadata that names an output's original files (key and ETag; earlier outputs flattened)."""
+    return {INPUTS_METADATA_KEY: json.dumps([list(r) for r in refs], separators=(",", ":")).encode()}
 
 
 def inputs_from_metadata(metadata: dict[bytes, bytes] | None) -> list[tuple[str, str | None]] | None:

@@ -46,6 +46,11 @@ class FileFacts:
     schema: pa.Schema | None = None
     num_rows: int | None = None
     error: str | None = None  # e.g. "not a parquet file (trailing magic b'abcd')"
+    replaces: tuple[tuple[str, str | None], ...] | None = None  # an earlier output: the files its rows came from
+
+    def refs(self) -> tuple[tuple[str, str | None], ...]:
+        """The original files this file's rows came from: itself, or those an earlier compaction replaced."""
+        return self.replaces if self.replaces is not None else ((self.info.key, self.info.etag),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,8 @@ class CompactionGroup:
     files: tuple[ObjectInfo, ...]
     schema: pa.Schema  # the output schema: the inputs' unified schema
     input_rows: int | None = None  # from the footers, when known
+    origins: tuple[tuple[str, str | None], ...] = ()  # the original files of its rows (earlier outputs flattened)
+    replaced: dict[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)  # input -> its origins
 
     @property
     def input_bytes(self) -> int:
@@ -183,6 +190,8 @@ def plan_compaction(
                         files=tuple(m.info for m in members),
                         schema=_group_schema(members, cls.schema, options.schema_mode),
                         input_rows=None if any(r is None for r in rows) else sum(rows),  # type: ignore[misc]
+                        origins=tuple(ref for m in members for ref in m.refs()),
+                        replaced={m.info.key: m.replaces for m in members if m.replaces is not None},
                     )
                 )
     return CompactionPlan(

@@ -121,7 +121,8 @@ async def rewrite_group(
     crash = resolve(crash_at)
     started = time.monotonic()
     before = client.stats()
-    encoder = _Encoder(group.schema, settings, layout.inputs_metadata(group.files))
+    origins = group.origins or tuple((f.key, f.etag) for f in group.files)
+    encoder = _Encoder(group.schema, settings, layout.inputs_metadata(origins))
     writer = client.multipart_writer(
         group.bucket, staging_key, part_size=settings.part_size, concurrency=settings.upload_concurrency
     )

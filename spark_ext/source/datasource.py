@@ -21,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
+from s3io.errors import InvalidConfig
 from s3io.listing import ListedFile
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions, redact
@@ -40,6 +41,9 @@ from spark_ext.source.planner import (
 )
 from spark_ext.source.reader import S3ParquetReader, S3ParquetScan, ScanState
 from spark_ext.source.session_check import SessionSetting
+from spark_ext.stream.options import StreamOptions, has_stream_options
+from spark_ext.stream.reader import S3ParquetStreamReader
+from spark_ext.stream.schema import stream_schema
 
 NAME = "s3parquet"
 logger = logging.getLogger("spark_ext.source")
@@ -75,10 +79,16 @@ class S3ParquetDataSource(DataSource):
     def __init__(self, options: Mapping[str, str]) -> None:
         super().__init__(options)  # type: ignore[arg-type]
         completed, self.session_settings = with_session_defaults(options, self.session_defaults)
-        self.read_options = ReadOptions.from_options(completed)
+        self._completed = completed
+        self.stream_options: StreamOptions | None = None
         self._listed: tuple[ListedFile, ...] | None = None
         self._data_schema: StructType | None = None
         self._row_groups: dict[str, tuple[int, ...]] = {}
+        if has_stream_options(completed):  # readStream: its state, not a listing, decides what is read
+            self.stream_options = StreamOptions.from_options(completed)
+            self.read_options = self.stream_options.read
+            return
+        self.read_options = ReadOptions.from_options(completed)
         self._listing()  # at load(), as Spark lists files when the DataFrame is created
 
     def __repr__(self) -> str:
@@ -86,7 +96,12 @@ class S3ParquetDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Data columns from the footers (a summary file or the first file, or all with mergeSchema), then the
-        partition columns, as Spark's parquet reader infers them."""
+        partition columns, as Spark's parquet reader infers them. A stream keeps the schema it first inferred."""
+        if self.stream_options is not None:
+            return stream_schema(self.stream_options, self._infer_schema)
+        return self._infer_schema()
+
+    def _infer_schema(self) -> StructType:
         options = self.read_options
         listed = self._listing()
         spec = discover(listed, options)
@@ -101,8 +116,23 @@ class S3ParquetDataSource(DataSource):
             self._data_schema, self._row_groups = run_sync(infer)
         return source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A stream reader for ``schema`` (see spark_ext.stream.reader); ``streamName`` is required."""
+        options = self.stream_options or StreamOptions.from_options(self._completed)
+        return S3ParquetStreamReader(
+            options,
+            schema,
+            default_parallelism=self.default_parallelism(),
+            session_settings=tuple(s for s in self.session_settings if s.option == "caseSensitive"),
+        )
+
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader for ``schema`` (ours, or the user's: its columns are the ones read)."""
+        if self.stream_options is not None:
+            raise InvalidConfig(
+                "options streamName/stateLocation/maxFilesPerTrigger/... are for spark.readStream; a batch read "
+                "(spark.read) takes none of them"
+            )
         options = self.read_options
         listed = self._listing()
         partitions = discover(listed, options, schema)

@@ -60,8 +60,10 @@ class Lease:
     committed_batch: int
     ttl: float
     max_file_age: float | None
+    broken: dict[str, object] | None = None  # set by a compaction that took files this stream had not read
     etag: str | None = None
     last_modified: float | None = None
+    key: str | None = None  # where it was read from (not part of the body)
 
     def encode(self) -> bytes:
         body = {
@@ -72,13 +74,14 @@ class Lease:
             "committed_batch": self.committed_batch,
             "ttl": self.ttl,
             "max_file_age": self.max_file_age,
+            "broken": self.broken,
             "written_at": time.time(),  # the writer's clock: for people reading the object, never for expiry
             "write_id": secrets.token_hex(8),
         }
         return json.dumps(body, sort_keys=True).encode()
 
     @classmethod
-    def decode(cls, data: bytes, etag: str | None, last_modified: float | None) -> Lease:
+    def decode(cls, data: bytes, etag: str | None, last_modified: float | None, key: str | None = None) -> Lease:
         body = json.loads(data)
         if body.get("format") != FORMAT:
             raise ValueError(f"format {body.get('format')!r}, expected {FORMAT!r}")
@@ -89,8 +92,10 @@ class Lease:
             committed_batch=int(body["committed_batch"]),
             ttl=float(body["ttl"]),
             max_file_age=None if body.get("max_file_age") is None else float(body["max_file_age"]),
+            broken=body.get("broken"),
             etag=etag,
             last_modified=last_modified,
+            key=key,
         )
 
     def expires_at(self, clock_skew: float) -> float | None:
@@ -100,39 +105,83 @@ class Lease:
         return self.last_modified + self.ttl + clock_skew + STORE_CLOCK_RESOLUTION
 
 
+class LeaseBroken(S3IOError):
+    """A compaction took files this stream had not read while its lease had expired: their rows now live in
+    compacted outputs the stream cannot tell apart from what it read. The stream stops instead of guessing."""
+
+
 class StreamLease:
-    """The stream's side: write, renew (every ttl/3 from a background task, and at each commit), never delete."""
+    """The stream's side: write, renew (every ttl/3 from a background task, and at each commit), never delete.
+
+    Every write after the first is conditional on our own ETag. If it fails, someone else wrote the lease: a
+    compaction that marked it broken (the stream then stops with LeaseBroken, loudly), or another driver of the
+    same stream (the lease is written again: the stream's manifests, created conditionally, are the truth)."""
 
     def __init__(self, client: S3Client, bucket: str, prefix: str, body: Lease) -> None:
         self.client = client
         self.bucket = bucket
         self.key = lease_key(prefix, body.stream)
         self.body = body
+        self.broken: LeaseBroken | None = None
         self._etag: str | None = None
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    async def adopt(self) -> None:
+        """Read the lease an earlier run of this stream left: keep its committed batch; a broken one stops us."""
+        current = await self._read()
+        if current is None:
+            return
+        self._check(current)
+        if current.state == self.body.state and current.committed_batch > self.body.committed_batch:
+            self.body = _replace(self.body, committed_batch=current.committed_batch)
+        self._etag = current.etag
+
     async def write(self, committed_batch: int | None = None) -> None:
         """Write (or renew) the lease; ``committed_batch`` moves it forward."""
+        if self.broken is not None:
+            raise self.broken
         if committed_batch is not None and committed_batch > self.body.committed_batch:
             self.body = _replace(self.body, committed_batch=committed_batch)
         data = self.body.encode()
         try:
-            if self._etag is None:
-                result = await self.client.put_object(self.bucket, self.key, data, content_type="application/json")
-            else:
-                result = await self.client.put_object(
-                    self.bucket, self.key, data, if_match=self._etag, content_type="application/json"
-                )
+            result = await self.client.put_object(
+                self.bucket, self.key, data, if_match=self._etag, content_type="application/json"
+            )
         except (PreconditionFailed, NotFound):
-            # another driver of this stream wrote it (or compaction cleaned up an expired one): write it anew
+            current = await self._read()
+            if current is not None:
+                self._check(current)
             log.warning(
-                "stream %s: its lease at s3://%s/%s was changed by someone else; rewriting it",
-                self.body.stream,
-                self.bucket,
-                self.key,
+                "stream %s: its lease %s was written by another driver; writing it again", self.body.stream, self.url
             )
             result = await self.client.put_object(self.bucket, self.key, data, content_type="application/json")
         self._etag = result.etag
+
+    async def _read(self) -> Lease | None:
+        try:
+            head = await self.client.head_object(self.bucket, self.key)
+            data = (await self.client.get_object(self.bucket, self.key, if_match=head.etag)).data
+        except (NotFound, PreconditionFailed):
+            return None
+        return Lease.decode(data, head.etag, head.last_modified)
+
+    def _check(self, current: Lease) -> None:
+        if current.broken:
+            files = current.broken.get("files") or []
+            self.broken = LeaseBroken(
+                f"stream {self.body.stream!r}: compaction job {current.broken.get('job')} took {len(files)} file(s) "
+                f"this stream had not read (e.g. {files[0] if files else '?'}) while its lease had expired (it was "
+                f"not renewed for longer than leaseTtl={self.body.ttl:.0f}s). Their rows are now in compacted "
+                "outputs, so continuing would lose or duplicate rows. Restart the stream with a new checkpoint and "
+                f"streamName to read the prefix again; or, to accept the gap, delete {self.url}",
+                bucket=self.bucket,
+                key=self.key,
+            )
+            raise self.broken
 
     def start_renewing(self) -> None:
         if self._task is None or self._task.done():
@@ -144,6 +193,8 @@ class StreamLease:
             await asyncio.sleep(interval)
             try:
                 await self.write()
+            except LeaseBroken:
+                return  # the next call of the stream raises it
             except S3IOError as exc:  # the next renewal tries again; the lease still has 2/3 of its ttl
                 log.warning("stream %s: renewing its lease failed: %s", self.body.stream, exc)
 
@@ -171,12 +222,21 @@ class LiveLease:
     lease: Lease
     consumed: SeenFiles
 
-    def needs(self, info: ObjectInfo) -> bool:
-        """Whether the stream may still read ``info``: not consumed (by key and ETag) and not too old for it."""
+    def needs(self, info: ObjectInfo, replaces: Sequence[tuple[str, str | None]] | None = None) -> bool:
+        """Whether the stream may still read ``info``: not consumed (by key and ETag) and not too old for it. An
+        earlier compaction output (``replaces``: the files its rows came from) is needed while any of those is."""
         seen = self.consumed.entries.get(info.key)
         if seen is not None and same_etag(seen[0], info.etag):
             return False
-        return not self.consumed.too_old(info.last_modified, self.lease.max_file_age)
+        if self.consumed.too_old(info.last_modified, self.lease.max_file_age):
+            return False
+        if replaces is not None:
+            return any(self._needs_ref(key, etag) for key, etag in replaces)
+        return True
+
+    def _needs_ref(self, key: str, etag: str | None) -> bool:
+        seen = self.consumed.entries.get(key)
+        return seen is None or not same_etag(seen[0], etag)
 
 
 async def read_leases(
@@ -198,7 +258,7 @@ async def read_leases(
         except (NotFound, PreconditionFailed):
             continue  # deleted or renewed while we looked: the renewed one is read on the next check
         try:
-            leases.append(Lease.decode(data, head.etag, head.last_modified))
+            leases.append(Lease.decode(data, head.etag, head.last_modified, key))
         except (ValueError, KeyError, TypeError) as exc:
             raise S3IOError(
                 f"unreadable stream lease ({exc}): compaction cannot tell what the stream still needs; delete the "
@@ -218,7 +278,7 @@ def _roots(prefix: str) -> list[str]:
     return list(dict.fromkeys(roots))
 
 
-async def live_leases(
+async def stream_leases(
     client: S3Client,
     bucket: str,
     prefix: str,
@@ -226,19 +286,23 @@ async def live_leases(
     store_now: Callable[[], Awaitable[float]],
     clock_skew: float,
     listed: Iterable[ObjectInfo] | None = None,
-    load_state: Callable[[S3Client, Lease], Awaitable[SeenFiles]] | None = None,
-) -> list[LiveLease]:
-    """The leases not yet expired on the store's clock, each with its stream's committed consumption."""
+) -> tuple[list[LiveLease], list[LiveLease]]:
+    """(live, expired) leases covering ``prefix``, expiry judged on the store's clock, each with its stream's
+    committed consumption (an expired one's is needed to tell whether compacting would break it)."""
     now = await store_now()
-    live = []
+    live: list[LiveLease] = []
+    expired: list[LiveLease] = []
     for lease in await read_leases(client, bucket, prefix, listed):
+        if lease.broken:
+            continue  # already broken by an earlier compaction: its stream stops when it next looks
+        consumed = await committed_consumption(client, lease)
         ends = lease.expires_at(clock_skew)
         if ends is not None and ends < now:
-            log.info("stream lease %s expired at %.0f (store time %.0f): it protects nothing", lease.stream, ends, now)
-            continue
-        consumed = await (load_state or committed_consumption)(client, lease)
-        live.append(LiveLease(lease, consumed))
-    return live
+            log.info("stream lease %s expired at %.0f (store time %.0f)", lease.stream, ends, now)
+            expired.append(LiveLease(lease, consumed))
+        else:
+            live.append(LiveLease(lease, consumed))
+    return live, expired
 
 
 async def committed_consumption(client: S3Client, lease: Lease) -> SeenFiles:
@@ -249,9 +313,28 @@ async def committed_consumption(client: S3Client, lease: Lease) -> SeenFiles:
     return loaded.seen
 
 
-def needed_by(leases: Sequence[LiveLease], info: ObjectInfo) -> str | None:
-    """The name of a live stream that still needs ``info``, or None."""
+def needed_by(
+    leases: Sequence[LiveLease], info: ObjectInfo, replaces: Sequence[tuple[str, str | None]] | None = None
+) -> str | None:
+    """The name of a live stream that still needs ``info`` (an earlier output: its ``replaces``), or None."""
     for live in leases:
-        if live.needs(info):
+        if live.needs(info, replaces):
             return live.lease.stream
     return None
+
+
+async def break_lease(client: S3Client, bucket: str, lease: Lease, job_id: str, files: Sequence[str]) -> bool:
+    """Mark an expired lease broken before compaction takes files its stream had not read (If-Match on the ETag
+    it was judged expired with). False if the stream renewed it meanwhile: it is live, and those files stay."""
+    marked = _replace(lease, broken={"job": job_id, "files": sorted(files)[:100], "count": len(files)})
+    try:
+        assert lease.key is not None and lease.etag is not None
+        await client.put_object(
+            bucket, lease.key, marked.encode(), if_match=lease.etag, content_type="application/json"
+        )
+    except (PreconditionFailed, NotFound):
+        return False
+    log.warning(
+        "stream %s: lease expired; marked broken before compacting %d file(s) it had not read", lease.stream, len(files)
+    )
+    return True

@@ -130,3 +130,8 @@ class StreamOptions:
 
 
 KNOWN_STREAM_OPTIONS = tuple(sorted(_STREAM_OPTIONS.values(), key=str.lower))
+
+
+def has_stream_options(options: Mapping[str, str]) -> bool:
+    """Whether any option is one only streams take (``streamName`` and the others above)."""
+    return any(_loose(str(key)) in _STREAM_OPTIONS for key in options)

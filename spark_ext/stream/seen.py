@@ -28,6 +28,9 @@ class SeenFiles:
     high_key: str = ""  # the greatest key ever listed: where a StartAfter listing resumes
     batch: int = -1  # the last batch folded in
 
+    def copy(self) -> SeenFiles:
+        return SeenFiles(dict(self.entries), self.newest, self.high_key, self.batch)
+
     def is_new(self, info: ObjectInfo) -> bool:
         seen = self.entries.get(info.key)
         return seen is None or not same_etag(seen[0], info.etag)

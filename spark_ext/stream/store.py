@@ -29,6 +29,7 @@ class LoadedState:
 
     seen: SeenFiles
     manifests: dict[int, Manifest]
+    checkpoint: int = -1  # the batch of the checkpoint it started from: committed, whatever came after
 
     @property
     def last_batch(self) -> int:
@@ -57,10 +58,12 @@ class StreamStore:
             checkpoints = [k for k in checkpoints if k <= self.checkpoint_key(up_to)]
         seen = SeenFiles()
         after = ""
+        checkpoint = -1
         if checkpoints:
             newest = max(checkpoints)
             seen = SeenFiles.decode((await self.client.get_object(self.bucket, newest)).data)
             after = manifest_key(self.prefix, seen.batch)
+            checkpoint = seen.batch
         keys = [
             o.key
             async for o in self.client.list_objects(self.bucket, f"{self.prefix}manifests/", start_after=after or None)
@@ -71,7 +74,7 @@ class StreamStore:
         manifests = dict(zip(batches, await self._read_many(batches), strict=True))
         for batch in batches:
             seen.add(manifests[batch].consumed(), batch)
-        return LoadedState(seen, manifests)
+        return LoadedState(seen, manifests, checkpoint)
 
     async def _read_many(self, batches: list[int]) -> list[Manifest]:
         semaphore = asyncio.Semaphore(FETCH_CONCURRENCY)

@@ -24,6 +24,7 @@ Faults (frozen dataclasses; one per rule):
     Stall(after_bytes, seconds=None)       headers + N body bytes, then silence with the socket open until
                                            `seconds` pass (then FIN) or the proxy stops
     Truncate(after_bytes)                  headers (full Content-Length) + N body bytes, then a clean FIN
+    CorruptBody(last_bytes=4)              the upstream's answer with its last bytes flipped (same length)
     SlowBody(bytes_per_second, chunk_bytes=1024)
                                            headers at once, then the body paced so that by t seconds at most
                                            bytes_per_second * t bytes have been sent
@@ -195,7 +196,25 @@ class SlowBody:
             raise ValueError("SlowBody needs bytes_per_second > 0 and chunk_bytes > 0")
 
 
-Fault = Latency | ErrorResponse | Reset | ResetBeforeHeaders | Stall | StallBeforeHeaders | Truncate | SlowBody
+@dataclass(frozen=True)
+class CorruptBody:
+    """Forward upstream, then flip (XOR 0xFF) the last `last_bytes` bytes of the body: same length, wrong bytes, as
+    a bad cache or disk would serve them (for parquet, the trailing magic: the file reads as corrupt)."""
+
+    last_bytes: int = 4
+
+
+Fault = (
+    Latency
+    | ErrorResponse
+    | Reset
+    | ResetBeforeHeaders
+    | Stall
+    | StallBeforeHeaders
+    | Truncate
+    | SlowBody
+    | CorruptBody
+)
 
 
 # ----------------------------------------------------------------------------------------------- rules
@@ -811,6 +830,10 @@ class FaultProxy:
             response = await self._forward(request, body)
         if isinstance(fault, Latency):
             await asyncio.sleep(fault.seconds)
+        if isinstance(fault, CorruptBody) and response.body:
+            cut = max(0, len(response.body) - fault.last_bytes)
+            flipped = bytes(b ^ 0xFF for b in response.body[cut:])
+            response = _Response(response.status, response.reason, response.headers, response.body[:cut] + flipped)
 
         payload = b"" if _has_no_body(request.method, response.status) else response.body
         writer.write(self._response_head(request, response, keep_alive))

@@ -1,0 +1,41 @@
+"""A stream's schema: the user's, or inferred once and kept in the stream's state, so a restart (or a new file with
+another column) never changes the columns of a running query."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from pyspark.sql.types import StructType
+
+from s3io.errors import InvalidConfig
+from spark_ext.source.planner import NoDataFiles, PathNotFound, make_client, run_sync
+from spark_ext.stream.options import StreamOptions
+from spark_ext.stream.store import StreamStore
+
+
+def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> StructType:
+    """The schema stored in the stream's state, else ``infer()`` (stored for next time; a schema another run
+    stored first wins)."""
+
+    async def stored() -> bytes | None:
+        async with make_client(options.read) as client:
+            return await StreamStore(client, options.state_bucket, options.state_prefix).read_schema()
+
+    body = run_sync(stored)
+    if body is None:
+        try:
+            schema = infer()
+        except (NoDataFiles, PathNotFound) as exc:
+            raise InvalidConfig(
+                f"stream {options.stream_name!r}: no file under {options.read.paths[0].url} to infer a schema from "
+                "yet; give it with .schema('id long, ts timestamp, ...') to start the stream before files land"
+            ) from exc
+        encoded = json.dumps({"schema": schema.jsonValue()}).encode()
+
+        async def keep() -> bytes:
+            async with make_client(options.read) as client:
+                return await StreamStore(client, options.state_bucket, options.state_prefix).create_schema(encoded)
+
+        body = run_sync(keep)
+    return StructType.fromJson(json.loads(body)["schema"])
