@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")
 
 
-def register(spark: Any, *, filter_pushdown: bool = False) -> type:
+def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool = True) -> type:
     """Register the ``s3parquet`` data source with ``spark`` (a SparkSession; PySpark >= 4.1) and return its class.
 
     The session's default parallelism (Spark's default ``minPartitionNum``), time zone, partition type inference
@@ -35,8 +35,16 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> type:
     (PySpark 4.3: a union, self-join, temp view or cache of a filtered DataFrame would silently read only the
     filtered rows; see ``spark_ext.source.pushdown_safety``). Prune partitions by path instead
     (``load("s3://b/t/year=2024/")`` with ``basePath``, or globs).
+
+    ``check_workers`` (default) runs one tiny task first: if Spark's Python workers cannot import the project (a
+    worker interpreter other than the driver's), it raises WorkerEnvironmentError naming PYSPARK_PYTHON.
     """
     from spark_ext.source.datasource import SessionDefaults, bound_to_session
+
+    if check_workers:
+        from spark_ext.worker_check import check_workers as run_check
+
+        run_check(spark)
 
     if filter_pushdown:
         from spark_ext.source.pushdown_safety import UnsafeFilterPushdown, pushdown_refusal

@@ -251,3 +251,39 @@ def test_compaction_never_takes_what_a_live_stream_has_not_read_and_breaks_an_ex
 def _data_keys(s3_client: Any, bucket: str, prefix: str) -> list[str]:
     pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     return sorted(o["Key"] for page in pages for o in page.get("Contents", []) if "/_s3io_" not in o["Key"])
+
+
+def test_an_inferred_schema_is_kept_and_a_file_that_does_not_fit_it_fails_naming_file_and_column(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
+) -> None:
+    written = land(s3_client, bucket, "inf/", 0, 2)
+    options = stream_options(s3_endpoint.url, "inferred")
+    sink, checkpoint = tmp_path / "sink", tmp_path / "cp"
+
+    def run() -> Any:
+        reader = spark.readStream.format("s3parquet")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        frame = reader.load(f"s3://{bucket}/inf/")
+        assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == [("id", "bigint"), ("v", "double")]
+        query = (
+            frame.writeStream.format("parquet")
+            .option("path", str(sink))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        with contextlib.suppress(StreamingQueryException):
+            query.awaitTermination(300)
+        return query
+
+    assert run().exception() is None
+    stored = json.loads(
+        s3_client.get_object(Bucket=bucket, Key="inf/_s3io_streams/inferred/schema.json")["Body"].read()
+    )
+    assert [f["name"] for f in stored["schema"]["fields"]] == ["id", "v"]
+    odd = pa.table({"id": pa.array([999], pa.int64()), "v": pa.array(["not a number"])})
+    put_parquet(s3_client, bucket, "inf/f-99999.parquet", odd)
+    error = run().exception()  # the schema is still the stored one, not the new file's
+    assert error is not None and "f-99999.parquet" in str(error) and "'v'" in str(error).replace('"', "'"), str(error)
+    assert sink_ids(spark, sink) == written
