@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,7 @@ def test_a_file_that_cannot_be_read_fails_the_batch_and_is_read_after_the_fix(
 
 DRIVER = """
 import sys
+import threading
 import time
 from pyspark.sql import SparkSession
 import spark_ext
@@ -287,3 +289,49 @@ def test_an_inferred_schema_is_kept_and_a_file_that_does_not_fit_it_fails_naming
     error = run().exception()  # the schema is still the stored one, not the new file's
     assert error is not None and "f-99999.parquet" in str(error) and "'v'" in str(error).replace('"', "'"), str(error)
     assert sink_ids(spark, sink) == written
+
+
+def test_stream_and_compaction_running_together_while_files_land_read_every_row_once(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
+) -> None:
+    """A running query (1 s triggers), files landing one by one, and compaction runs in between, all at once:
+    whatever the interleaving, the sink ends with every row exactly once and compaction took only read files."""
+    url = f"s3://{bucket}/live/"
+    reader = spark.readStream.format("s3parquet").schema(SCHEMA)
+    for key, value in stream_options(s3_endpoint.url, "live", maxFilesPerTrigger=5).items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load(url)
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "sink"))
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    written: list[int] = []
+    reports: list[Any] = []
+
+    def landing() -> None:
+        for n in range(30):
+            written.extend(land(s3_client, bucket, "live/", n, 1))
+            time.sleep(0.2)
+
+    def compacting() -> None:
+        for _ in range(4):
+            time.sleep(1.5)
+            reports.append(_compact(s3_endpoint.url, url))
+
+    threads = [threading.Thread(target=landing), threading.Thread(target=compacting)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert not any(thread.is_alive() for thread in threads)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sink_ids(spark, tmp_path / "sink") == sorted(written)
+    assert all(r.status in ("ok", "nothing_to_do") for r in reports), [r.to_text() for r in reports]
+    assert sum(r.groups_done for r in reports) >= 1  # compaction did run, on files the stream had read
