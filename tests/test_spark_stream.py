@@ -78,13 +78,15 @@ def manifests(s3_client: Any, bucket: str, prefix: str) -> list[dict[str, Any]]:
     return [json.loads(s3_client.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in sorted(keys)]
 
 
+@pytest.mark.parametrize("sorted_keys", [False, True], ids=["full-listing", "keysSortByArrival"])
 def test_files_landing_between_triggers_are_read_exactly_once(
-    spark: Any, fault_proxy: Any, s3_client: Any, bucket: str, tmp_path: Path
+    spark: Any, fault_proxy: Any, s3_client: Any, bucket: str, tmp_path: Path, sorted_keys: bool
 ) -> None:
-    """Six availableNow runs over a prefix that keeps receiving files, three files per trigger: every row once,
-    every batch's files fixed in its manifest, one GET per file and no HEAD of a data file."""
+    """Six availableNow runs over a prefix that keeps receiving files, three files per trigger (so a trigger
+    leaves files for the next): every row once, every batch's files fixed in its manifest, one GET per file and
+    no HEAD of a data file; with keysSortByArrival the listing resumes after the last key every batch covers."""
     url = f"s3://{bucket}/landing/"
-    options = stream_options(fault_proxy.url, "events", maxFilesPerTrigger=3)
+    options = stream_options(fault_proxy.url, "events", maxFilesPerTrigger=3, keysSortByArrival=sorted_keys)
     sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
     written: list[int] = []
     for run in range(6):

@@ -284,6 +284,8 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             )
         runtime.manifests[batch] = created
         runtime.seen.add(created.consumed(), batch)
+        if options.keys_sort_by_arrival:
+            runtime.seen.advance_high_key([f.info for f in listed])
         logger.info("stream %s: planned batch %d: %s", options.stream_name, batch, created.stats)
         return created
 
@@ -299,7 +301,6 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             raw = [o async for o in runtime.client.list_objects(path.bucket, prefix, start_after=start_after)]
             listed.extend(raw)
             visible.extend(await resolve_visible_files(runtime.client, path.bucket, prefix, raw, before=before))
-        runtime.seen.note_listed([o.key for o in listed if layout.is_data_key(o.key, "")])
         logical = {o.key: layout.logical_key(o.key) for o in visible}
         return select_files(visible, path, path_glob_filter=options.read.path_glob_filter, logical_keys=logical)
 
@@ -414,6 +415,7 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             runtime.committed = (await runtime.store.load(up_to=end)).seen
         await runtime.lease.write(committed_batch=end)
         if end - runtime.last_checkpoint >= self.options.checkpoint_interval:
+            runtime.committed.high_key = runtime.seen.high_key  # every key up to it is in some manifest
             runtime.committed.purge(self.options.max_file_age)
             runtime.seen.purge(self.options.max_file_age)
             await runtime.store.write_checkpoint(runtime.committed, self.options.batches_to_retain)

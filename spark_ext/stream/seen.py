@@ -49,16 +49,16 @@ class SeenFiles:
             self.entries[key] = (etag, modified)
             if modified is not None and (self.newest is None or modified > self.newest):
                 self.newest = modified
-            if key > self.high_key:
-                self.high_key = key
         self.batch = max(self.batch, batch)
 
-    def note_listed(self, keys: Sequence[str]) -> None:
-        """Raise the high-water key to the greatest key a listing returned (new or not)."""
-        if keys:
-            top = max(keys)
-            if top > self.high_key:
-                self.high_key = top
+    def advance_high_key(self, listed: Sequence[ObjectInfo]) -> None:
+        """Raise the high-water key (where a StartAfter listing resumes) over the listed keys, in key order, as
+        long as each is accounted for: never past a file not yet in a batch (a trigger's limit may leave some),
+        or the next listing would never see it again."""
+        for info in sorted((i for i in listed if i.key > self.high_key), key=lambda i: i.key):
+            if self.is_new(info):
+                return
+            self.high_key = info.key
 
     def purge(self, max_age: float | None) -> int:
         """Drop entries older than ``max_age`` before the newest; returns how many were dropped."""
