@@ -24,6 +24,7 @@ from benchmarks import (
     memory_budget,
     request_rate,
     spark_small_files,
+    streaming,
 )
 from benchmarks.api import Options, Report
 from benchmarks.infra import REPO_ROOT, Stack, use_fake_aws_environment
@@ -39,6 +40,7 @@ BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "memory_budget": memory_budget.run,
     "spark_small_files": spark_small_files.run,
     "compaction": compaction.run,
+    "streaming": streaming.run,
 }
 
 
