@@ -26,7 +26,7 @@ def test_defaults() -> None:
     assert opts.base_path is None and opts.path_glob_filter is None and opts.columns is None
     assert not (opts.recursive_file_lookup or opts.ignore_missing_files or opts.ignore_corrupt_files)
     assert not (opts.merge_schema or opts.anonymous) and opts.path_style is None and opts.addressing == "auto"
-    assert (opts.max_partition_bytes, opts.open_cost_in_bytes) == (128 * MiB, 4 * MiB)
+    assert (opts.max_partition_bytes, opts.open_cost_in_bytes) == (128 * MiB, 64 * 1024)
     assert opts.min_partition_num is None and opts.min_partitions(8) == 8
     assert (opts.engine.memory_budget, opts.engine.max_concurrency, opts.engine.hedge_enabled) == (256 * MiB, 32, False)
     assert opts.engine == EngineConfig() and opts.credentials is None

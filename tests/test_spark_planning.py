@@ -278,7 +278,9 @@ def test_partition_filters_prune_files_exactly_and_are_not_returned(s3_endpoint,
 
 def test_data_filters_prune_row_groups_and_bytes_but_go_back_to_spark(s3_endpoint, bucket, s3_client, caplog):
     put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 50_000), row_group_size=5_000)
-    source = _source(s3_endpoint.url, f"s3://{bucket}/t/", pushdown=True, wholeObjectThreshold="0")
+    source = _source(
+        s3_endpoint.url, f"s3://{bucket}/t/", pushdown=True, wholeObjectThreshold="0", openCostInBytes="4MiB"
+    )  # one partition: the file is not split by row groups here
     schema = source.schema()
 
     def read(filters):
@@ -373,7 +375,7 @@ def test_task_metrics_are_logged_once_per_task(s3_endpoint, bucket, s3_client, c
 
 def test_a_consumer_that_stops_early_cancels_the_task(s3_endpoint, bucket, s3_client):
     put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 50_000), row_group_size=1_000)
-    source = _source(s3_endpoint.url, f"s3://{bucket}/t/")
+    source = _source(s3_endpoint.url, f"s3://{bucket}/t/", openCostInBytes="4MiB")  # one partition, not split
     reader = source.reader(source.schema())
     (partition,) = reader.partitions()
     batches = reader.read(partition)

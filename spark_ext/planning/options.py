@@ -3,7 +3,12 @@
 Spark hands options over as strings with lower-cased keys; keys are matched ignoring case, "_" and "-", so
 ``maxPartitionBytes``, ``maxpartitionbytes`` and ``max_partition_bytes`` are one option. Unknown options are
 errors (a typo must not silently fall back to a default). Defaults, and where they come from:
-- maxPartitionBytes 128 MiB, openCostInBytes 4 MiB, minPartitionNum = default parallelism: Spark's spark.sql.files.*.
+- maxPartitionBytes 128 MiB and minPartitionNum = default parallelism: Spark's spark.sql.files.*. openCostInBytes
+  64 KiB, not Spark's 4 MiB: Spark's value models opening a local or HDFS file; here a file costs one GET that a
+  task issues concurrently with the others, while every Spark partition of a Python source costs ~100 ms of task
+  overhead. With 4 MiB, 2,000 files of 12 KB become 63 partitions and s3parquet takes 2.3x the built-in local
+  read; with 64 KiB they become 2 and it takes 0.5-0.7x (benchmarks/RESULTS.md, spark_small_files). Give
+  ``openCostInBytes`` explicitly to pack as Spark does.
 - Range-engine fields (maxConcurrency, memoryBudget, hedgeEnabled alias hedging, ...): see s3io.engine.config.
 - pathStyle unset: s3io's "auto" addressing (path-style for custom endpoints, virtual-hosted for AWS).
 - timeZone UTC, partitionColumnTypeInference true, caseSensitive false: what Spark's session uses unless
@@ -29,6 +34,7 @@ from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
 from spark_ext.planning.partition_types import parse_time_zone
 
 MiB = 1024 * 1024
+DEFAULT_OPEN_COST_IN_BYTES = 64 * 1024  # see the module doc: a concurrent GET, not a local file open
 
 _BOOL = {
     "recursiveFileLookup": "recursive_file_lookup",
@@ -88,7 +94,7 @@ class ReadOptions:
     merge_schema: bool = False
     columns: tuple[str, ...] | None = None
     max_partition_bytes: int = 128 * MiB
-    open_cost_in_bytes: int = 4 * MiB
+    open_cost_in_bytes: int = DEFAULT_OPEN_COST_IN_BYTES
     min_partition_num: int | None = None
     endpoint: str | None = None
     region: str | None = None
