@@ -13,7 +13,7 @@ def test_defaults() -> None:
     assert config.max_concurrency == 32
     assert config.memory_budget == 256 * MiB
     assert config.coalesce_gap == 1 * MiB
-    assert config.part_size == 8 * MiB
+    assert config.part_size == 16 * MiB
     assert config.whole_object_threshold == 2 * MiB
     assert config.hedge_enabled is False and config.hedge_delay is None and config.hedge_max_fraction == 0.05
     assert config.effective_stream_window == 64 * MiB

@@ -495,14 +495,23 @@ class ParquetReader:
             size = sum(len(data) for _, data in fetched.source)
         finisher = unit.finisher
 
+        threaded = size >= DECODE_IN_THREAD_BYTES
+
         def work(row_groups: list[int]) -> list[pa.RecordBatch]:
             decoded = decode(
-                source, metadata, row_groups, columns, url=url, batch_size=options.batch_size, int96_unit=int96_unit
+                source,
+                metadata,
+                row_groups,
+                columns,
+                url=url,
+                batch_size=options.batch_size,
+                int96_unit=int96_unit,
+                use_threads=threaded,  # a large row group's columns decode in parallel
             )
             return finisher.finish_all(decoded)
 
         for row_groups in groups:
-            if size >= DECODE_IN_THREAD_BYTES:
+            if threaded:
                 batches = await asyncio.to_thread(work, row_groups)
             else:
                 batches = work(row_groups)
