@@ -11,7 +11,7 @@ import asyncio
 import base64
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
@@ -536,25 +536,31 @@ class S3Client:
 
         await self._runner.run("delete", bucket, key, attempt)
 
-    async def delete_objects(self, bucket: str, keys: list[str]) -> DeleteResult:
+    async def delete_objects(
+        self, bucket: str, keys: list[str], *, etags: Mapping[str, str] | None = None
+    ) -> DeleteResult:
         """Delete many objects in DeleteObjects batches of 1000; per-key failures come back in ``errors``.
 
-        A key holding a character XML 1.0 cannot carry (a control character) cannot travel in DeleteObjects'
-        body: such keys are deleted one DELETE each, their outcome reported the same way."""
+        ``etags``: a key listed there is deleted only if it still has that ETag (S3's per-object condition; a
+        store that ignores it deletes anyway: check support before relying on it). A key holding a character XML
+        1.0 cannot carry (a control character) cannot travel in DeleteObjects' body: such keys are deleted one
+        DELETE each (If-Match their ETag), their outcome reported the same way."""
+        etags = dict(etags or {})
         for key in keys:
             _check_key(bucket, key)
+            _check_etag(bucket, key, etags.get(key))
         deleted: list[str] = []
         failed: list[DeleteError] = []
         for key in [k for k in keys if not xml.xml_safe(k)]:
             try:
-                await self.delete_object(bucket, key)
+                await self.delete_object(bucket, key, if_match=etags.get(key))
                 deleted.append(key)
             except errors.S3IOError as exc:
                 failed.append(DeleteError(key, exc.code or type(exc).__name__, exc.message))
         keys = [k for k in keys if xml.xml_safe(k)]
         for i in range(0, len(keys), DELETE_BATCH):
             batch = keys[i : i + DELETE_BATCH]
-            body = xml.delete_request(batch)
+            body = xml.delete_request(batch, etags)
 
             async def attempt(watchdog: Watchdog, body: bytes = body) -> tuple[list[str], list[DeleteError]]:
                 response = await self._send(

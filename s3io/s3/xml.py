@@ -11,7 +11,7 @@ import calendar
 import re
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
@@ -161,8 +161,14 @@ def xml_safe(text: str) -> bool:
     return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
 
 
-def delete_request(keys: list[str]) -> bytes:
-    objects = "".join(f"<Object><Key>{escape(k)}</Key></Object>" for k in keys)
+def delete_request(keys: list[str], etags: Mapping[str, str] | None = None) -> bytes:
+    """A DeleteObjects body; a key with an ETag in ``etags`` is deleted only if it still has it (S3's per-object
+    condition: the store answers PreconditionFailed for that key otherwise)."""
+    etags = etags or {}
+    objects = "".join(
+        f"<Object><Key>{escape(k)}</Key>" + (f"<ETag>{escape(etags[k])}</ETag>" if k in etags else "") + "</Object>"
+        for k in keys
+    )
     return f'<?xml version="1.0" encoding="UTF-8"?><Delete><Quiet>false</Quiet>{objects}</Delete>'.encode()
 
 

@@ -48,7 +48,7 @@ from spark_ext.compact.journal import COMMITTED, DONE, PENDING, PUBLISHED, Journ
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.plan import CompactionGroup
 from spark_ext.compact.rewrite import GroupOutput
-from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION
+from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION, supports_bulk_conditional_delete
 from spark_ext.compact.tasks import gather_or_cancel
 
 Clock = Callable[[], float]
@@ -159,12 +159,38 @@ async def delete_inputs(
     *,
     concurrency: int = 16,
     after_each: Callable[[str], None] | None = None,
+    bulk: bool = False,
 ) -> InputDeletion:
-    """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported."""
+    """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported.
+
+    ``bulk`` (the store honours a per-object ETag in DeleteObjects, see store_probe): one DeleteObjects per 1,000
+    inputs, each object conditional on its ETag, instead of one conditional DELETE each."""
     if entry.state != PUBLISHED or entry.final is None:
         raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
     outcome = InputDeletion()
     slots = asyncio.Semaphore(concurrency)
+    if bulk and all(ref.etag for ref in entry.inputs):
+        async with lock.fenced(f"the input deletes of {entry.key}"):
+            etags = {ref.key: ref.etag for ref in entry.inputs if ref.etag}
+            result = await client.delete_objects(entry.bucket, [ref.key for ref in entry.inputs], etags=etags)
+        for failure in result.errors:
+            if failure.code in ("NoSuchKey", "NotFound"):
+                outcome.already_gone.append(failure.key)
+            elif failure.code == "PreconditionFailed":
+                outcome.conflicts.append(
+                    f"input s3://{entry.bucket}/{failure.key} was replaced after it was compacted into "
+                    f"{entry.final_key} (its ETag is no longer {etags.get(failure.key)}); the new object was left"
+                )
+            else:
+                raise CompactionError(
+                    f"{entry.key}: deleting input s3://{entry.bucket}/{failure.key} failed: {failure.code} "
+                    f"{failure.message}; the next run (or --recover) deletes it"
+                )
+        outcome.deleted.extend(result.deleted)
+        if after_each is not None:
+            for key in result.deleted:
+                after_each(key)
+        return outcome
 
     async def one(ref: ObjectRef) -> None:
         async with slots:
@@ -288,8 +314,9 @@ async def finish_entries(
     def deleted_one(_key: str) -> None:
         maybe_crash(CrashPoint.AFTER_INPUT_DELETE, crash)
 
+    bulk = bool(ready) and await supports_bulk_conditional_delete(client, lock.bucket, lock.prefix, lock.job_id)
     for entry in ready:
-        deletion = await delete_inputs(client, lock, entry, concurrency=concurrency, after_each=deleted_one)
+        deletion = await delete_inputs(client, lock, entry, concurrency=concurrency, after_each=deleted_one, bulk=bulk)
         outcome.deleted_inputs += len(deletion.deleted)
         outcome.conflicts.extend(deletion.conflicts)
     if ready:

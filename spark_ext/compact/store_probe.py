@@ -168,3 +168,21 @@ def clock_from_probe(
         return clock[0].now()
 
     return now
+
+
+async def supports_bulk_conditional_delete(client: S3Client, bucket: str, prefix: str, job_id: str) -> bool:
+    """Does the store honour a per-object ETag in DeleteObjects? Three requests on a probe object of this run:
+    PUT, a DeleteObjects naming another ETag (supported: PreconditionFailed for that key, object still there),
+    DELETE. Where it is not, inputs are deleted one conditional DELETE each, as before: never unconditionally."""
+    key = f"{probe_key(prefix, job_id)}-bulk-delete"
+    await client.put_object(bucket, key, b"probe: DeleteObjects with a per-object ETag")
+    try:
+        result = await client.delete_objects(bucket, [key], etags={key: _FOREIGN_ETAG})
+    except RequestError:
+        return False  # the store refused the request (an <ETag> it does not know): not supported
+    finally:
+        try:
+            await client.delete_object(bucket, key)
+        except NotFound:
+            pass
+    return not result.deleted and any(e.key == key and e.code == "PreconditionFailed" for e in result.errors)
