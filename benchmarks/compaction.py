@@ -177,6 +177,48 @@ def _compact_once(server: Server, landing: Landing, spark: Any, prefix: str, *, 
         delete_prefix(server.setup_url, BUCKET, prefix)
 
 
+FLOOR_CONCURRENCY = 64
+
+
+def _floor_once(server: Server, landing: Landing, prefix: str) -> tuple[float, int]:
+    """The server's floor for the job's I/O: every input fetched once and outputs of the same total size written
+    (one PUT per target-size output), 64 requests in flight, through s3io's client; no parquet work. Returns
+    (wall seconds, requests)."""
+    import asyncio
+
+    import s3io
+
+    upload_objects(server.setup_url, BUCKET, [(prefix + key, body) for key, body in landing.objects])
+    target = server.target(0.0)
+    total = sum(len(body) for _, body in landing.objects)
+    outputs = max(1, -(-total // TARGET_FILE_SIZE))
+    blob = b"\0" * min(TARGET_FILE_SIZE, total)
+
+    async def io() -> int:
+        limit = asyncio.Semaphore(FLOOR_CONCURRENCY)
+        async with s3io.S3Client(
+            endpoint_url=target.url, region=REGION, credentials=s3io.Credentials(ACCESS_KEY, SECRET_KEY)
+        ) as s3:
+
+            async def get(key: str) -> None:
+                async with limit:
+                    await s3.get_object(BUCKET, prefix + key)
+
+            async def put(n: int) -> None:
+                async with limit:
+                    await s3.put_object(BUCKET, f"{prefix}floor-out-{n}.bin", blob)
+
+            await asyncio.gather(*(get(key) for key, _ in landing.objects), *(put(n) for n in range(outputs)))
+            return s3.stats().request_count
+
+    try:
+        started = time.perf_counter()
+        requests = asyncio.run(io())
+        return time.perf_counter() - started, requests
+    finally:
+        delete_prefix(server.setup_url, BUCKET, prefix)
+
+
 def _list_keys(server: Server, prefix: str) -> list[str]:
     pages = s3_client(server.setup_url).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
     return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
@@ -392,6 +434,34 @@ NOTES = """
 """
 
 
+def _floor_verdict(
+    landing: Landing,
+    server_list: tuple[Server, ...],
+    rows: tuple[Row, ...],
+    outcomes: dict[Key, Outcome],
+    floors: dict[str, list[tuple[float, int]]],
+) -> str:
+    """The issue-13 targets: requests per input file (<= 2.2) and the in-process job within 1.5x of the floor."""
+    files = len(landing.objects)
+    lines = ["Targets (issue 13): at most 2.2 requests per input file; the job within 1.5x of the server's floor."]
+    for server in server_list:
+        walls = [wall for wall, _ in floors[server.label]]
+        floor = median(walls)
+        for row in rows:
+            results = outcomes[server.label, row.name].results
+            if not results:
+                continue
+            wall = median([r.measurement.wall for r in results])
+            per_file = median([r.measurement.requests.total for r in results]) / files
+            lines.append(
+                f"- {server.label}, {row.name}: {per_file:.2f} requests per input file "
+                f"({'meets' if per_file <= 2.2 else 'misses'} 2.2); {wall:.2f} s against a floor of {floor:.2f} s "
+                f"({min(walls):.2f}-{max(walls):.2f}; every input GET once plus the outputs' PUTs, 64 in flight, no "
+                f"parquet work) = {wall / floor:.2f}x ({'meets' if wall <= 1.5 * floor else 'misses'} 1.5x)."
+            )
+    return "\n".join(lines)
+
+
 def run(stack: Stack, options: Options) -> Report:
     """Generate the files once; per run upload them afresh, compact (timed), verify, delete; in-process and Spark."""
     files = FILES_QUICK if options.quick else FILES
@@ -417,9 +487,14 @@ def run(stack: Stack, options: Options) -> Report:
             outcomes = measure(server_list, landing, rows, options.runs)
         finally:
             spark.stop()
+    floors = {
+        server.label: [_floor_once(server, landing, f"floor-{n}/") for n in range(options.runs)]
+        for server in server_list
+    }
     main, cost = render(landing, server_list, rows, outcomes)
+    verdict = _floor_verdict(landing, server_list, rows, outcomes, floors)
     body = (
         f"{_describe(landing, server_list, options.runs, outcomes, session_seconds)}\n\n{main}\n\n"
-        f"Where the time and CPU go (medians):\n\n{cost}\n{NOTES}"
+        f"Where the time and CPU go (medians):\n\n{cost}\n\n{verdict}\n{NOTES}"
     )
     return Report(f"Compaction: {files:,} small parquet files (`compaction`)", body)
