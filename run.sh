@@ -16,7 +16,7 @@ command -v java >/dev/null 2>&1 || echo "run.sh: warning: java not found on PATH
 # editable_mode=compat puts the checkout on sys.path (a .pth line): PySpark finds the pyspark_s3parquet module,
 # which registers the source automatically, with pkgutil.iter_modules(), which cannot see setuptools' default
 # editable finder. The install line is part of the stamp, so changing it reinstalls.
-INSTALL=(-e ".[fsspec,spark,test]" --config-settings editable_mode=compat)
+INSTALL=(-e ".[fsspec,spark,test,bench]" --config-settings editable_mode=compat)
 stamp=.venv/.installed-$( (cat setup.cfg; echo "${INSTALL[*]}") | cksum | cut -d' ' -f1)
 if [ ! -f "$stamp" ]; then
   "$PY" -m venv .venv

@@ -37,6 +37,20 @@ def seed(endpoint: Endpoint, data: bytes, bucket: str, key: str) -> None:
     target.put(key, StoredObject(data, quoted_md5(data), int(time.time())))
 
 
+def seed_many(endpoint: Endpoint, argument: str) -> dict[str, Any]:
+    """``seed-many BUCKET PREFIX COUNT DIRS FILE``: COUNT objects with FILE's bytes (shared, so a million cost
+    their keys, not their bodies) as ``PREFIX d=NNN/f-NNNNNNN.parquet`` over DIRS directories (none if 0)."""
+    bucket, prefix, count, dirs, path = argument.split(" ", 4)
+    data = Path(path).read_bytes()
+    target = endpoint.store.buckets.setdefault(bucket, Bucket(bucket))
+    etag, now = quoted_md5(data), int(time.time())
+    n_dirs = int(dirs)
+    for i in range(int(count)):
+        directory = f"d={i % n_dirs:03d}/" if n_dirs else ""
+        target.put(f"{prefix}{directory}f-{i:07d}.parquet", StoredObject(data, etag, now))
+    return {"ok": True, "objects": len(target)}
+
+
 async def listen(endpoint: Endpoint, latency: float) -> asyncio.Server:
     """A listener on a free loopback port whose answers wait `latency` seconds before their first byte."""
     loop = asyncio.get_running_loop()
@@ -68,6 +82,8 @@ async def serve(endpoint: Endpoint, latency: float) -> None:
             elif command == "reset":
                 endpoint.reset()
                 reply({"ok": True})
+            elif command == "seed-many":
+                reply(seed_many(endpoint, argument))
             elif command == "listen":
                 try:
                     seconds = float(argument)
@@ -77,7 +93,9 @@ async def serve(endpoint: Endpoint, latency: float) -> None:
                 servers.append(await listen(endpoint, seconds))
                 reply({"port": _port(servers[-1])})
             else:
-                reply({"error": f"unknown command {command!r}; expected counts, reset, listen SECONDS or stop"})
+                reply(
+                    {"error": f"unknown command {command!r}; expected counts, reset, listen SECONDS, seed-many or stop"}
+                )
     finally:
         for server in servers:
             server.close()

@@ -23,6 +23,7 @@ from benchmarks import (
     ingest,
     memory_budget,
     request_rate,
+    scale,
     spark_small_files,
     streaming,
 )
@@ -41,6 +42,7 @@ BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "spark_small_files": spark_small_files.run,
     "compaction": compaction.run,
     "streaming": streaming.run,
+    "scale": scale.run,
 }
 
 

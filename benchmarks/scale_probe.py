@@ -1,0 +1,130 @@
+"""Child process of the ``scale`` benchmark: one planning step over a prefix of many files, measured alone.
+
+``python -m benchmarks.scale_probe WHAT ENDPOINT URL`` prints one JSON line: seconds (wall), peak RSS (MiB, the
+process's ru_maxrss), and what the step produced (objects, partitions, pickled bytes). Each step runs in a fresh
+process so its peak memory is its own. WHAT is ``list`` (s3io's listing), ``batch`` (s3parquet's ``load()`` and
+``partitions()``, as Spark's planner worker runs them), ``stream`` (a stream's first trigger, 10,000 files) or
+``compaction`` (``spark_ext.compact`` dry run: listing, footers, plan).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import sys
+import time
+from typing import Any
+
+from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY
+
+STREAM_FILES_PER_TRIGGER = 10_000
+
+
+def _options(endpoint: str, url: str, **extra: str) -> dict[str, str]:
+    return {
+        "path": url,
+        "endpoint": endpoint,
+        "region": REGION,
+        "accessKeyId": ACCESS_KEY,
+        "secretAccessKey": SECRET_KEY,
+        **extra,
+    }
+
+
+def _pickled(values: list[Any]) -> dict[str, int]:
+    import cloudpickle
+
+    sizes = [len(cloudpickle.dumps(v)) for v in values]
+    return {"pickled_max": max(sizes, default=0), "pickled_median": int(statistics.median(sizes)) if sizes else 0}
+
+
+def list_only(endpoint: str, url: str) -> dict[str, Any]:
+    import asyncio
+
+    import s3io
+    from s3io.urls import split_s3_url
+
+    bucket, prefix = split_s3_url(url)
+
+    async def count() -> int:
+        async with s3io.S3Client(
+            endpoint_url=endpoint, region=REGION, credentials=s3io.Credentials(ACCESS_KEY, SECRET_KEY)
+        ) as s3:
+            return sum([1 async for _ in s3.list_objects(bucket, prefix)])
+
+    return {"objects": asyncio.run(count())}
+
+
+def batch(endpoint: str, url: str) -> dict[str, Any]:
+    from spark_ext.source.datasource import S3ParquetDataSource
+
+    started = time.perf_counter()
+    source = S3ParquetDataSource(_options(endpoint, url, minPartitionNum="200"))
+    listed = time.perf_counter()
+    schema = source.schema()
+    source_bytes = len(__import__("cloudpickle").dumps(source))  # what travels from load() to the planner worker
+    reader = source.reader(schema)
+    partitions = list(reader.partitions())
+    done = time.perf_counter()
+    return {
+        "listing_s": round(listed - started, 2),
+        "schema_and_plan_s": round(done - listed, 2),
+        "partitions": len(partitions),
+        "source_pickled": source_bytes,
+        **_pickled(partitions),
+    }
+
+
+def stream(endpoint: str, url: str) -> dict[str, Any]:
+    from pyspark.sql.streaming.datasource import ReadMaxFiles
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from spark_ext.stream.options import StreamOptions
+    from spark_ext.stream.reader import S3ParquetStreamReader
+
+    options = StreamOptions.from_options(_options(endpoint, url, streamName=f"scale-{time.time_ns()}"))
+    schema = StructType([StructField("id", LongType())])
+    reader = S3ParquetStreamReader(options, schema, default_parallelism=200)
+    try:
+        offset = reader.latestOffset({"batch": -1}, ReadMaxFiles(STREAM_FILES_PER_TRIGGER))
+        partitions = list(reader.partitions({"batch": -1}, offset))
+    finally:
+        reader.stop()
+    return {"partitions": len(partitions), "files": sum(len(p.pieces) for p in partitions), **_pickled(partitions)}
+
+
+def compaction(endpoint: str, url: str) -> dict[str, Any]:
+    import s3io
+    import spark_ext
+
+    report = spark_ext.compact(
+        None,
+        url,
+        endpoint_url=endpoint,
+        region=REGION,
+        credentials=s3io.Credentials(ACCESS_KEY, SECRET_KEY),
+        dry_run=True,
+        min_input_files=2,
+    )
+    return {
+        "status": report.status,
+        "groups": len(report.plan.groups) if report.plan else 0,
+        "requests": report.requests,
+    }
+
+
+STEPS = {"list": list_only, "batch": batch, "stream": stream, "compaction": compaction}
+
+
+def main(argv: list[str]) -> None:
+    what, endpoint, url = argv
+    started = time.perf_counter()
+    result = STEPS[what](endpoint, url)
+    result["seconds"] = round(time.perf_counter() - started, 2)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
