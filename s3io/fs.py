@@ -56,7 +56,7 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.retryable import error_for_status, from_wire
 from s3io.s3.client import S3Client
-from s3io.s3.etags import same_etag
+from s3io.s3.etags import bare_etag, same_etag
 from s3io.s3.types import GetResult
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.sockets import socket_factory
@@ -415,7 +415,7 @@ class S3FileSystem(s3fs.S3FileSystem):
         etags: dict[str, set[str]] = {}
         for path, result in zip(paths, results, strict=True):
             if isinstance(result, GetResult) and result.etag:
-                etags.setdefault(path, set()).add(result.etag.strip('"'))
+                etags.setdefault(path, set()).add(bare_etag(result.etag))
         out: list[bytes | BaseException] = []
         for path, result in zip(paths, results, strict=True):
             if not isinstance(result, GetResult):

@@ -52,6 +52,7 @@ from s3io.parquet.leaves import top_level_leaves
 from s3io.parquet.predicates import to_expression
 from s3io.parquet.schema import file_schema, unify_schemas
 from s3io.parquet.sparse import SparseFile
+from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 
 log = logging.getLogger("s3io.dataset")
@@ -654,4 +655,4 @@ class ParquetReader:
 
 def _key(obj: ObjectInfo) -> Hashable:
     """Cache key of one version of an object: its ETag when the listing gave one."""
-    return (obj.bucket, obj.key, obj.etag.strip('"') if obj.etag else None)
+    return (obj.bucket, obj.key, bare_etag(obj.etag) if obj.etag else None)

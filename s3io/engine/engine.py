@@ -28,6 +28,7 @@ from s3io.engine.ranges import Range, check_range, merge_ranges, slice_merged, s
 from s3io.engine.singleflight import SingleFlight
 from s3io.engine.tasks import gather_all
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from s3io.s3.types import GetResult, ObjectInfo
 
 UNKNOWN_SIZE = -1  # ObjectInfo.size of an object whose size is not known (e.g. built from a path alone)
@@ -111,7 +112,7 @@ class _Identity:
         if result.etag is not None:
             if self.etag is None:
                 self.etag = result.etag
-            elif result.etag.strip('"') != self.etag.strip('"'):
+            elif not same_etag(result.etag, self.etag):
                 raise errors.ObjectChanged(
                     f"object changed between GETs of one read (ETag {result.etag}, expected {self.etag})",
                     bucket=self.obj.bucket,

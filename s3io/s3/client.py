@@ -24,7 +24,7 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.retryable import error_for_status
 from s3io.s3 import xml
-from s3io.s3.etags import multipart_etag, same_etag
+from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.multipart import MultipartWriter
 from s3io.s3.range_read import RangeRead
@@ -618,7 +618,7 @@ class _PageMarkers:
 
 def _check_etag(bucket: str, key: str, etag: str | None, what: str = "if_match") -> None:
     """A condition with an empty ETag would be sent as no condition at all: refuse it."""
-    if etag is not None and not etag.strip('"'):
+    if etag is not None and not bare_etag(etag):
         raise errors.InvalidConfig(
             f"{what}: an empty ETag would make this request unconditional; pass the object's ETag or None",
             bucket=bucket,

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import journal, layout
-from spark_ext.compact.conditional import same_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from spark_ext.compact.facts import fetch_file_facts, list_prefix

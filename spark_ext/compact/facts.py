@@ -9,6 +9,7 @@ from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import file_schema
 from s3io.s3.client import S3Client
+from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import layout
 from spark_ext.compact.plan import FileFacts
@@ -59,7 +60,7 @@ async def fetch_file_facts(
     async def one(info: ObjectInfo) -> FileFacts:
         if not 0 < info.size < threshold:
             return FileFacts(info)
-        if info.etag is None or not info.etag.strip('"'):
+        if info.etag is None or not bare_etag(info.etag):
             return FileFacts(info, error=NO_ETAG)
         async with slots:
             return await read_file_facts(client, info)

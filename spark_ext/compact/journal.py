@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from s3io.errors import CorruptFile, NotFound
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import conditional
 from spark_ext.compact.layout import is_journal_key, journal_key, journal_prefix
@@ -156,6 +157,6 @@ async def read_journal(client: S3Client, bucket: str, prefix: str, *, concurrenc
     listed = {o.key: o for o in await list_entry_keys(client, bucket, prefix)}
     entries = await read_entries(client, bucket, listed, concurrency=concurrency)
     return [
-        replace(e, stored_at=listed[e.key].last_modified) if conditional.same_etag(e.etag, listed[e.key].etag) else e
+        replace(e, stored_at=listed[e.key].last_modified) if same_etag(e.etag, listed[e.key].etag) else e
         for e in entries
     ]

@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from spark_ext.compact import journal, layout
-from spark_ext.compact.conditional import delete_if_match, require_etag, same_etag
+from spark_ext.compact.conditional import delete_if_match, require_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash
 from spark_ext.compact.errors import CompactionError, LockLost
 from spark_ext.compact.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef

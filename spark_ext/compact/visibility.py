@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import journal
-from spark_ext.compact.conditional import same_etag
 from spark_ext.compact.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
 from spark_ext.compact.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
 from spark_ext.compact.tasks import gather_or_cancel
