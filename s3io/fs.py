@@ -26,7 +26,7 @@ import logging
 import os
 import urllib.request
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -52,6 +52,7 @@ from s3fs.utils import FileExpired
 from s3io import errors
 from s3io.attempt import AttemptRunner
 from s3io.deadline import Watchdog
+from s3io.engine.tasks import gather_all
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.retryable import error_for_status, from_wire
@@ -349,7 +350,7 @@ class S3FileSystem(s3fs.S3FileSystem):
             async with limit:
                 return (await self._s3io_get(path, bucket, key, start, end, first.etag)).data
 
-        parts = await _gather_or_cancel([part(s, e) for s, e in ranges])
+        parts = await gather_all([part(s, e) for s, e in ranges])
         return GetResult(b"".join([first.data, *parts]), first.etag, size, 0)
 
     async def _resolve_limits(self, path: str, start: int | None, end: int | None) -> tuple[int, int | None]:
@@ -472,7 +473,7 @@ class S3FileSystem(s3fs.S3FileSystem):
                     out.write(data)
                     callback.relative_update(len(data))
 
-                await _gather_or_cancel([part(s, min(s + chunk, size)) for s in range(len(first.data), size, chunk)])
+                await gather_all([part(s, min(s + chunk, size)) for s in range(len(first.data), size, chunk)])
         except BaseException:
             with suppress(OSError):
                 os.remove(lpath)
@@ -704,18 +705,6 @@ def _find_cause(exc: BaseException, kind: type[BaseException]) -> Any:
 
 def _path(bucket: str | None, key: str | None) -> str:
     return f"{bucket or ''}/{key or ''}".rstrip("/")
-
-
-async def _gather_or_cancel(coros: list[Awaitable[T]]) -> list[T]:
-    """gather, but the first failure cancels the siblings instead of leaving them running."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def _add_snapshots(a: MetricsSnapshot, b: MetricsSnapshot) -> MetricsSnapshot:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import file_schema
@@ -13,7 +14,6 @@ from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import layout
 from spark_ext.compact.plan import FileFacts
-from spark_ext.compact.tasks import gather_or_cancel
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
 
@@ -65,4 +65,4 @@ async def fetch_file_facts(
         async with slots:
             return await read_file_facts(client, info)
 
-    return await gather_or_cancel(one(f) for f in files)
+    return await gather_all(one(f) for f in files)

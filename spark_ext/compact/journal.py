@@ -18,13 +18,13 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import CorruptFile, NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import conditional
 from spark_ext.compact.layout import is_journal_key, journal_key, journal_prefix
-from spark_ext.compact.tasks import gather_or_cancel
 
 FORMAT_VERSION = 1
 PENDING = "pending"
@@ -148,7 +148,7 @@ async def read_entries(
         async with slots:
             return await read_entry(client, bucket, key)
 
-    found = await gather_or_cancel(one(k) for k in sorted(set(keys)))
+    found = await gather_all(one(k) for k in sorted(set(keys)))
     return [e for e in found if e is not None]
 
 

@@ -38,6 +38,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
@@ -50,7 +51,6 @@ from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.plan import CompactionGroup
 from spark_ext.compact.rewrite import GroupOutput
 from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION
-from spark_ext.compact.tasks import gather_or_cancel
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -182,7 +182,7 @@ async def delete_inputs(
                 after_each(ref.key)
 
     async with lock.fenced(f"the input deletes of {entry.key}"):
-        await gather_or_cancel(one(ref) for ref in entry.inputs)
+        await gather_all(one(ref) for ref in entry.inputs)
     return outcome
 
 
@@ -283,7 +283,7 @@ async def finish_entries(
             outcome.published.append(published)
             return published
 
-    publishing = await gather_or_cancel(publish(e) for e in live)
+    publishing = await gather_all(publish(e) for e in live)
     ready = [e for e in publishing if e is not None]
 
     def deleted_one(_key: str) -> None:
@@ -309,7 +309,7 @@ async def finish_entries(
                 maybe_crash(CrashPoint.AFTER_JOURNAL_DELETE, crash)
             outcome.done.append(entry.key)
 
-    await gather_or_cancel(complete(e) for e in [*ready, *finished])
+    await gather_all(complete(e) for e in [*ready, *finished])
     return outcome
 
 

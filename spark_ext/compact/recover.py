@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
@@ -30,7 +31,6 @@ from spark_ext.compact.journal import PENDING, JournalEntry
 from spark_ext.compact.layout import is_staging_key
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.protocol import Clock, Sleep, finish_entries
-from spark_ext.compact.tasks import gather_or_cancel
 
 
 @dataclass
@@ -121,7 +121,7 @@ async def recover(
                 report.staging_deleted.append(info.key)
 
         async with lock.fenced("the roll-back of uncommitted staging objects"):
-            await gather_or_cancel(drop(o) for o in orphans)
+            await gather_all(drop(o) for o in orphans)
     await _abort_unfinished_uploads(client, lock, bucket, prefix, report)
     if entries:
         outcome = await finish_entries(

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
@@ -46,7 +47,6 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact import journal
 from spark_ext.compact.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
 from spark_ext.compact.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
-from spark_ext.compact.tasks import gather_or_cancel
 
 _ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was undone, its inputs are the truth
 
@@ -190,7 +190,7 @@ async def resolve_visible_files(
     entries += await journal.read_entries(client, bucket, below - {e.key for e in entries}, concurrency=concurrency)
     current = {e.key for e in entries}
     vanished = [e for e in earlier.values() if e.key not in current and e.state == COMMITTED and _covers(e, prefix)]
-    heads = await gather_or_cancel(_head(client, e.bucket, e.final_key) for e in vanished)
+    heads = await gather_all(_head(client, e.bucket, e.final_key) for e in vanished)
     finals = {e.key: head for e, head in zip(vanished, heads, strict=True)}
     return apply_journal(listed, entries, prefix=directory, scope=prefix, before=before, finals=finals)
 
@@ -211,7 +211,7 @@ def _directory(prefix: str) -> str:
 
 async def _journal_infos(client: S3Client, bucket: str, directory: str) -> list[ObjectInfo]:
     """The journal objects of compactions rooted at ``directory`` and at each of its ancestors."""
-    found = await gather_or_cancel(_journal_keys(client, bucket, root) for root in journal_roots(directory))
+    found = await gather_all(_journal_keys(client, bucket, root) for root in journal_roots(directory))
     return [info for group in found for info in group]
 
 
