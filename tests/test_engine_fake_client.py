@@ -13,6 +13,7 @@ import s3io
 from s3io import GetResult, ObjectInfo
 from s3io.engine import EngineConfig, RangeEngine, Request
 from s3io.metrics import Metrics
+from s3io.s3.get_range import SUFFIX, WHOLE, GetRange
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -20,7 +21,7 @@ BUCKET = "bkt"
 
 
 class FakeS3:
-    """get_object over a dict of objects; per-(key, start) delays and hooks run before the answer is read."""
+    """get_range / get_object over a dict of objects; per-(key, start) delays and hooks run before answering."""
 
     def __init__(self, objects: dict[str, bytes]) -> None:
         self.metrics = Metrics()
@@ -39,6 +40,13 @@ class FakeS3:
     def overwrite(self, key: str, data: bytes) -> None:
         self.objects[key] = data
         self.versions[key] += 1
+
+    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult:
+        """What the engine calls: the range as (start, end) offsets, as ``calls`` records them."""
+        if want.kind == SUFFIX:
+            return await self.get_object(bucket, key, -want.length, None, if_match=if_match)
+        start = None if want.kind == WHOLE else want.start
+        return await self.get_object(bucket, key, start, want.end, if_match=if_match)
 
     async def get_object(
         self, bucket: str, key: str, start: int | None = None, end: int | None = None, *, if_match: str | None = None
@@ -97,8 +105,8 @@ def test_a_weak_etag_in_the_answers_names_the_version_the_listing_named() -> Non
     (s3io.s3.etags) compares the value inside, so the read is not mistaken for a changed object."""
 
     class WeakAnswers(FakeS3):
-        async def get_object(self, *args: Any, **kwargs: Any) -> GetResult:
-            result = await super().get_object(*args, **kwargs)
+        async def get_range(self, *args: Any, **kwargs: Any) -> GetResult:
+            result = await super().get_range(*args, **kwargs)
             return dataclasses.replace(result, etag=f"W/{result.etag}")
 
     fake = WeakAnswers({"k": bytes(range(250))})

@@ -221,17 +221,28 @@ class S3Client:
     ) -> GetResult:
         """Bytes ``[start, end)`` of an object (whole object when both are None; ``start=-n``: the last n bytes).
 
-        Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
-        object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
+        The offsets are ``GetRange.from_offsets``'s; ``get_range`` takes the range as a value. Resumes a broken
+        body from the last byte received, pinned to the ETag; raises ObjectChanged if the object was replaced,
+        Truncated/DeadlineExceeded/... after the policy's retries.
         """
-        _check_key(bucket, key)
-        _check_etag(bucket, key, if_match)
         if start is None and end is not None:
             start = 0
         try:
             want = GetRange.from_offsets(start, end)
         except ValueError as exc:
+            _check_key(bucket, key)
+            _check_etag(bucket, key, if_match)
             raise errors.InvalidConfig(f"range: {exc}", bucket=bucket, key=key) from None
+        return await self.get_range(bucket, key, want, if_match=if_match)
+
+    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult:
+        """The bytes of an object that ``want`` selects (whole, bounded, from an offset, or the last n bytes).
+
+        Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
+        object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
+        """
+        _check_key(bucket, key)
+        _check_etag(bucket, key, if_match)
         if want.kind == BOUNDED and want.end == want.start:
             return GetResult(b"", if_match, None, want.start)
         read = RangeRead(bucket, key, want, if_match)
