@@ -371,17 +371,21 @@ def test_task_metrics_are_logged_once_per_task(s3_endpoint, bucket, s3_client, c
             assert word in line
 
 
-def test_a_consumer_that_stops_early_cancels_the_task(s3_endpoint, bucket, s3_client):
+def test_a_consumer_that_stops_early_cancels_the_task(s3_endpoint, bucket, s3_client, caplog):
     put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 50_000), row_group_size=1_000)
     source = _source(s3_endpoint.url, f"s3://{bucket}/t/")
     reader = source.reader(source.schema())
     (partition,) = reader.partitions()
     batches = reader.read(partition)
-    assert next(batches).num_rows > 0
-    batches.close()  # what happens when Spark stops consuming (a LIMIT): no thread, no loop left behind
+    with caplog.at_level(logging.INFO, logger="spark_ext"):
+        assert next(batches).num_rows > 0
+        batches.close()  # what happens when Spark stops consuming (a LIMIT): no thread, no loop left behind
     import threading
 
     assert not [t for t in threading.enumerate() if t.name.startswith("s3parquet-partition")]
+    lines = [r.getMessage() for r in caplog.records if r.name == "spark_ext.source"]
+    assert len([line for line in lines if line.startswith("s3parquet task stopped early")]) == 1, lines
+    assert not [line for line in lines if "task failed" in line or "task done" in line]
 
 
 # ------------------------------------------------------------------------------------------------ bad files

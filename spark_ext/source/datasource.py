@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
+from s3io import sync
 from s3io.errors import InvalidConfig
 from s3io.listing import ListedFile
 from spark_ext.planning.hive import PartitionSpec
@@ -35,7 +36,6 @@ from spark_ext.source.planner import (
     make_client,
     plan_columns,
     planning_reader,
-    run_sync,
     source_schema,
     summary_files,
 )
@@ -113,7 +113,7 @@ class S3ParquetDataSource(DataSource):
                 async with make_client(options) as client:
                     return await infer_file_schema(planning_reader(client, options), files, summaries, options)
 
-            self._data_schema, self._row_groups = run_sync(infer)
+            self._data_schema, self._row_groups = sync.run(infer())
         return source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -176,7 +176,7 @@ class S3ParquetDataSource(DataSource):
                 async with make_client(options) as client:
                     return await list_files(client, options)
 
-            self._listed = tuple(run_sync(listing))
+            self._listed = tuple(sync.run(listing()))
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from s3io import sync
 from spark_ext.planning.filters import Predicate, split_filters
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions
@@ -36,7 +37,6 @@ from spark_ext.source.planner import (
     pack,
     planning_reader,
     prune_partitions,
-    run_sync,
 )
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
@@ -89,7 +89,7 @@ class S3ParquetScan(DataSourceReader):
                     reader=planning_reader(client, state.options),
                 )
 
-        packing = run_sync(plan)
+        packing = sync.run(plan())
         spec = ReadSpec(
             options=state.options,
             read_schema=state.columns.read_schema,
