@@ -225,8 +225,8 @@ class _Read:
         self.paths = parse_paths(urls, option="url_or_urls")
         self.columns = _check_columns(columns)
         self.filters = _check_filters(filters)
-        self.policy = _policy(policy)
-        self.engine_config = _engine_config(engine)
+        self.policy = Policy.resolve(policy)
+        self.engine_config = EngineConfig.resolve(engine)
         self.endpoint_url = endpoint_url
         self.region = region
         self.credentials = credentials
@@ -382,23 +382,3 @@ def _plan_columns(
     extra = [p[0] for p in (filters or ()) if output.get_field_index(p[0]) < 0]
     read = pa.schema([*output, *(schema.field(c) for c in dict.fromkeys(extra))])
     return read, output
-
-
-def _policy(policy: Policy | Mapping[str, object] | None) -> Policy:
-    if policy is None:
-        return Policy.from_env()
-    if isinstance(policy, Policy):
-        return policy
-    if isinstance(policy, Mapping):
-        return Policy.from_mapping(policy, base=Policy.from_env())
-    raise errors.InvalidConfig(f"policy: expected a Policy or a mapping of options, got {type(policy).__name__}")
-
-
-def _engine_config(engine: EngineConfig | Mapping[str, object] | None) -> EngineConfig:
-    if engine is None:
-        return EngineConfig()
-    if isinstance(engine, EngineConfig):
-        return engine
-    if isinstance(engine, Mapping):
-        return EngineConfig.from_mapping(engine)
-    raise errors.InvalidConfig(f"engine: expected an EngineConfig or a mapping of options, got {type(engine).__name__}")

@@ -106,7 +106,7 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, defaults: bool = Tr
 def policy_from_args(args: argparse.Namespace) -> Policy:
     """The policy from the flags, over ``S3IO_*`` environment variables, over the defaults."""
     values = {name: getattr(args, name) for name in _POLICY_FLAGS if getattr(args, name, None) is not None}
-    return Policy.from_mapping(values, base=Policy.from_env())
+    return Policy.resolve(values)
 
 
 async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:

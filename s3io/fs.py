@@ -620,14 +620,8 @@ except ValueError:  # another class already serves "s3io"; it is not ours to rep
 
 
 def _resolve_policy(policy: Policy | Mapping[str, Any] | None, flat: Mapping[str, Any]) -> Policy:
-    if policy is None:
-        resolved = Policy.from_env()
-    elif isinstance(policy, Policy):
-        resolved = policy
-    elif isinstance(policy, Mapping):
-        resolved = Policy.from_mapping(policy, base=Policy.from_env())
-    else:
-        raise errors.InvalidConfig(f"policy: expected an s3io.Policy or a mapping of options, got {policy!r}")
+    """``policy`` (see Policy.resolve), then the policy options given as flat keyword arguments over it."""
+    resolved = Policy.resolve(policy)
     return Policy.from_mapping(flat, base=resolved) if flat else resolved
 
 

@@ -438,6 +438,22 @@ def test_a_file_that_keeps_failing_fails_the_task_naming_the_file_and_the_cause(
     assert f"s3://{bucket}/t/b.parquet" in message and "attempts=3" in message and "SlowDown" in message
 
 
+def test_the_policy_of_a_read_comes_from_s3io_variables_where_no_option_sets_it(
+    bucket, s3_client, fault_proxy, monkeypatch
+):
+    """S3IO_* variables of the driver reach every task (the policy travels with the partitions)."""
+    put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 10))
+    monkeypatch.setenv("S3IO_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("S3IO_BACKOFF_BASE", "10ms")
+    monkeypatch.setenv("S3IO_BACKOFF_CAP", "50ms")
+    source = _source(fault_proxy.url, f"s3://{bucket}/t/")
+    reader = source.reader(source.schema())
+    partitions = reader.partitions()
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse.slow_down(), method="GET", path=r"/t/a\.parquet"))
+    with pytest.raises(Throttled, match="attempts=2"):
+        _read_all(reader, partitions)
+
+
 def test_merge_schema_unions_columns_across_files_and_merges_types_as_spark_does(s3_endpoint, bucket, s3_client):
     put_parquet(s3_client, bucket, "t/a.parquet", pa.table({"id": pa.array([1], pa.int64()), "a": ["x"]}))
     put_parquet(s3_client, bucket, "t/b.parquet", pa.table({"id": pa.array([2], pa.int64()), "b": [1.5]}))

@@ -27,6 +27,7 @@ from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 from s3io import sync
 from s3io.errors import InvalidConfig
 from s3io.listing import ListedFile
+from s3io.settings import loose_key
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions, redact
 from spark_ext.source.planner import (
@@ -199,7 +200,7 @@ def with_session_defaults(
     """The options, plus the session's settings where the options do not set them; and those settings, which
     each task checks against the running session (see ``session_check``)."""
     out = dict(options)
-    given = {key.replace("_", "").replace("-", "").lower() for key in out}
+    given = {loose_key(key) for key in out}
     used = []
     for option, conf, attribute, fallback in _SESSION_SETTINGS:
         if option.lower() in given:
