@@ -4,7 +4,7 @@ How s3fs is wrapped (one place each):
 - ``_call_s3``: s3fs sends every botocore request through it. Here it runs the request through s3io's
   AttemptRunner: each attempt under a Watchdog (response within connect + first_byte timeouts, plus an
   upload allowance for a request body; the attempt and operation caps), retries decided by
-  ``s3io.retryable.classify`` after botocore errors become typed s3io errors (``_typed_boto_error``).
+  ``s3io.resilience.retryable.classify`` after botocore errors become typed s3io errors (``_typed_boto_error``).
 - Multipliers off: botocore makes one attempt per call (``retries={"total_max_attempts": 1}``; note that
   botocore's ``max_attempts`` counts *retries*, so ``max_attempts: 1`` would still mean two attempts), and
   s3fs's own loop makes one (``retries = 1``). botocore's connect/read timeouts come from the policy
@@ -50,12 +50,12 @@ from s3fs.errors import translate_boto_error
 from s3fs.utils import FileExpired
 
 from s3io import errors
-from s3io.attempt import AttemptRunner
-from s3io.deadline import Watchdog
 from s3io.engine.tasks import gather_all
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
-from s3io.retryable import error_for_status, from_wire
+from s3io.resilience.attempt import AttemptRunner
+from s3io.resilience.deadline import Watchdog
+from s3io.resilience.retryable import error_for_status, from_wire
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange

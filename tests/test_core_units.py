@@ -14,9 +14,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 
 from s3io import errors
-from s3io.deadline import Watchdog
 from s3io.policy import Policy
-from s3io.retryable import classify, error_for_status
+from s3io.resilience.deadline import Watchdog
+from s3io.resilience.retryable import classify, error_for_status
 from s3io.transport.credentials import Credentials
 from s3io.transport.endpoint import resolve_endpoint
 from s3io.transport.sigv4 import EMPTY_SHA256, Signer, canonical_query
@@ -210,7 +210,7 @@ async def test_watchdog_aimed_early_for_the_stall_watch_re_aims_and_still_fires(
 
 async def test_watchdogs_sharing_one_alarm_each_fire_at_their_own_deadline() -> None:
     """One timer serves many attempts: each is cancelled at its own deadline, a finished one never is."""
-    from s3io.deadline import Alarm
+    from s3io.resilience.deadline import Alarm
 
     alarm = Alarm(asyncio.get_running_loop())
     fired: dict[str, float] = {}
@@ -232,7 +232,7 @@ async def test_watchdogs_sharing_one_alarm_each_fire_at_their_own_deadline() -> 
 
 
 async def test_slots_are_fifo_and_a_cancelled_waiter_never_loses_a_slot() -> None:
-    from s3io.slots import Slots
+    from s3io.resilience.slots import Slots
 
     slots = Slots(1)
     assert slots.try_take() and not slots.try_take()

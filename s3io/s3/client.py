@@ -18,11 +18,11 @@ from urllib.parse import quote
 from multidict import CIMultiDictProxy
 
 from s3io import errors
-from s3io.attempt import AttemptRunner
-from s3io.deadline import Watchdog
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
-from s3io.retryable import error_for_status
+from s3io.resilience.attempt import AttemptRunner
+from s3io.resilience.deadline import Watchdog
+from s3io.resilience.retryable import error_for_status
 from s3io.s3 import xml
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange

@@ -17,14 +17,17 @@ import platform
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 import aiohttp
 from multidict import CIMultiDictProxy
 
-from s3io.deadline import Watchdog
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.transport.session import HttpSession
+
+if TYPE_CHECKING:  # the transport sits below the resilience layer: it is handed a watchdog, never imports one
+    from s3io.resilience.deadline import Watchdog
 
 # Sending a request body happens before the first byte of the answer; allow it this floor rate on top of
 # the first-byte timeout, so a large part on a slow link is not mistaken for a silent server.
