@@ -91,6 +91,18 @@ def request_head(method: str, target: str, headers: dict[str, str], body_length:
     return head.encode("utf-8")
 
 
+def start_first_byte_phase(watchdog: Watchdog, policy: Policy, body: bytes | None) -> None:
+    """Arm the phase from sending the request to the answer's headers: connect + first byte, plus time to send the
+    body at ``UPLOAD_FLOOR_BYTES_PER_SECOND``; past the headers the stall phase takes over (``start_stall_watch``).
+    Every transport arms it this way."""
+    upload_allowance = len(body) / UPLOAD_FLOOR_BYTES_PER_SECOND if body else 0.0
+    watchdog.start_phase(
+        "first_byte",
+        policy.connect_timeout + policy.first_byte_timeout + upload_allowance,
+        then_stall=policy.stall_timeout,
+    )
+
+
 async def exchange(
     session: HttpSession,
     watchdog: Watchdog,
@@ -110,12 +122,7 @@ async def exchange(
     otherwise it is returned whole, up to ``XML_BODY_LIMIT`` (``ERROR_BODY_LIMIT`` for an error)."""
     body_length = len(body) if body else (0 if method in _LENGTH_REQUIRED else None)
     head = request_head(method, target, headers, body_length)
-    upload_allowance = len(body) / UPLOAD_FLOOR_BYTES_PER_SECOND if body else 0.0
-    watchdog.start_phase(
-        "first_byte",
-        policy.connect_timeout + policy.first_byte_timeout + upload_allowance,
-        then_stall=policy.stall_timeout,
-    )
+    start_first_byte_phase(watchdog, policy, body)
     connection = await session.connect(scheme, host)
     for _ in range(MAX_STALE_CONNECTIONS):
         if connection.protocol is None or not connection.protocol.should_close:
