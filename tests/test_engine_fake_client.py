@@ -12,7 +12,7 @@ import pytest
 import s3io
 from s3io import GetResult, ObjectInfo
 from s3io.engine import EngineConfig, RangeEngine, Request
-from s3io.metrics import Metrics
+from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.s3.get_range import SUFFIX, WHOLE, GetRange
 
 pytestmark = pytest.mark.timeout(30)
@@ -33,6 +33,9 @@ class FakeS3:
         self.cancelled = 0
         self.in_flight = 0
         self.max_in_flight = 0
+
+    def stats(self) -> MetricsSnapshot:
+        return self.metrics.snapshot()
 
     def etag(self, key: str) -> str:
         return f'"v{self.versions[key]}"'
@@ -76,7 +79,7 @@ class FakeS3:
 
 def run(fake: FakeS3, config: EngineConfig, work: Callable[[RangeEngine], Any]) -> Any:
     async def main() -> Any:
-        return await work(RangeEngine(fake, config))  # type: ignore[arg-type]
+        return await work(RangeEngine(fake, config))
 
     return asyncio.run(main())
 

@@ -18,7 +18,7 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
@@ -27,7 +27,7 @@ from s3io.engine.hedge import Hedger
 from s3io.engine.ranges import Range, check_range, merge_ranges, slice_merged, split_range
 from s3io.engine.singleflight import SingleFlight
 from s3io.engine.tasks import gather_all
-from s3io.s3.client import S3Client
+from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.types import GetResult, ObjectInfo
@@ -167,10 +167,21 @@ class _StreamState:
         return tasks
 
 
+class RangeSource(Protocol):
+    """What the engine (and the dataset reader above it) needs of a client: ranged GETs, the metrics they are
+    counted in, a snapshot of them. S3Client is one; a test may hand the engine any other."""
+
+    metrics: Metrics
+
+    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult: ...
+
+    def stats(self) -> MetricsSnapshot: ...
+
+
 class RangeEngine:
     """Range reads of S3 objects for the parquet layer; one event loop (like its S3Client)."""
 
-    def __init__(self, client: S3Client, config: EngineConfig | None = None) -> None:
+    def __init__(self, client: RangeSource, config: EngineConfig | None = None) -> None:
         self.client = client
         self.config = config if config is not None else EngineConfig()
         self.budget = ByteBudget(self.config.memory_budget)
