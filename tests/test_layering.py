@@ -131,3 +131,24 @@ def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
             if _layer_of(target) > own:
                 offenders.append(f"s3io/{relative}: imports {name}")
     assert offenders == []
+
+
+READ_SIDE = """
+import sys
+import spark_ext.source.datasource, spark_ext.stream.reader
+heavy = [f"spark_ext.compact.{name}" for name in ("driver", "rewrite", "spark_executor", "job")]
+loaded = sorted(name for name in heavy if name in sys.modules)
+assert not loaded, f"a read imported the compaction job: {loaded}"
+assert "spark_ext.journal.visibility" in sys.modules
+import spark_ext, spark_ext.compact
+from spark_ext.compact import *  # every public name of the package resolves
+assert callable(spark_ext.compact) and spark_ext.compact.compact_prefix.__module__ == "spark_ext.compact.driver"
+assert spark_ext.compact.list_visible_files.__module__ == "spark_ext.journal.visibility"
+"""
+
+
+def test_a_read_imports_the_journal_but_not_the_compaction_job() -> None:
+    """The source and the stream read through spark_ext.journal; spark_ext.compact imports its names on first use,
+    so a read loads neither the compaction driver, the rewrite nor the Spark executor."""
+    result = subprocess.run([sys.executable, "-c", READ_SIDE], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr

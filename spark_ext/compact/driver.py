@@ -23,11 +23,9 @@ from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import journal, layout
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from spark_ext.compact.facts import fetch_file_facts, list_prefix
-from spark_ext.compact.journal import DONE, JournalEntry, ObjectRef
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.compact.plan import CompactionGroup, CompactionPlan, plan_compaction
@@ -46,7 +44,9 @@ from spark_ext.compact.report import (
 )
 from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
 from spark_ext.compact.store_probe import probe_store
-from spark_ext.compact.visibility import apply_journal
+from spark_ext.journal import layout
+from spark_ext.journal.entries import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
+from spark_ext.journal.visibility import apply_journal
 from spark_ext.stream.lease import (
     LiveLease,
     break_lease,
@@ -161,7 +161,7 @@ class _Job:
     async def dry_run(self) -> CompactionReport:
         """List, read footers, plan; write nothing. In-flight journal entries are applied like a reader would."""
         listing = await list_prefix(self.client, self.bucket, self.prefix)
-        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        entries = await read_journal(self.client, self.bucket, self.prefix)
         if entries:
             self.report.warnings.append(
                 f"{len(entries)} journal entr{'y' if len(entries) == 1 else 'ies'} of an unfinished compaction: "
@@ -483,7 +483,7 @@ class _Job:
 
     async def _claimed_inputs(self) -> list[ObjectRef]:
         """Inputs of unfinished journal entries, read after recovery: never planned again while an entry claims them."""
-        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        entries = await read_journal(self.client, self.bucket, self.prefix)
         return [ref for entry in entries if entry.state != DONE for ref in entry.inputs]
 
     async def _other_roots(self, listing: Sequence[ObjectInfo]) -> str | None:
@@ -512,7 +512,7 @@ class _Job:
                     f"a compaction rooted at s3://{self.bucket}/{root} holds its lock ({lock_key}); "
                     "compact either the parent or the child directory, not both at once"
                 )
-            if await journal.list_entry_keys(self.client, self.bucket, root):
+            if await list_entry_keys(self.client, self.bucket, root):
                 return (
                     f"a compaction rooted at s3://{self.bucket}/{root} has unfinished journal entries; "
                     "finish it first (run the compaction or --recover on that directory)"
@@ -527,7 +527,7 @@ class _Job:
 
     async def _count_after(self) -> None:
         listing = await list_prefix(self.client, self.bucket, self.prefix)
-        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        entries = await read_journal(self.client, self.bucket, self.prefix)
         visible = apply_journal(listing, entries, prefix=self.prefix)
         self.report.files_after = len(visible)
         self.report.bytes_after = sum(o.size for o in visible)

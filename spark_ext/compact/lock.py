@@ -35,8 +35,8 @@ from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from spark_ext.compact import conditional
 from spark_ext.compact.errors import LockHeld, LockLost
-from spark_ext.compact.layout import lock_key
 from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION, StoreNow, clock_from_probe
+from spark_ext.journal.layout import lock_key
 
 log = logging.getLogger("spark_ext.compact")
 ACQUIRE_ATTEMPTS = 5

@@ -34,13 +34,13 @@ from s3io.parquet.schema import conform
 from s3io.parquet.sparse import SparseFile
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import layout
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.journal import ObjectRef
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.compact.plan import CompactionGroup
+from spark_ext.journal import layout
+from spark_ext.journal.entries import ObjectRef
 
 MAX_INFLIGHT_GETS = 16
 WHOLE_OBJECT_VERIFY_BYTES = 16 * 1024 * 1024  # smaller outputs are read back with one GET

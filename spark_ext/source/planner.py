@@ -26,8 +26,8 @@ from s3io.parquet.predicates import validate
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.urls import S3Path
-from spark_ext.compact.layout import logical_key
-from spark_ext.compact.visibility import read_journal_before, resolve_visible_files
+from spark_ext.journal.layout import logical_key
+from spark_ext.journal.visibility import read_journal_before, resolve_visible_files
 from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
