@@ -37,8 +37,8 @@ from s3io.errors import CorruptFile, InvalidConfig, NotFound, SchemaMismatch, Th
 from s3io.s3.types import ObjectInfo
 from spark_ext.planning.binpack import plan_partitions
 from spark_ext.source.datasource import S3ParquetDataSource, SessionDefaults, bound_to_session
+from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
-from spark_ext.source.planner import NoDataFiles, PathNotFound
 from spark_ext.source.reader import S3ParquetReader, S3ParquetScan
 from spark_ext.source.types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 

@@ -33,7 +33,7 @@ from s3io import errors
 from s3io.dataset.batches import BatchFinisher
 from s3io.dataset.cache import Footer, FooterCache, KeptObjects
 from s3io.dataset.pieces import FilePiece
-from s3io.dataset.plan import (
+from s3io.dataset.read_units import (
     Predicates,
     UnitPlan,
     combined_schema,

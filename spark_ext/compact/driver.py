@@ -26,9 +26,9 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from spark_ext.compact.facts import fetch_file_facts, list_prefix
+from spark_ext.compact.grouping import CompactionGroup, CompactionPlan, plan_compaction
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.plan import CompactionGroup, CompactionPlan, plan_compaction
 from spark_ext.compact.protocol import Clock, Sleep, commit_group, finish_entries
 from spark_ext.compact.recover import recover
 from spark_ext.compact.report import (

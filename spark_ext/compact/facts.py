@@ -12,7 +12,7 @@ from s3io.parquet.schema import file_schema
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact.plan import FileFacts
+from spark_ext.compact.grouping import FileFacts
 from spark_ext.journal import layout
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"

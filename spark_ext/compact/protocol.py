@@ -46,8 +46,8 @@ from spark_ext.compact import journal
 from spark_ext.compact.conditional import delete_if_match, require_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash
 from spark_ext.compact.errors import CompactionError, LockLost
+from spark_ext.compact.grouping import CompactionGroup
 from spark_ext.compact.lock import CompactionLock
-from spark_ext.compact.plan import CompactionGroup
 from spark_ext.compact.rewrite import GroupOutput
 from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION
 from spark_ext.journal import layout

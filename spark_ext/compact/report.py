@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from spark_ext.compact.plan import CompactionPlan, SkippedFile, SkippedGroup, format_size
+from spark_ext.compact.grouping import CompactionPlan, SkippedFile, SkippedGroup, format_size
 from spark_ext.compact.recover import RecoveryReport
 
 # status values

@@ -30,7 +30,7 @@ from s3io.listing import ListedFile
 from s3io.settings import loose_key
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions, redact
-from spark_ext.source.planner import (
+from spark_ext.source.driver_side import (
     discover,
     infer_file_schema,
     list_files,

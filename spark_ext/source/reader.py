@@ -29,8 +29,7 @@ from s3io import sync
 from spark_ext.planning.filters import Predicate, split_filters
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions
-from spark_ext.source.partition import ReadSpec, S3ParquetPartition
-from spark_ext.source.planner import (
+from spark_ext.source.driver_side import (
     ColumnPlan,
     data_predicates_for,
     make_client,
@@ -38,6 +37,7 @@ from spark_ext.source.planner import (
     planning_reader,
     prune_partitions,
 )
+from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
 

@@ -24,9 +24,9 @@ from s3io.dataset import ParquetReader
 from s3io.engine import RangeEngine
 from s3io.sync import BackgroundLoop
 from spark_ext.source.conversions import spark_conversions
+from spark_ext.source.driver_side import make_client
 from spark_ext.source.metrics import TaskMetrics, log_task_metrics
 from spark_ext.source.partition import S3ParquetPartition
-from spark_ext.source.planner import make_client
 from spark_ext.source.session_check import check_session, task_local_property
 from spark_ext.source.types import conform_to_spark
 

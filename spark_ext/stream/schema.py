@@ -10,7 +10,7 @@ from pyspark.sql.types import StructType
 
 from s3io import sync
 from s3io.errors import InvalidConfig
-from spark_ext.source.planner import NoDataFiles, PathNotFound, make_client
+from spark_ext.source.driver_side import NoDataFiles, PathNotFound, make_client
 from spark_ext.stream.options import StreamOptions
 from spark_ext.stream.store import StreamStore
 

@@ -21,7 +21,7 @@ from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
 from s3io.listing import SUMMARY_FILE_NAMES, ListedFile, is_summary_file, select_files
-from s3io.parquet.plan import row_group_bytes
+from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo

@@ -12,7 +12,7 @@ from test_compact_support import parquet_bytes, rows_table
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import CompactionOptions, FileFacts, plan_compaction, table_checksum
 from spark_ext.compact import checksum as checksum_module
-from spark_ext.compact.plan import EMPTY, LARGE_ENOUGH, SINGLE_FILE, TOO_FEW_FILES, UNREADABLE
+from spark_ext.compact.grouping import EMPTY, LARGE_ENOUGH, SINGLE_FILE, TOO_FEW_FILES, UNREADABLE
 
 pytestmark = pytest.mark.timeout(60)
 
