@@ -39,7 +39,7 @@ from spark_ext.planning.binpack import plan_partitions
 from spark_ext.source.datasource import S3ParquetDataSource, SessionDefaults, bound_to_session
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
-from spark_ext.source.reader import S3ParquetReader, S3ParquetScan
+from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader
 from spark_ext.source.types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 
 pytestmark = pytest.mark.timeout(120)
@@ -65,7 +65,7 @@ def _source(endpoint: str, path: str, *, pushdown: bool = False, **options: str)
     return source_class({"path": path, "endpoint": endpoint, **{k.lower(): v for k, v in options.items()}})
 
 
-def _read_all(reader: S3ParquetScan, partitions: list) -> pa.Table:
+def _read_all(reader: S3ParquetReader, partitions: list) -> pa.Table:
     batches = [batch for partition in partitions for batch in reader.read(partition)]
     return pa.Table.from_batches(batches) if batches else None
 
@@ -307,10 +307,10 @@ def test_data_filters_prune_row_groups_and_bytes_but_go_back_to_spark(s3_endpoin
 def test_pushdown_is_opt_in_and_the_default_reader_does_not_implement_push_filters(s3_endpoint, bucket, s3_client):
     put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 10))
     default = _source(s3_endpoint.url, f"s3://{bucket}/t/")
-    assert type(default.reader(default.schema())) is S3ParquetScan
-    assert S3ParquetScan.pushFilters is DataSourceReader.pushFilters  # so PySpark never calls it
+    assert type(default.reader(default.schema())) is S3ParquetReader
+    assert S3ParquetReader.pushFilters is DataSourceReader.pushFilters  # so PySpark never calls it
     pushing = _source(s3_endpoint.url, f"s3://{bucket}/t/", pushdown=True)
-    assert isinstance(pushing.reader(pushing.schema()), S3ParquetReader)
+    assert isinstance(pushing.reader(pushing.schema()), S3ParquetPushdownReader)
 
 
 # ------------------------------------------------------------------------------------------------ reading

@@ -7,6 +7,6 @@ partition read on its own event loop), ``types`` (Arrow <-> Spark types), ``metr
 """
 
 from spark_ext.source.datasource import NAME, S3ParquetDataSource, SessionDefaults
-from spark_ext.source.reader import S3ParquetReader, S3ParquetScan
+from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader
 
-__all__ = ["NAME", "S3ParquetDataSource", "S3ParquetReader", "S3ParquetScan", "SessionDefaults"]
+__all__ = ["NAME", "S3ParquetDataSource", "S3ParquetPushdownReader", "S3ParquetReader", "SessionDefaults"]

@@ -40,7 +40,7 @@ from spark_ext.source.driver_side import (
     source_schema,
     summary_files,
 )
-from spark_ext.source.reader import S3ParquetReader, S3ParquetScan, ScanState
+from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.stream.options import StreamOptions, has_stream_options
 from spark_ext.stream.reader import S3ParquetStreamReader
@@ -151,7 +151,7 @@ class S3ParquetDataSource(DataSource):
         # (the reader has it; a second reader() call lists again and reads the footers of large files again).
         self._listed = None
         self._row_groups = {}
-        return (S3ParquetReader if self.filter_pushdown else S3ParquetScan)(state)
+        return (S3ParquetPushdownReader if self.filter_pushdown else S3ParquetReader)(state)
 
     @classmethod
     def default_parallelism(cls) -> int:

@@ -5,7 +5,7 @@ the reader (pickled before ``partitions()`` runs) with every task, where only ``
 listing lives on the reader only until it is pickled: ``__getstate__`` drops it, and each task gets what it
 reads from its InputPartition.
 
-Two readers: ``S3ParquetScan`` (the default) leaves every filter to Spark; ``S3ParquetReader`` adds
+Two readers: ``S3ParquetReader`` (the default) leaves every filter to Spark; ``S3ParquetPushdownReader`` adds
 ``pushFilters``. Pushdown needs ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that
 implements ``pushFilters`` when it is off: DATA_SOURCE_PUSHDOWN_DISABLED), and ``spark_ext.register`` offers it
 only on a Spark that keeps each scan's pushed read plan to that scan: PySpark 4.3 keeps one per DataFrame
@@ -58,7 +58,7 @@ class ScanState:
     session_settings: tuple[SessionSetting, ...] = ()  # checked by every task against the running session
 
 
-class S3ParquetScan(DataSourceReader):
+class S3ParquetReader(DataSourceReader):
     """Reader without filter pushdown: every filter stays with Spark; partitions and reading as below."""
 
     def __init__(self, state: ScanState) -> None:
@@ -124,7 +124,7 @@ class S3ParquetScan(DataSourceReader):
         return self._state
 
 
-class S3ParquetReader(S3ParquetScan):
+class S3ParquetPushdownReader(S3ParquetReader):
     """Reader with filter pushdown: partition filters pruned exactly at planning, data filters prune row groups."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
