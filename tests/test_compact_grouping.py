@@ -185,13 +185,20 @@ def test_checksum_of_strings_is_the_same_across_hashing_slices(monkeypatch: pyte
     assert table_checksum(table).columns == reference
 
 
-def test_the_crash_point_comes_from_the_argument_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spark_ext.compact.crash import ENV_VAR, CrashPoint, resolve
+def test_the_crash_point_comes_from_the_argument_or_from_the_environment_only_under_the_test_switch(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from spark_ext.compact.crash import ENV_VAR, TEST_SWITCH, CrashPoint, resolve
 
     monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv(TEST_SWITCH, raising=False)
     assert resolve(None) is None
     assert resolve("after_copy") is CrashPoint.AFTER_COPY
     monkeypatch.setenv(ENV_VAR, "AFTER_COMMIT_RECORD")
+    with caplog.at_level("WARNING", logger="spark_ext.compact"):
+        assert resolve(None) is None  # a variable left in a production environment never kills a job
+    assert f"{TEST_SWITCH}=1" in caplog.text
+    monkeypatch.setenv(TEST_SWITCH, "1")
     assert resolve(None) is CrashPoint.AFTER_COMMIT_RECORD
     assert resolve(CrashPoint.AFTER_VERIFY) is CrashPoint.AFTER_VERIFY
 
