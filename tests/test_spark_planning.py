@@ -30,8 +30,8 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
-from spark_fixtures import column_checksums, put_parquet
 from support.faultproxy import ErrorResponse, FaultRule
+from support.spark_fixtures import column_checksums, put_parquet
 
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, SchemaMismatch, Throttled
 from s3io.s3.types import ObjectInfo
