@@ -1,6 +1,6 @@
 """The commit protocol: the state machine of one group, its steps (each fenced and conditional), and their timing.
 
-State machine (the journal entry's ``state``; "-" = no entry; PROTOCOL.md has the readable version):
+State machine (the journal entry's ``state``; "-" = no entry):
 
     -          --rewrite_group-->   staged (hidden staging object, verified; still no entry)
     staged     --commit_group-->    pending     entry created with If-None-Match: *  (a claim, commits nothing)
@@ -20,14 +20,9 @@ lease ends; a journal entry that moved under us means another job holds the lock
 drives entries through the steps and waits the grace periods; the driver uses it after its commits, recovery for
 what a dead job left.
 
-Why a job that lost its lock cannot commit (it may still be running, paused, or have requests in flight): S3 has
-no write conditional on another object, so a write sent while we held the lock can land after another job took it
-over. The entry is therefore written "pending" first, which commits nothing, and moved to "committed" (If-Match on
-the pending ETag) only after the lock is seen to still carry our ETag *after* the pending write landed. So the
-pending entry landed before any takeover, and every later holder finds it when its recovery lists the journal
-(LIST is strongly consistent), before it plans, and deletes it (If-Match): then our If-Match to "committed" fails;
-or our commit got there first, the new holder's delete fails, and it rolls the entry forward instead of planning
-those inputs again. Two committed entries never claim one input, whatever the clocks and the delays.
+Why the protocol holds (each guarantee, and the test behind it), including why a job that lost its lock cannot
+commit although its writes may land late: spark_ext/compact/PROTOCOL.md, the protocol's one description. This
+docstring maps its states to the functions below.
 """
 
 from __future__ import annotations
