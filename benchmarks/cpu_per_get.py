@@ -34,7 +34,7 @@ from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, ChildServer, Clock,
 from benchmarks.results import markdown_table, median
 
 if TYPE_CHECKING:
-    from s3io.deadline import Watchdog
+    from s3io.resilience.deadline import Watchdog
 
 OBJECT_SIZE = 1024
 BUCKET = "bench-cpu-per-get"
@@ -554,9 +554,9 @@ def profile(n: int = 2000, warmup: int = 100, top: int = 30) -> str:
 
 def breakdown(n: int = 20000) -> str:
     """CPU per call of s3io's per-request pieces, with no I/O: what s3io adds to aiohttp's own cost."""
-    from s3io.attempt import AttemptRunner
     from s3io.metrics import Metrics
     from s3io.policy import Policy
+    from s3io.resilience.attempt import AttemptRunner
     from s3io.transport.sigv4 import EMPTY_SHA256, Signer
 
     lines: list[str] = []

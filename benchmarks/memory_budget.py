@@ -20,7 +20,7 @@ from s3io import S3Client
 from s3io.api import list_files
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import EngineConfig, RangeEngine
-from s3io.parquet.plan import row_group_bytes
+from s3io.parquet.chunks import row_group_bytes
 from s3io.urls import parse_s3_url
 
 MiB = 1024 * 1024

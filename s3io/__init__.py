@@ -23,6 +23,7 @@ from s3io.errors import (
 from s3io.metrics import MetricsSnapshot
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
+from s3io.s3.get_range import GetRange
 from s3io.s3.types import DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
 from s3io.transport.credentials import Credentials
 
@@ -56,6 +57,7 @@ __all__ = [
     "Credentials",
     "DeadlineExceeded",
     "DeleteResult",
+    "GetRange",
     "GetResult",
     "InvalidConfig",
     "ListingLoop",

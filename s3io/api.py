@@ -81,9 +81,20 @@ async def read_parquet_async(
 ) -> pa.Table:
     """Read parquet files under ``url_or_urls`` into one Table (see ``iter_batches_async`` for the arguments)."""
     read = _Read(
-        url_or_urls, columns, filters, policy, engine, endpoint_url, region, credentials, merge_schema,
-        ignore_missing, ignore_corrupt, batch_size, progress,
-    )  # fmt: skip
+        url_or_urls,
+        columns,
+        filters,
+        policy=policy,
+        engine=engine,
+        endpoint_url=endpoint_url,
+        region=region,
+        credentials=credentials,
+        merge_schema=merge_schema,
+        ignore_missing=ignore_missing,
+        ignore_corrupt=ignore_corrupt,
+        batch_size=batch_size,
+        progress=progress,
+    )
     return await _collect(read)
 
 
@@ -121,9 +132,20 @@ def iter_batches_async(
     iterator cancels the reads in flight.
     """
     read = _Read(
-        url_or_urls, columns, filters, policy, engine, endpoint_url, region, credentials, merge_schema,
-        ignore_missing, ignore_corrupt, batch_size, progress,
-    )  # fmt: skip
+        url_or_urls,
+        columns,
+        filters,
+        policy=policy,
+        engine=engine,
+        endpoint_url=endpoint_url,
+        region=region,
+        credentials=credentials,
+        merge_schema=merge_schema,
+        ignore_missing=ignore_missing,
+        ignore_corrupt=ignore_corrupt,
+        batch_size=batch_size,
+        progress=progress,
+    )
     return read.batches()
 
 
@@ -151,9 +173,20 @@ def read_parquet(
     ``progress`` is called on that loop's thread: keep it quick (update a counter or a progress bar).
     """
     read = _Read(
-        url_or_urls, columns, filters, policy, engine, endpoint_url, region, credentials, merge_schema,
-        ignore_missing, ignore_corrupt, batch_size, progress,
-    )  # fmt: skip
+        url_or_urls,
+        columns,
+        filters,
+        policy=policy,
+        engine=engine,
+        endpoint_url=endpoint_url,
+        region=region,
+        credentials=credentials,
+        merge_schema=merge_schema,
+        ignore_missing=ignore_missing,
+        ignore_corrupt=ignore_corrupt,
+        batch_size=batch_size,
+        progress=progress,
+    )
     return background_loop().run(_collect(read))
 
 
@@ -181,9 +214,20 @@ def iter_batches(
     it. Use ``contextlib.closing(...)`` to close it deterministically.
     """
     read = _Read(
-        url_or_urls, columns, filters, policy, engine, endpoint_url, region, credentials, merge_schema,
-        ignore_missing, ignore_corrupt, batch_size, progress,
-    )  # fmt: skip
+        url_or_urls,
+        columns,
+        filters,
+        policy=policy,
+        engine=engine,
+        endpoint_url=endpoint_url,
+        region=region,
+        credentials=credentials,
+        merge_schema=merge_schema,
+        ignore_missing=ignore_missing,
+        ignore_corrupt=ignore_corrupt,
+        batch_size=batch_size,
+        progress=progress,
+    )
     return background_loop().iterate(read.batches, max_buffered=max_buffered)
 
 
@@ -207,6 +251,7 @@ class _Read:
         url_or_urls: URLs,
         columns: Sequence[str] | None,
         filters: Filters,
+        *,
         policy: Policy | Mapping[str, object] | None,
         engine: EngineConfig | Mapping[str, object] | None,
         endpoint_url: str | None,
@@ -225,8 +270,8 @@ class _Read:
         self.paths = parse_paths(urls, option="url_or_urls")
         self.columns = _check_columns(columns)
         self.filters = _check_filters(filters)
-        self.policy = _policy(policy)
-        self.engine_config = _engine_config(engine)
+        self.policy = Policy.resolve(policy)
+        self.engine_config = EngineConfig.resolve(engine)
         self.endpoint_url = endpoint_url
         self.region = region
         self.credentials = credentials
@@ -382,23 +427,3 @@ def _plan_columns(
     extra = [p[0] for p in (filters or ()) if output.get_field_index(p[0]) < 0]
     read = pa.schema([*output, *(schema.field(c) for c in dict.fromkeys(extra))])
     return read, output
-
-
-def _policy(policy: Policy | Mapping[str, object] | None) -> Policy:
-    if policy is None:
-        return Policy.from_env()
-    if isinstance(policy, Policy):
-        return policy
-    if isinstance(policy, Mapping):
-        return Policy.from_mapping(policy, base=Policy.from_env())
-    raise errors.InvalidConfig(f"policy: expected a Policy or a mapping of options, got {type(policy).__name__}")
-
-
-def _engine_config(engine: EngineConfig | Mapping[str, object] | None) -> EngineConfig:
-    if engine is None:
-        return EngineConfig()
-    if isinstance(engine, EngineConfig):
-        return engine
-    if isinstance(engine, Mapping):
-        return EngineConfig.from_mapping(engine)
-    raise errors.InvalidConfig(f"engine: expected an EngineConfig or a mapping of options, got {type(engine).__name__}")

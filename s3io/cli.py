@@ -16,6 +16,7 @@ from s3io.errors import InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
+from s3io.s3.get_range import SUFFIX, GetRange
 from s3io.transport.credentials import ANONYMOUS
 from s3io.urls import split_s3_url
 
@@ -75,21 +76,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_range(text: str) -> tuple[int | None, int | None]:
-    """``START-END`` (inclusive) → half-open (start, end); ``START-`` → (start, None); ``-N`` → (-N, None)."""
+def parse_range(text: str) -> GetRange:
+    """``START-END`` (inclusive, as HTTP) → bytes [START, END + 1); ``START-`` → from START on; ``-N`` → the last N."""
     first, sep, last = text.partition("-")
     try:
         if not sep:
             raise ValueError
         if not first:
-            return -int(last), None
+            return GetRange.from_offsets(-int(last), None)
         start = int(first)
         if not last:
-            return start, None
+            return GetRange.from_offsets(start, None)
         end = int(last) + 1
         if end <= start:
             raise ValueError
-        return start, end
+        return GetRange.from_offsets(start, end)
     except ValueError:
         raise InvalidConfig(f"--range: expected START-END, START- or -N with whole numbers, got {text!r}") from None
 
@@ -105,27 +106,27 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, defaults: bool = Tr
 def policy_from_args(args: argparse.Namespace) -> Policy:
     """The policy from the flags, over ``S3IO_*`` environment variables, over the defaults."""
     values = {name: getattr(args, name) for name in _POLICY_FLAGS if getattr(args, name, None) is not None}
-    return Policy.from_mapping(values, base=Policy.from_env())
+    return Policy.resolve(values)
 
 
 async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
     """Write the object (or the range) in parts of CAT_PART: the first GET's answer gives the size and ETag, and
     every later part is pinned to that ETag, so 1 request serves an object up to one part and no HEAD is sent."""
     bucket, key = split_s3_url(url, require_key=True)
-    start, end = parse_range(byte_range) if byte_range else (None, None)
+    want = parse_range(byte_range) if byte_range else GetRange.whole()
     out = sys.stdout.buffer
-    if start is not None and start < 0:
-        out.write((await s3.get_object(bucket, key, start)).data)
+    if want.kind == SUFFIX:
+        out.write((await s3.get_range(bucket, key, want)).data)
         out.flush()
         return
-    position = start or 0
+    position, end = want.start, want.end
     etag: str | None = None
     while end is None or position < end:
         stop = position + CAT_PART if end is None else min(end, position + CAT_PART)
         try:
             part = await s3.get_object(bucket, key, position, stop, if_match=etag)
         except S3IOError as exc:
-            if exc.status == 416 and position == 0 and start is None:
+            if exc.status == 416 and position == 0 and byte_range is None:
                 break  # a whole object of 0 bytes: S3 refuses any range of it
             raise
         out.write(part.data)

@@ -4,7 +4,7 @@ How s3fs is wrapped (one place each):
 - ``_call_s3``: s3fs sends every botocore request through it. Here it runs the request through s3io's
   AttemptRunner: each attempt under a Watchdog (response within connect + first_byte timeouts, plus an
   upload allowance for a request body; the attempt and operation caps), retries decided by
-  ``s3io.retryable.classify`` after botocore errors become typed s3io errors (``_typed_boto_error``).
+  ``s3io.resilience.retryable.classify`` after botocore errors become typed s3io errors (``_typed_boto_error``).
 - Multipliers off: botocore makes one attempt per call (``retries={"total_max_attempts": 1}``; note that
   botocore's ``max_attempts`` counts *retries*, so ``max_attempts: 1`` would still mean two attempts), and
   s3fs's own loop makes one (``retries = 1``). botocore's connect/read timeouts come from the policy
@@ -26,7 +26,7 @@ import logging
 import os
 import urllib.request
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -50,13 +50,15 @@ from s3fs.errors import translate_boto_error
 from s3fs.utils import FileExpired
 
 from s3io import errors
-from s3io.attempt import AttemptRunner
-from s3io.deadline import Watchdog
+from s3io.engine.tasks import gather_all
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
-from s3io.retryable import error_for_status, from_wire
+from s3io.resilience.attempt import AttemptRunner
+from s3io.resilience.deadline import Watchdog
+from s3io.resilience.retryable import error_for_status, from_wire
 from s3io.s3.client import S3Client
-from s3io.s3.etags import same_etag
+from s3io.s3.etags import bare_etag, same_etag
+from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.types import GetResult
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.sockets import socket_factory
@@ -292,14 +294,14 @@ class S3FileSystem(s3fs.S3FileSystem):
         return None  # botocore's provider chain (environment, config files, container, instance metadata)
 
     async def _s3io_get(
-        self, path: str, bucket: str, key: str, start: int | None, end: int | None, if_match: str | None = None
+        self, path: str, bucket: str, key: str, want: GetRange, if_match: str | None = None
     ) -> GetResult:
         """One ranged GET through the S3Client; past the end of the object is empty, as in a local file."""
         try:
-            return await self._s3io_client().get_object(bucket, key, start, end, if_match=if_match)
+            return await self._s3io_client().get_range(bucket, key, want, if_match=if_match)
         except errors.S3IOError as exc:
             if isinstance(exc, errors.RequestError) and exc.status == 416:
-                return GetResult(b"", if_match, None, max(start or 0, 0))
+                return GetResult(b"", if_match, None, want.start)
             translated = _fsspec_error(exc, path, if_match)
             if translated is exc:
                 raise
@@ -328,17 +330,17 @@ class S3FileSystem(s3fs.S3FileSystem):
             raise IsADirectoryError(errno.EISDIR, "not an object (no key)", path)
         if not start and end is None:
             return await self._read_whole(path, bucket, key, if_match, chunksize, max_concurrency)
-        start, end = await self._resolve_limits(path, start, end)
-        if end is not None and end <= start:
-            return GetResult(b"", if_match, None, start)
-        return await self._s3io_get(path, bucket, key, start, end, if_match)
+        want = await self._resolve_limits(path, start, end)
+        if want.kind == BOUNDED and want.end == want.start:
+            return GetResult(b"", if_match, None, want.start)
+        return await self._s3io_get(path, bucket, key, want, if_match)
 
     async def _read_whole(
         self, path: str, bucket: str, key: str, if_match: str | None, chunksize: int | None, max_concurrency: int | None
     ) -> GetResult:
         """A whole object: the first chunk tells size and ETag; the rest follow in parallel, pinned to it."""
         chunk = chunksize or self.default_block_size
-        first = await self._s3io_get(path, bucket, key, 0, chunk, if_match)
+        first = await self._s3io_get(path, bucket, key, GetRange.bounded(0, chunk), if_match)
         size = first.object_size
         if size is None or size <= len(first.data):
             return first
@@ -347,23 +349,27 @@ class S3FileSystem(s3fs.S3FileSystem):
 
         async def part(start: int, end: int) -> bytes:
             async with limit:
-                return (await self._s3io_get(path, bucket, key, start, end, first.etag)).data
+                return (await self._s3io_get(path, bucket, key, GetRange.bounded(start, end), first.etag)).data
 
-        parts = await _gather_or_cancel([part(s, e) for s, e in ranges])
+        parts = await gather_all([part(s, e) for s, e in ranges])
         return GetResult(b"".join([first.data, *parts]), first.etag, size, 0)
 
-    async def _resolve_limits(self, path: str, start: int | None, end: int | None) -> tuple[int, int | None]:
-        """fsspec limits to S3Client ones: negative ends count from the end (a HEAD when needed)."""
+    async def _resolve_limits(self, path: str, start: int | None, end: int | None) -> GetRange:
+        """fsspec limits as a GetRange: a negative start alone is the last -start bytes (the S3Client sends
+        bytes=-n); other negative limits count from the end (a HEAD when needed); an end at or before the start
+        is an empty range."""
         start = 0 if start is None else start
         if start < 0 and end is None:
-            return start, None  # suffix range: the S3Client sends bytes=-n
+            return GetRange.suffix(-start)
         if start < 0 or (end is not None and end < 0):
             size = (await self._info(path))["size"]
             if start < 0:
                 start = max(0, size + start)
             if end is not None and end < 0:
                 end = max(0, size + end)
-        return start, end
+        if end is None:
+            return GetRange.starting_at(start)
+        return GetRange.bounded(start, max(start, end))
 
     async def _info(self, path: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """s3fs's ``_info``; a FileNotFoundError carries S3's code (``.code``: NoSuchBucket, NoSuchKey)."""
@@ -415,7 +421,7 @@ class S3FileSystem(s3fs.S3FileSystem):
         etags: dict[str, set[str]] = {}
         for path, result in zip(paths, results, strict=True):
             if isinstance(result, GetResult) and result.etag:
-                etags.setdefault(path, set()).add(result.etag.strip('"'))
+                etags.setdefault(path, set()).add(bare_etag(result.etag))
         out: list[bytes | BaseException] = []
         for path, result in zip(paths, results, strict=True):
             if not isinstance(result, GetResult):
@@ -456,7 +462,7 @@ class S3FileSystem(s3fs.S3FileSystem):
             )
             return
         chunk = chunksize or self.default_block_size
-        first = await self._s3io_get(rpath, bucket, key, 0, chunk)
+        first = await self._s3io_get(rpath, bucket, key, GetRange.bounded(0, chunk))
         size = first.object_size if first.object_size is not None else len(first.data)
         callback.set_size(size)
         limit = asyncio.Semaphore(max_concurrency or self.max_concurrency)
@@ -467,12 +473,12 @@ class S3FileSystem(s3fs.S3FileSystem):
 
                 async def part(start: int, end: int) -> None:
                     async with limit:
-                        data = (await self._s3io_get(rpath, bucket, key, start, end, first.etag)).data
+                        data = (await self._s3io_get(rpath, bucket, key, GetRange.bounded(start, end), first.etag)).data
                     out.seek(start)
                     out.write(data)
                     callback.relative_update(len(data))
 
-                await _gather_or_cancel([part(s, min(s + chunk, size)) for s in range(len(first.data), size, chunk)])
+                await gather_all([part(s, min(s + chunk, size)) for s in range(len(first.data), size, chunk)])
         except BaseException:
             with suppress(OSError):
                 os.remove(lpath)
@@ -614,14 +620,8 @@ except ValueError:  # another class already serves "s3io"; it is not ours to rep
 
 
 def _resolve_policy(policy: Policy | Mapping[str, Any] | None, flat: Mapping[str, Any]) -> Policy:
-    if policy is None:
-        resolved = Policy.from_env()
-    elif isinstance(policy, Policy):
-        resolved = policy
-    elif isinstance(policy, Mapping):
-        resolved = Policy.from_mapping(policy, base=Policy.from_env())
-    else:
-        raise errors.InvalidConfig(f"policy: expected an s3io.Policy or a mapping of options, got {policy!r}")
+    """``policy`` (see Policy.resolve), then the policy options given as flat keyword arguments over it."""
+    resolved = Policy.resolve(policy)
     return Policy.from_mapping(flat, base=resolved) if flat else resolved
 
 
@@ -704,18 +704,6 @@ def _find_cause(exc: BaseException, kind: type[BaseException]) -> Any:
 
 def _path(bucket: str | None, key: str | None) -> str:
     return f"{bucket or ''}/{key or ''}".rstrip("/")
-
-
-async def _gather_or_cancel(coros: list[Awaitable[T]]) -> list[T]:
-    """gather, but the first failure cancels the siblings instead of leaving them running."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def _add_snapshots(a: MetricsSnapshot, b: MetricsSnapshot) -> MetricsSnapshot:

@@ -15,20 +15,27 @@ Defaults, and the anchors they come from:
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from s3io.errors import InvalidConfig
+from s3io.settings import Settings
+from s3io.settings import option_name as _option
 from s3io.units import parse_duration, parse_int, parse_optional_duration
 
 ENV_PREFIX = "S3IO_"
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
-    """Deadlines, retries and socket options; pass it down, never mutate it (use ``replace``)."""
+class Policy(Settings):
+    """Deadlines, retries and socket options; pass it down, never mutate it (use ``replace``).
+
+    Build it from keywords, ``from_mapping({"stallTimeout": "2s"})``, ``from_env()`` (``S3IO_STALL_TIMEOUT=2s``)
+    or ``resolve(value)`` (None, a Policy or a mapping: see s3io.settings).
+    """
+
+    KIND: ClassVar[str] = "policy"
+    ENV_PREFIX: ClassVar[str | None] = ENV_PREFIX
 
     connect_timeout: float = 3.0
     first_byte_timeout: float = 10.0
@@ -71,79 +78,13 @@ class Policy:
         if self.max_connections < 1:
             raise InvalidConfig(f"{_option('max_connections')}: must be at least 1, got {self.max_connections!r}")
 
-    def replace(self, **changes: object) -> Policy:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
     @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, object], base: Policy | None = None) -> Policy:
-        """Build from strings such as ``{"connectTimeout": "3s", "max_attempts": "5"}``.
-
-        Keys may be snake_case or camelCase in any letter case (Spark lower-cases option keys).
-        Unknown keys raise InvalidConfig naming the known ones.
-        """
-        base = base or cls()
-        changes: dict[str, object] = {}
-        labels: dict[str, str] = {}
-        for raw_key, raw_value in values.items():
-            name = _FIELD_BY_LOOSE_NAME.get(_loose(raw_key))
-            if name is None:
-                known = ", ".join(_option(n) for n in cls.field_names())
-                raise InvalidConfig(f"unknown policy option {raw_key!r}; known options: {known}")
-            changes[name] = _parse_field(name, raw_value, label=raw_key)
-            labels[name] = raw_key
-        return _apply(base, changes, labels)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, base: Policy | None = None) -> Policy:
-        """Read ``S3IO_CONNECT_TIMEOUT=3s`` style variables; unset ones keep the base value."""
-        environ = os.environ if environ is None else environ
-        changes: dict[str, object] = {}
-        for name in cls.field_names():
-            var = ENV_PREFIX + name.upper()
-            if var in environ:
-                changes[name] = _parse_field(name, environ[var], label=var)
-        return _apply(base or cls(), changes, {n: ENV_PREFIX + n.upper() for n in changes})
-
-    def describe(self) -> str:
-        return ", ".join(f"{_option(f)}={getattr(self, f)!r}" for f in self.field_names())
+    def parse_option(cls, name: str, value: object, *, label: str) -> object:
+        if name in _INT_FIELDS:
+            return parse_int(value, name=label)  # type: ignore[arg-type]
+        if name == "attempt_timeout":
+            return parse_optional_duration(value, name=label)  # type: ignore[arg-type]
+        return parse_duration(value, name=label)  # type: ignore[arg-type]
 
 
 _INT_FIELDS = {"max_attempts", "retry_budget", "retry_cost", "timeout_retry_cost", "keepalive_count", "max_connections"}
-
-
-def _apply(base: Policy, changes: dict[str, object], labels: dict[str, str]) -> Policy:
-    """Apply parsed changes together; a range error names the option as the user spelled it."""
-    try:
-        return base.replace(**changes)
-    except InvalidConfig as exc:
-        text = str(exc)
-        for name, label in labels.items():
-            if text.startswith(_option(name) + ":"):
-                raise InvalidConfig(f"{label}:{text.split(':', 1)[1]}") from None
-        raise
-
-
-def _parse_field(name: str, value: object, *, label: str) -> object:
-    if name in _INT_FIELDS:
-        return parse_int(value, name=label)  # type: ignore[arg-type]
-    if name == "attempt_timeout":
-        return parse_optional_duration(value, name=label)  # type: ignore[arg-type]
-    return parse_duration(value, name=label)  # type: ignore[arg-type]
-
-
-def _loose(key: str) -> str:
-    return key.replace("_", "").replace("-", "").lower()
-
-
-def _option(name: str) -> str:
-    """camelCase spelling of a field, as options and error messages use it."""
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-_FIELD_BY_LOOSE_NAME = {_loose(name): name for name in Policy.field_names()}

@@ -33,13 +33,13 @@ from spark_ext.compact import (
     CompactionLock,
     JournalSnapshot,
     fetch_file_facts,
-    layout,
     plan_compaction,
     protocol,
     read_journal_before,
     resolve_visible_files,
     rewrite_group,
 )
+from spark_ext.journal import layout
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -41,7 +41,6 @@ from spark_ext.compact import (
     execute_group_task,
     fetch_file_facts,
     in_process_executor,
-    layout,
     plan_compaction,
     protocol,
     read_journal,
@@ -50,8 +49,9 @@ from spark_ext.compact import (
 )
 from spark_ext.compact import rewrite as rewrite_module
 from spark_ext.compact.errors import InputChanged, VerificationFailed
-from spark_ext.compact.journal import COMMITTED, DONE, PUBLISHED
 from spark_ext.compact.rewrite import RewriteSettings
+from spark_ext.journal import layout
+from spark_ext.journal.entries import COMMITTED, DONE, PUBLISHED
 
 pytestmark = pytest.mark.timeout(120)
 

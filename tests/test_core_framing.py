@@ -108,7 +108,7 @@ async def test_receive_size_is_64_kib_for_a_small_answer_and_256_kib_once_a_body
         async with s3:
             for _ in range(2):
                 assert (await s3.get_object("bucket", "object.bin")).data == body
-            connection = await s3._http().connect("http", s3.endpoint.host)
+            connection = await s3._transport.session().connect("http", s3.endpoint.host)  # type: ignore[attr-defined]
             try:
                 assert connection.transport is not None
                 assert connection.transport.max_size == expected_size  # type: ignore[attr-defined]

@@ -18,8 +18,8 @@ from support.faultproxy import FaultProxy, FaultRule, Latency
 from s3io import CorruptFile, InvalidConfig, NotFound, ObjectInfo, Policy, S3Client, SchemaMismatch
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import EngineConfig, RangeEngine
+from s3io.parquet.chunks import chunk_ranges
 from s3io.parquet.footer import TAIL_BYTES
-from s3io.parquet.plan import chunk_ranges
 
 KiB = 1024
 MiB = 1024 * KiB

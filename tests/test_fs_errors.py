@@ -18,7 +18,7 @@ from s3fs.utils import FileExpired
 
 from s3io import errors
 from s3io.fs import _fsspec_error, _typed_boto_error
-from s3io.retryable import classify
+from s3io.resilience.retryable import classify
 
 pytestmark = pytest.mark.timeout(60)
 

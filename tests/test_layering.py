@@ -1,4 +1,5 @@
-"""The layering holds: s3io imports without Spark, and nothing in s3io imports spark_ext."""
+"""The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, and s3io's layers import
+only downwards (policy -> transport -> resilience -> s3 -> engine -> parquet -> dataset -> api)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,84 @@ def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_inst
     )
     assert result.returncode == 0, result.stderr
     assert "pip install 's3io[fsspec]'" in result.stdout
+
+
+# s3io's layers, bottom first (as the README's layout block lists them); a module imports s3io modules of its own
+# layer or below, never above. Keys are the first name below s3io (a package or a top-level module).
+S3IO_LAYERS = (
+    {"errors", "units", "settings", "policy", "metrics", "logs"},
+    {"transport"},
+    {"resilience"},
+    {"s3"},
+    {"engine"},
+    {"parquet"},
+    {"dataset"},
+    {"api", "sync", "urls", "listing", "fs", "cli", "__init__"},
+)
+
+
+def _layer_of(part: str) -> int:
+    for index, members in enumerate(S3IO_LAYERS):
+        if part in members:
+            return index
+    raise AssertionError(f"s3io/{part} belongs to no layer: add it to S3IO_LAYERS (and the README's layout)")
+
+
+def _runtime_imports(tree: ast.Module) -> list[str]:
+    """Modules imported at run time (imports under ``if TYPE_CHECKING:`` are only for type hints)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            skipped.update(id(child) for child in ast.walk(node))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "s3io":
+                names += [f"s3io.{alias.name}" for alias in node.names]
+            else:
+                names.append(node.module)
+    return names
+
+
+def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
+    offenders = []
+    for path in sorted((ROOT / "s3io").rglob("*.py")):
+        relative = path.relative_to(ROOT / "s3io")
+        own = _layer_of(relative.parts[0].removesuffix(".py"))
+        for name in _runtime_imports(ast.parse(path.read_text())):
+            parts = name.split(".")
+            if parts[0] != "s3io" or len(parts) < 2:
+                continue
+            target = (
+                parts[1]
+                if (ROOT / "s3io" / parts[1]).is_dir() or (ROOT / "s3io" / f"{parts[1]}.py").exists()
+                else "__init__"
+            )
+            if _layer_of(target) > own:
+                offenders.append(f"s3io/{relative}: imports {name}")
+    assert offenders == []
+
+
+READ_SIDE = """
+import sys
+import spark_ext.source.datasource, spark_ext.stream.reader
+heavy = [f"spark_ext.compact.{name}" for name in ("driver", "rewrite", "spark_executor", "job")]
+loaded = sorted(name for name in heavy if name in sys.modules)
+assert not loaded, f"a read imported the compaction job: {loaded}"
+assert "spark_ext.journal.visibility" in sys.modules
+import spark_ext, spark_ext.compact
+from spark_ext.compact import *  # every public name of the package resolves
+assert callable(spark_ext.compact) and spark_ext.compact.compact_prefix.__module__ == "spark_ext.compact.driver"
+assert spark_ext.compact.list_visible_files.__module__ == "spark_ext.journal.visibility"
+"""
+
+
+def test_a_read_imports_the_journal_but_not_the_compaction_job() -> None:
+    """The source and the stream read through spark_ext.journal; spark_ext.compact imports its names on first use,
+    so a read loads neither the compaction driver, the rewrite nor the Spark executor."""
+    result = subprocess.run([sys.executable, "-c", READ_SIDE], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr

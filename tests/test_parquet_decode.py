@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3io.errors import CorruptFile
+from s3io.parquet.chunks import chunk_range
 from s3io.parquet.decode import decode, present_columns
-from s3io.parquet.plan import chunk_range
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -20,7 +20,7 @@ import pytest
 from pyarrow import acero
 
 from s3io.errors import InvalidConfig
-from s3io.parquet.plan import select_row_groups
+from s3io.parquet.chunks import select_row_groups
 from s3io.parquet.predicates import OPS, row_group_may_match, to_expression, validate
 
 pytestmark = pytest.mark.timeout(120)

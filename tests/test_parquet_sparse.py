@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from s3io.parquet.chunks import chunk_ranges
 from s3io.parquet.decode import decode
 from s3io.parquet.footer import TAIL_BYTES, FooterNeedsMore, parse_footer, tail_range
-from s3io.parquet.plan import chunk_ranges
 from s3io.parquet.sparse import RangeNotFetched, SparseFile, open_source
 
 pytestmark = pytest.mark.timeout(60)

@@ -141,6 +141,21 @@ def test_unknown_option_lists_the_known_ones_and_suggests() -> None:
         assert name in message
 
 
+def test_policy_options_fall_back_to_s3io_variables_as_every_other_entry_point_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark reads resolve their policy as s3io.read_parquet, S3FileSystem, the CLIs and compaction do
+    (Policy.resolve): the options, over the driver's S3IO_* variables, over the defaults."""
+    monkeypatch.setenv("S3IO_STALL_TIMEOUT", "2s")
+    monkeypatch.setenv("S3IO_MAX_ATTEMPTS", "4")
+    assert _parse().policy == Policy(stall_timeout=2.0, max_attempts=4)
+    given = _parse(maxAttempts="7")
+    assert given.policy == Policy(stall_timeout=2.0, max_attempts=7) == Policy.resolve({"maxAttempts": "7"})
+    monkeypatch.setenv("S3IO_CONNECT_TIMEOUT", "3 parsecs")
+    with pytest.raises(InvalidConfig, match="S3IO_CONNECT_TIMEOUT"):
+        _parse()
+
+
 def test_known_options_cover_policy_and_engine_fields() -> None:
     lowered = {name.lower() for name in KNOWN_OPTIONS}
     assert {f.replace("_", "") for f in Policy.field_names() + EngineConfig.field_names()} <= lowered

@@ -27,3 +27,26 @@ def test_readme_block_runs(heading: str, s3_endpoint, s3_client) -> None:
     code = _python_block(heading).replace("http://127.0.0.1:9000", s3_endpoint.url)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _layout_block() -> dict[str, set[str]]:
+    """The README's layout block as {package path: the module names its lines list}."""
+    section = README.read_text().split("## Layout\n", 1)[1]
+    block = section.split("```\n", 2)[1]
+    listed: dict[str, set[str]] = {}
+    for line in block.splitlines():
+        names = line.split("#", 1)[0].split()
+        if names:
+            listed.setdefault(names[0], set()).update(names[1:])
+    return listed
+
+
+def test_the_layout_block_lists_every_package_and_module_of_the_tree() -> None:
+    root = README.parent
+    tree: dict[str, set[str]] = {}
+    for top in ("s3io", "spark_ext", "pyspark_s3parquet"):
+        for init in sorted((root / top).rglob("__init__.py")):
+            package = init.parent
+            modules = {p.stem for p in package.glob("*.py") if not p.stem.startswith("__")}
+            tree[f"{package.relative_to(root).as_posix()}/"] = modules
+    assert _layout_block() == tree

@@ -14,7 +14,7 @@ import sys
 import textwrap
 
 import pytest
-from spark_fixtures import put_parquet
+from support.spark_fixtures import put_parquet
 
 from spark_ext.session import LOCAL_CONF
 

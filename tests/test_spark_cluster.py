@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from spark_fixtures import put_parquet
 from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+from support.spark_fixtures import put_parquet
 
 pytestmark = pytest.mark.timeout(600)
 

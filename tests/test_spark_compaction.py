@@ -9,7 +9,7 @@ import sys
 
 import pyarrow as pa
 import pytest
-from spark_fixtures import put_parquet, spark_session  # noqa: F401  (the `spark` fixture)
+from support.spark_fixtures import put_parquet, spark_session  # noqa: F401  (the `spark` fixture)
 
 import spark_ext
 from spark_ext.compact import CompactionOptions

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from parity_cases import EXPECTED_READ_ERRORS, Case, Outcome, all_cases
-from spark_fixtures import spark_session  # noqa: F401
 from support.moto_server import boto3_client, empty_and_delete_bucket, unique_bucket_name
+from support.spark_fixtures import spark_session  # noqa: F401
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -30,16 +30,16 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
-from spark_fixtures import column_checksums, put_parquet
 from support.faultproxy import ErrorResponse, FaultRule
+from support.spark_fixtures import column_checksums, put_parquet
 
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, SchemaMismatch, Throttled
 from s3io.s3.types import ObjectInfo
 from spark_ext.planning.binpack import plan_partitions
 from spark_ext.source.datasource import S3ParquetDataSource, SessionDefaults, bound_to_session
+from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
-from spark_ext.source.planner import NoDataFiles, PathNotFound
-from spark_ext.source.reader import S3ParquetReader, S3ParquetScan
+from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader
 from spark_ext.source.types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 
 pytestmark = pytest.mark.timeout(120)
@@ -65,7 +65,7 @@ def _source(endpoint: str, path: str, *, pushdown: bool = False, **options: str)
     return source_class({"path": path, "endpoint": endpoint, **{k.lower(): v for k, v in options.items()}})
 
 
-def _read_all(reader: S3ParquetScan, partitions: list) -> pa.Table:
+def _read_all(reader: S3ParquetReader, partitions: list) -> pa.Table:
     batches = [batch for partition in partitions for batch in reader.read(partition)]
     return pa.Table.from_batches(batches) if batches else None
 
@@ -309,10 +309,10 @@ def test_data_filters_prune_row_groups_and_bytes_but_go_back_to_spark(s3_endpoin
 def test_pushdown_is_opt_in_and_the_default_reader_does_not_implement_push_filters(s3_endpoint, bucket, s3_client):
     put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 10))
     default = _source(s3_endpoint.url, f"s3://{bucket}/t/")
-    assert type(default.reader(default.schema())) is S3ParquetScan
-    assert S3ParquetScan.pushFilters is DataSourceReader.pushFilters  # so PySpark never calls it
+    assert type(default.reader(default.schema())) is S3ParquetReader
+    assert S3ParquetReader.pushFilters is DataSourceReader.pushFilters  # so PySpark never calls it
     pushing = _source(s3_endpoint.url, f"s3://{bucket}/t/", pushdown=True)
-    assert isinstance(pushing.reader(pushing.schema()), S3ParquetReader)
+    assert isinstance(pushing.reader(pushing.schema()), S3ParquetPushdownReader)
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -373,17 +373,21 @@ def test_task_metrics_are_logged_once_per_task(s3_endpoint, bucket, s3_client, c
             assert word in line
 
 
-def test_a_consumer_that_stops_early_cancels_the_task(s3_endpoint, bucket, s3_client):
+def test_a_consumer_that_stops_early_cancels_the_task(s3_endpoint, bucket, s3_client, caplog):
     put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 50_000), row_group_size=1_000)
     source = _source(s3_endpoint.url, f"s3://{bucket}/t/", openCostInBytes="4MiB")  # one partition, not split
     reader = source.reader(source.schema())
     (partition,) = reader.partitions()
     batches = reader.read(partition)
-    assert next(batches).num_rows > 0
-    batches.close()  # what happens when Spark stops consuming (a LIMIT): no thread, no loop left behind
+    with caplog.at_level(logging.INFO, logger="spark_ext"):
+        assert next(batches).num_rows > 0
+        batches.close()  # what happens when Spark stops consuming (a LIMIT): no thread, no loop left behind
     import threading
 
     assert not [t for t in threading.enumerate() if t.name.startswith("s3parquet-partition")]
+    lines = [r.getMessage() for r in caplog.records if r.name == "spark_ext.source"]
+    assert len([line for line in lines if line.startswith("s3parquet task stopped early")]) == 1, lines
+    assert not [line for line in lines if "task failed" in line or "task done" in line]
 
 
 # ------------------------------------------------------------------------------------------------ bad files
@@ -434,6 +438,22 @@ def test_a_file_that_keeps_failing_fails_the_task_naming_the_file_and_the_cause(
         _read_all(reader, partitions)
     message = str(caught.value)
     assert f"s3://{bucket}/t/b.parquet" in message and "attempts=3" in message and "SlowDown" in message
+
+
+def test_the_policy_of_a_read_comes_from_s3io_variables_where_no_option_sets_it(
+    bucket, s3_client, fault_proxy, monkeypatch
+):
+    """S3IO_* variables of the driver reach every task (the policy travels with the partitions)."""
+    put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 10))
+    monkeypatch.setenv("S3IO_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("S3IO_BACKOFF_BASE", "10ms")
+    monkeypatch.setenv("S3IO_BACKOFF_CAP", "50ms")
+    source = _source(fault_proxy.url, f"s3://{bucket}/t/")
+    reader = source.reader(source.schema())
+    partitions = reader.partitions()
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse.slow_down(), method="GET", path=r"/t/a\.parquet"))
+    with pytest.raises(Throttled, match="attempts=2"):
+        _read_all(reader, partitions)
 
 
 def test_merge_schema_unions_columns_across_files_and_merges_types_as_spark_does(s3_endpoint, bucket, s3_client):

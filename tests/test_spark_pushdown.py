@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from spark_fixtures import put_parquet, spark_session  # noqa: F401
+from support.spark_fixtures import put_parquet, spark_session  # noqa: F401
 
 import spark_ext
 from spark_ext.source.datasource import SessionDefaults, bound_to_session

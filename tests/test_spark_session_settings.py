@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.types import StringType, TimestampType
-from spark_fixtures import put_parquet, spark_session  # noqa: F401
+from support.spark_fixtures import put_parquet, spark_session  # noqa: F401
 
 import spark_ext
 from spark_ext.planning.hive import PartitionColumn, PartitionSpec

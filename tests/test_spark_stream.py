@@ -20,8 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
-from spark_fixtures import put_parquet, spark_session  # noqa: F401
 from support.faultproxy import CorruptBody, ErrorResponse, FaultRule, Latency, Stall
+from support.spark_fixtures import put_parquet, spark_session  # noqa: F401
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -33,7 +33,7 @@ from s3io import errors
 from s3io.dataset.batches import BatchFinisher
 from s3io.dataset.cache import Footer, FooterCache, KeptObjects
 from s3io.dataset.pieces import FilePiece
-from s3io.dataset.plan import (
+from s3io.dataset.read_units import (
     Predicates,
     UnitPlan,
     combined_schema,
@@ -52,6 +52,7 @@ from s3io.parquet.leaves import top_level_leaves
 from s3io.parquet.predicates import to_expression
 from s3io.parquet.schema import file_schema, unify_schemas
 from s3io.parquet.sparse import SparseFile
+from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 
 log = logging.getLogger("s3io.dataset")
@@ -663,4 +664,4 @@ class ParquetReader:
 
 def _key(obj: ObjectInfo) -> Hashable:
     """Cache key of one version of an object: its ETag when the listing gave one."""
-    return (obj.bucket, obj.key, obj.etag.strip('"') if obj.etag else None)
+    return (obj.bucket, obj.key, bare_etag(obj.etag) if obj.etag else None)

@@ -2,7 +2,7 @@
 
 from s3io.engine.budget import ByteBudget, Lease
 from s3io.engine.config import EngineConfig
-from s3io.engine.engine import UNKNOWN_SIZE, EngineStats, RangeEngine, Request
+from s3io.engine.engine import UNKNOWN_SIZE, EngineStats, RangeEngine, RangeSource, Request
 from s3io.engine.hedge import Hedger
 from s3io.engine.ranges import merge_ranges, slice_merged, split_range
 from s3io.engine.singleflight import SingleFlight
@@ -15,6 +15,7 @@ __all__ = [
     "Hedger",
     "Lease",
     "RangeEngine",
+    "RangeSource",
     "Request",
     "SingleFlight",
     "merge_ranges",

@@ -22,19 +22,26 @@ Defaults, and the anchors they come from:
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from s3io.errors import InvalidConfig
+from s3io.settings import Settings
+from s3io.settings import option_name as _option
 from s3io.units import parse_bool, parse_int, parse_optional_duration, parse_size
 
 MiB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Concurrency, memory, coalescing, splitting and hedging of the range engine; never mutated (use ``replace``)."""
+class EngineConfig(Settings):
+    """Concurrency, memory, coalescing, splitting and hedging of the range engine; never mutated (use ``replace``).
+
+    Built from keywords, ``from_mapping({"maxConcurrency": "16"})`` or ``resolve(value)`` (see s3io.settings);
+    not read from the environment.
+    """
+
+    KIND: ClassVar[str] = "engine"
 
     max_concurrency: int = 32
     memory_budget: int = 256 * MiB
@@ -68,32 +75,9 @@ class EngineConfig:
         """Bytes one stream may hold ahead of its consumer: ``stream_window`` or a quarter of the budget."""
         return self.stream_window if self.stream_window is not None else max(1, self.memory_budget // 4)
 
-    def replace(self, **changes: object) -> EngineConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
     @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, object], base: EngineConfig | None = None) -> EngineConfig:
-        """Build from strings such as ``{"maxConcurrency": "16", "part_size": "16MiB", "hedgeDelay": "200ms"}``.
-
-        Keys may be snake_case or camelCase in any letter case; unknown keys raise InvalidConfig naming the known.
-        """
-        base = base or cls()
-        changes: dict[str, object] = {}
-        for raw_key, raw_value in values.items():
-            name = _FIELD_BY_LOOSE_NAME.get(_loose(raw_key))
-            if name is None:
-                known = ", ".join(_option(n) for n in cls.field_names())
-                raise InvalidConfig(f"unknown engine option {raw_key!r}; known options: {known}")
-            changes[name] = _parse_field(name, raw_value, label=raw_key)
-        return base.replace(**changes) if changes else base
-
-    def describe(self) -> str:
-        return ", ".join(f"{_option(f)}={getattr(self, f)!r}" for f in self.field_names())
+    def parse_option(cls, name: str, value: object, *, label: str) -> object:
+        return _parse_field(name, value, label=label)
 
 
 _SIZE_FIELDS = {"memory_budget", "coalesce_gap", "part_size", "whole_object_threshold", "cache_bytes"}
@@ -116,16 +100,3 @@ def _parse_field(name: str, value: object, *, label: str) -> object:
         return float(str(value).strip())
     except ValueError:
         raise InvalidConfig(f"{label}: expected a number in [0, 1] such as 0.05, got {value!r}") from None
-
-
-def _loose(key: str) -> str:
-    return key.replace("_", "").replace("-", "").lower()
-
-
-def _option(name: str) -> str:
-    """camelCase spelling of a field, as options and error messages use it."""
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-_FIELD_BY_LOOSE_NAME = {_loose(name): name for name in EngineConfig.field_names()}

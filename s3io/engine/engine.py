@@ -2,7 +2,7 @@
 concurrency limit, a memory budget, single-flight deduplication, hedging, and one task per streamed request.
 
 Composition of one GET, outermost first: byte budget (reserved per call before any GET) → single-flight
-(identical GETs in flight are shared) → concurrency slot → hedge → ``S3Client.get_object`` (deadlines,
+(identical GETs in flight are shared) → concurrency slot → hedge → ``S3Client.get_range`` (deadlines,
 retries, ETag-pinned resume).
 
 Version safety: every GET of one read is pinned with If-Match to ``obj.etag`` when known; otherwise to the
@@ -18,7 +18,7 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
@@ -27,11 +27,14 @@ from s3io.engine.hedge import Hedger
 from s3io.engine.ranges import Range, check_range, merge_ranges, slice_merged, split_range
 from s3io.engine.singleflight import SingleFlight
 from s3io.engine.tasks import gather_all
-from s3io.s3.client import S3Client
+from s3io.metrics import Metrics, MetricsSnapshot
+from s3io.s3.etags import same_etag
+from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.types import GetResult, ObjectInfo
 
 UNKNOWN_SIZE = -1  # ObjectInfo.size of an object whose size is not known (e.g. built from a path alone)
 MAX_LEARNED_PINS = 4096
+WHOLE_OBJECT = GetRange.whole()
 
 Result = bytes | list[bytes]
 
@@ -111,7 +114,7 @@ class _Identity:
         if result.etag is not None:
             if self.etag is None:
                 self.etag = result.etag
-            elif result.etag.strip('"') != self.etag.strip('"'):
+            elif not same_etag(result.etag, self.etag):
                 raise errors.ObjectChanged(
                     f"object changed between GETs of one read (ETag {result.etag}, expected {self.etag})",
                     bucket=self.obj.bucket,
@@ -164,10 +167,21 @@ class _StreamState:
         return tasks
 
 
+class RangeSource(Protocol):
+    """What the engine (and the dataset reader above it) needs of a client: ranged GETs, the metrics they are
+    counted in, a snapshot of them. S3Client is one; a test may hand the engine any other."""
+
+    metrics: Metrics
+
+    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult: ...
+
+    def stats(self) -> MetricsSnapshot: ...
+
+
 class RangeEngine:
     """Range reads of S3 objects for the parquet layer; one event loop (like its S3Client)."""
 
-    def __init__(self, client: S3Client, config: EngineConfig | None = None) -> None:
+    def __init__(self, client: RangeSource, config: EngineConfig | None = None) -> None:
         self.client = client
         self.config = config if config is not None else EngineConfig()
         self.budget = ByteBudget(self.config.memory_budget)
@@ -365,7 +379,7 @@ class RangeEngine:
     async def _read_unknown_size(self, obj: ObjectInfo, identity: _Identity, lease: Lease) -> bytes:
         """First part learns the size from Content-Range; the rest follow in parallel, pinned to its ETag."""
         part_size = self.config.part_size
-        first = await self._get_or_whole(obj, 0, part_size, identity)
+        first = await self._get_or_whole(obj, GetRange.bounded(0, part_size), identity)
         size = identity.size if identity.size is not None else len(first.data)
         if size <= part_size:
             await lease.resize(len(first.data))
@@ -377,7 +391,7 @@ class RangeEngine:
     async def _read_tail(self, obj: ObjectInfo, n: int, lease: Lease) -> tuple[bytes, int]:
         self._counters.calls += 1
         identity = self._identity(obj)
-        result = await self._get_or_whole(obj, -n, None, identity)
+        result = await self._get_or_whole(obj, GetRange.suffix(n), identity)
         size = identity.size if identity.size is not None else len(result.data)
         data = result.data
         if len(data) > n:
@@ -394,7 +408,7 @@ class RangeEngine:
 
     async def _read_whole(self, obj: ObjectInfo, identity: _Identity) -> bytes:
         """One GET without a Range header; the size must match the one we were told (if any)."""
-        result = await self._get(obj, None, None, identity, exact=False)
+        result = await self._get(obj, WHOLE_OBJECT, identity, exact=False)
         if identity.size is not None and len(result.data) != identity.size:
             raise errors.Truncated(
                 f"GET returned {len(result.data)} bytes of a {identity.size}-byte object",
@@ -406,29 +420,29 @@ class RangeEngine:
     async def _read_span(self, obj: ObjectInfo, start: int, end: int, identity: _Identity) -> bytes:
         """``[start, end)`` as part_size parts fetched concurrently and joined in offset order."""
         parts = split_range(start, end, self.config.part_size)
-        results = await gather_all([self._get(obj, s, e, identity) for s, e in parts])
+        results = await gather_all([self._get(obj, GetRange.bounded(s, e), identity) for s, e in parts])
         if len(results) == 1:
             return results[0].data
         return b"".join(result.data for result in results)
 
-    async def _get_or_whole(self, obj: ObjectInfo, start: int, end: int | None, identity: _Identity) -> GetResult:
+    async def _get_or_whole(self, obj: ObjectInfo, want: GetRange, identity: _Identity) -> GetResult:
         """A GET whose range may not fit the object; S3 answers 416 for any range of an empty object."""
         try:
-            return await self._get(obj, start, end, identity, exact=False)
+            return await self._get(obj, want, identity, exact=False)
         except errors.RequestError as exc:
             if exc.status != 416:
                 raise
-        return await self._get(obj, None, None, identity, exact=False)
+        return await self._get(obj, WHOLE_OBJECT, identity, exact=False)
 
-    async def _get(
-        self, obj: ObjectInfo, start: int | None, end: int | None, identity: _Identity, *, exact: bool = True
-    ) -> GetResult:
+    async def _get(self, obj: ObjectInfo, want: GetRange, identity: _Identity, *, exact: bool = True) -> GetResult:
         """One GET through single-flight, pinned to the read's ETag; checked against the read's identity."""
         pin = identity.etag
-        key = (obj.bucket, obj.key, pin, start, end)
-        result = await self._flights.get(key, lambda: self._issue(obj, start, end, identity), cache=pin is not None)
+        key = (obj.bucket, obj.key, pin, want)
+        result = await self._flights.get(key, lambda: self._issue(obj, want, identity), cache=pin is not None)
         identity.verify(result)
-        if exact and start is not None and end is not None and len(result.data) != end - start:
+        if exact and want.kind == BOUNDED and len(result.data) != want.expected_length:
+            start, end = want.start, want.end
+            assert end is not None
             size = identity.size
             if size is not None and end > size:
                 raise errors.InvalidConfig(
@@ -441,24 +455,19 @@ class RangeEngine:
             )
         return result
 
-    async def _issue(self, obj: ObjectInfo, start: int | None, end: int | None, identity: _Identity) -> GetResult:
-        """The GET itself: a concurrency slot, then the hedger around S3Client.get_object.
+    async def _issue(self, obj: ObjectInfo, want: GetRange, identity: _Identity) -> GetResult:
+        """The GET itself: a concurrency slot, then the hedger around S3Client.get_range.
 
         The pin is read once the slot is ours: a part that waited for a slot is pinned to the ETag of any
         part of the same read that answered meanwhile.
         """
-        if start is not None and start < 0:
-            size: int | None = -start
-        elif start is not None and end is not None:
-            size = end - start
-        else:
+        size = want.expected_length
+        if size is None and want.kind == WHOLE:
             size = obj.size if obj.size >= 0 else None
         async with self._slots:
             pin = identity.etag
             self._counters.gets += 1
-            result = await self.hedger.run(
-                lambda: self.client.get_object(obj.bucket, obj.key, start, end, if_match=pin), size
-            )
+            result = await self.hedger.run(lambda: self.client.get_range(obj.bucket, obj.key, want, if_match=pin), size)
             identity.verify(result)
         self._counters.bytes_fetched += len(result.data)
         return result

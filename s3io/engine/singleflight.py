@@ -43,7 +43,6 @@ class SingleFlight(Generic[K, V]):
         self._cache: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._cached_bytes = 0
         self._orphans: set[asyncio.Task[V]] = set()
-        self.fetches = 0
         self.joins = 0
         self.hits = 0
 
@@ -101,7 +100,6 @@ class SingleFlight(Generic[K, V]):
         task = asyncio.get_running_loop().create_task(run())
         flight = _Flight(task, cache)
         self._flights[key] = flight
-        self.fetches += 1
         task.add_done_callback(lambda done: self._finished(key, flight, done))
         return flight
 

@@ -2,22 +2,25 @@
 
 asyncio.gather leaves the siblings of a failed task running (still holding connections and budget);
 TaskGroup wraps errors in an ExceptionGroup. Callers here want the first error itself, after cleanup.
+The one helper for this in the project: the engine, the dataset reader, the API, the filesystem and the
+compaction all use it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
 
 
-async def gather_all(awaitables: Sequence[Awaitable[T]]) -> list[T]:
+async def gather_all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
     """Results in input order; on the first failure (or our cancellation) cancel and await the others, then raise."""
-    if len(awaitables) == 1:
-        return [await awaitables[0]]
-    tasks = [asyncio.ensure_future(aw) for aw in awaitables]
+    pending = awaitables if isinstance(awaitables, list) else list(awaitables)
+    if len(pending) <= 1:
+        return [await pending[0]] if pending else []
+    tasks = [asyncio.ensure_future(aw) for aw in pending]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in tasks:

@@ -11,30 +11,31 @@ import asyncio
 import base64
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
 from multidict import CIMultiDictProxy
 
 from s3io import errors
-from s3io.attempt import AttemptRunner
-from s3io.deadline import Watchdog
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
-from s3io.retryable import error_for_status
+from s3io.resilience.attempt import AttemptRunner
+from s3io.resilience.deadline import Watchdog
+from s3io.resilience.retryable import error_for_status
 from s3io.s3 import xml
-from s3io.s3.etags import multipart_etag, same_etag
+from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.multipart import MultipartWriter
 from s3io.s3.range_read import RangeRead
 from s3io.s3.redirect import bucket_region, regional_endpoint
+from s3io.s3.request import S3Request
 from s3io.s3.types import DeleteError, DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import Endpoint, resolve_endpoint
-from s3io.transport.exchange import Response, exchange
-from s3io.transport.session import HttpSession, make_session
+from s3io.transport.exchange import Response
 from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_query
+from s3io.transport.transport import AiohttpTransport, HttpRequest, Transport
 
 DELETE_BATCH = 1000
 log = logging.getLogger("s3io")
@@ -51,17 +52,19 @@ class S3Client:
         region: str | None = None,
         credentials: Credentials | str | None = None,
         addressing: str = "auto",
+        transport: Transport | None = None,
     ) -> None:
+        """``transport``: how requests reach the wire (default: aiohttp's pool, ``AiohttpTransport``); a
+        ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
         self.policy = policy if policy is not None else Policy.from_env()
         self.endpoint = resolve_endpoint(endpoint_url, region, addressing)
         self.metrics = Metrics()
         self._credentials = CredentialProvider(credentials, self.endpoint.region)
         refresh = self._credentials.refresh if self._credentials.refreshable else None  # else a retry changes nothing
         self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=refresh)
-        self._session: HttpSession | None = None
+        self._transport: Transport = transport if transport is not None else AiohttpTransport(self.policy)
         self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
         self._regional_signers: dict[tuple[Signer, str], Signer] = {}
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"S3Client(endpoint={self.endpoint.scheme}://{self.endpoint.host}, {self._credentials!r})"
@@ -74,17 +77,11 @@ class S3Client:
 
     async def close(self) -> None:
         """Close the connections; the client cannot be used afterwards (in-flight operations fail)."""
-        self._closed = True
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._transport.close()
 
     def abort(self) -> None:
         """Close the connections synchronously, from any thread, e.g. when the client's event loop has stopped."""
-        self._closed = True
-        session, self._session = self._session, None
-        if session is not None:
-            session.abort()
+        self._transport.abort()
 
     def stats(self) -> MetricsSnapshot:
         """Counters so far: requests by (operation, status), retries by reason, timeouts by phase, bytes."""
@@ -92,34 +89,14 @@ class S3Client:
 
     # ----------------------------------------------------------------- plumbing
 
-    def _http(self) -> HttpSession:
-        if self._session is None:
-            if self._closed:
-                raise RuntimeError("this S3Client is closed; create a new one")
-            self._session = make_session(self.policy)
-        return self._session
-
-    async def _send(
-        self,
-        watchdog: Watchdog,
-        operation: str,
-        method: str,
-        bucket: str,
-        key: str = "",
-        *,
-        query: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-        body: bytes | None = None,
-        on_headers: Callable[[int, CIMultiDictProxy[str]], None] | None = None,
-        on_chunk: Callable[[bytes], None] | None = None,
-        error_in_200: bool = False,
-        redirected: bool = False,
-    ) -> Response:
+    async def _send(self, watchdog: Watchdog, request: S3Request, *, redirected: bool = False) -> Response:
+        """Address, sign and send one request; an error answer raises its typed error. A wrong-region answer is
+        learnt and the request sent again (once), signed for the bucket's region."""
+        bucket, key, method, body = request.bucket, request.key, request.method, request.body
         endpoint = self._bucket_endpoints.get(bucket, self.endpoint) if self._bucket_endpoints else self.endpoint
         host, path = endpoint.target(bucket, key)
-        qs = canonical_query(query) if query else ""
-        unsigned = {} if headers is None else headers
-        headers = dict(unsigned)  # signing adds to this copy; a redirect re-signs the caller's headers afresh
+        qs = canonical_query(request.query) if request.query else ""
+        headers = {} if request.headers is None else dict(request.headers)  # signed: never the caller's dict
         headers["host"] = host
         signer = self._credentials.ready_signer() or await self._credentials.signer()
         if signer is not None:
@@ -130,47 +107,32 @@ class S3Client:
         elif body:
             headers["x-amz-content-sha256"] = UNSIGNED_PAYLOAD
         status: int | str = "error"
+        wire = HttpRequest(
+            method,
+            endpoint.scheme,
+            host,
+            f"{path}?{qs}" if qs else path,
+            headers,
+            body,
+            request.on_headers,
+            request.on_chunk,
+        )
         try:
-            response = await exchange(
-                self._session or self._http(),
-                watchdog,
-                self.policy,
-                method,
-                endpoint.scheme,
-                host,
-                f"{path}?{qs}" if qs else path,
-                headers,
-                body,
-                on_headers=on_headers,
-                on_chunk=on_chunk,
-            )
+            response = await self._transport.send(wire, watchdog)
             status = response.status
         except asyncio.CancelledError:
             status = "cancelled"
             raise
         finally:
-            self.metrics.request(operation, status, watchdog.elapsed())
+            self.metrics.request(request.operation, status, watchdog.elapsed())
             if body:
                 self.metrics.bytes_out += len(body)
         self.metrics.bytes_in += response.received
-        if response.status >= 300 or (error_in_200 and response.body):
+        if response.status >= 300 or (request.error_in_200 and response.body):
             region = bucket_region(response.status, response.headers, response.body) if bucket else None
             if region is not None and region != endpoint.region and not redirected:
                 self._learn_region(bucket, region)
-                return await self._send(
-                    watchdog,
-                    operation,
-                    method,
-                    bucket,
-                    key,
-                    query=query,
-                    headers=unsigned,
-                    body=body,
-                    on_headers=on_headers,
-                    on_chunk=on_chunk,
-                    error_in_200=error_in_200,
-                    redirected=True,
-                )
+                return await self._send(watchdog, request, redirected=True)
             code, message = xml.error_fields(response.body)
             if response.status >= 300 or code is not None:
                 if region is not None:
@@ -221,17 +183,28 @@ class S3Client:
     ) -> GetResult:
         """Bytes ``[start, end)`` of an object (whole object when both are None; ``start=-n``: the last n bytes).
 
-        Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
-        object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
+        The offsets are ``GetRange.from_offsets``'s; ``get_range`` takes the range as a value. Resumes a broken
+        body from the last byte received, pinned to the ETag; raises ObjectChanged if the object was replaced,
+        Truncated/DeadlineExceeded/... after the policy's retries.
         """
-        _check_key(bucket, key)
-        _check_etag(bucket, key, if_match)
         if start is None and end is not None:
             start = 0
         try:
             want = GetRange.from_offsets(start, end)
         except ValueError as exc:
+            _check_key(bucket, key)
+            _check_etag(bucket, key, if_match)
             raise errors.InvalidConfig(f"range: {exc}", bucket=bucket, key=key) from None
+        return await self.get_range(bucket, key, want, if_match=if_match)
+
+    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult:
+        """The bytes of an object that ``want`` selects (whole, bounded, from an offset, or the last n bytes).
+
+        Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
+        object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
+        """
+        _check_key(bucket, key)
+        _check_etag(bucket, key, if_match)
         if want.kind == BOUNDED and want.end == want.start:
             return GetResult(b"", if_match, None, want.start)
         read = RangeRead(bucket, key, want, if_match)
@@ -245,7 +218,10 @@ class S3Client:
                 headers["if-match"] = read.etag
             try:
                 await self._send(
-                    watchdog, "get", "GET", bucket, key, headers=headers, on_headers=read.on_headers, on_chunk=read.add
+                    watchdog,
+                    S3Request(
+                        "get", "GET", bucket, key, headers=headers, on_headers=read.on_headers, on_chunk=read.add
+                    ),
                 )
             except errors.PreconditionFailed as exc:
                 raise errors.ObjectChanged(
@@ -263,7 +239,7 @@ class S3Client:
         headers = {"if-match": if_match} if if_match is not None else {}
 
         async def attempt(watchdog: Watchdog) -> ObjectInfo:
-            response = await self._send(watchdog, "head", "HEAD", bucket, key, headers=dict(headers))
+            response = await self._send(watchdog, S3Request("head", "HEAD", bucket, key, headers=dict(headers)))
             return _info_from_headers(bucket, key, response.headers)
 
         return await self._runner.run("head", bucket, key, attempt)
@@ -293,7 +269,7 @@ class S3Client:
             query["start-after"] = start_after
 
         async def attempt(watchdog: Watchdog) -> tuple[list[ObjectInfo], list[str], str | None]:
-            response = await self._send(watchdog, "list", "GET", bucket, query=query)
+            response = await self._send(watchdog, S3Request("list", "GET", bucket, query=query))
             return xml.parse_list_page(bucket, response.body)
 
         return await self._runner.run("list", bucket, prefix, attempt)
@@ -351,7 +327,7 @@ class S3Client:
             async def attempt(
                 watchdog: Watchdog, query: dict[str, str] = query
             ) -> tuple[list[MultipartUpload], tuple[str, str] | None]:
-                response = await self._send(watchdog, "list_uploads", "GET", bucket, query=query)
+                response = await self._send(watchdog, S3Request("list_uploads", "GET", bucket, query=query))
                 return xml.parse_uploads_page(bucket, response.body)
 
             uploads, next_markers = await self._runner.run("list_uploads", bucket, prefix, attempt)
@@ -386,7 +362,9 @@ class S3Client:
             headers["content-type"] = content_type
 
         async def attempt(watchdog: Watchdog) -> PutResult:
-            response = await self._send(watchdog, "put", "PUT", bucket, key, headers=dict(headers), body=data)
+            response = await self._send(
+                watchdog, S3Request("put", "PUT", bucket, key, headers=dict(headers), body=data)
+            )
             return PutResult(response.headers.get("ETag"))
 
         return await self._runner.run("put", bucket, key, attempt)
@@ -397,7 +375,8 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> str:
             response = await self._send(
-                watchdog, "create_multipart", "POST", bucket, key, query={"uploads": ""}, headers=dict(headers)
+                watchdog,
+                S3Request("create_multipart", "POST", bucket, key, query={"uploads": ""}, headers=dict(headers)),
             )
             upload_id = xml.parse(response.body, "CreateMultipartUpload answer").findtext("UploadId")
             if not upload_id:
@@ -414,7 +393,8 @@ class S3Client:
         async def attempt(watchdog: Watchdog) -> str:
             headers = {"content-md5": _md5(data)}
             response = await self._send(
-                watchdog, "upload_part", "PUT", bucket, key, query=query, headers=headers, body=data
+                watchdog,
+                S3Request("upload_part", "PUT", bucket, key, query=query, headers=headers, body=data),
             )
             etag = response.headers.get("ETag")
             if not etag:
@@ -442,13 +422,15 @@ class S3Client:
             try:
                 response = await self._send(
                     watchdog,
-                    "complete_multipart",
-                    "POST",
-                    bucket,
-                    key,
-                    query={"uploadId": upload_id},
-                    body=body,
-                    error_in_200=True,
+                    S3Request(
+                        "complete_multipart",
+                        "POST",
+                        bucket,
+                        key,
+                        query={"uploadId": upload_id},
+                        body=body,
+                        error_in_200=True,
+                    ),
                 )
             except errors.NotFound as exc:
                 if tries == 1 or exc.code != "NoSuchUpload":
@@ -485,7 +467,9 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> None:
             try:
-                await self._send(watchdog, "abort_multipart", "DELETE", bucket, key, query={"uploadId": upload_id})
+                await self._send(
+                    watchdog, S3Request("abort_multipart", "DELETE", bucket, key, query={"uploadId": upload_id})
+                )
             except errors.NotFound:
                 return
 
@@ -503,7 +487,7 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> None:
             try:
-                await self._send(watchdog, "create_bucket", "PUT", bucket, body=body)
+                await self._send(watchdog, S3Request("create_bucket", "PUT", bucket, body=body))
             except errors.RequestError as exc:
                 if exc.code != "BucketAlreadyOwnedByYou":
                     raise
@@ -532,7 +516,7 @@ class S3Client:
         headers = {"if-match": if_match} if if_match is not None else {}
 
         async def attempt(watchdog: Watchdog) -> None:
-            await self._send(watchdog, "delete", "DELETE", bucket, key, headers=dict(headers))
+            await self._send(watchdog, S3Request("delete", "DELETE", bucket, key, headers=dict(headers)))
 
         await self._runner.run("delete", bucket, key, attempt)
 
@@ -565,12 +549,14 @@ class S3Client:
             async def attempt(watchdog: Watchdog, body: bytes = body) -> tuple[list[str], list[DeleteError]]:
                 response = await self._send(
                     watchdog,
-                    "delete_many",
-                    "POST",
-                    bucket,
-                    query={"delete": ""},
-                    headers={"content-md5": _md5(body)},
-                    body=body,
+                    S3Request(
+                        "delete_many",
+                        "POST",
+                        bucket,
+                        query={"delete": ""},
+                        headers={"content-md5": _md5(body)},
+                        body=body,
+                    ),
                 )
                 return xml.parse_delete_result(response.body)
 
@@ -592,7 +578,8 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> PutResult:
             response = await self._send(
-                watchdog, "copy", "PUT", dst_bucket, dst_key, headers=dict(headers), error_in_200=True
+                watchdog,
+                S3Request("copy", "PUT", dst_bucket, dst_key, headers=dict(headers), error_in_200=True),
             )
             return PutResult(xml.parse(response.body, "CopyObject answer").findtext("ETag"))
 
@@ -624,7 +611,7 @@ class _PageMarkers:
 
 def _check_etag(bucket: str, key: str, etag: str | None, what: str = "if_match") -> None:
     """A condition with an empty ETag would be sent as no condition at all: refuse it."""
-    if etag is not None and not etag.strip('"'):
+    if etag is not None and not bare_etag(etag):
         raise errors.InvalidConfig(
             f"{what}: an empty ETag would make this request unconditional; pass the object's ETag or None",
             bucket=bucket,

@@ -25,6 +25,40 @@ class GetRange:
     length: int = 0
 
     @classmethod
+    def whole(cls) -> GetRange:
+        """The whole object (no Range header)."""
+        return cls(WHOLE)
+
+    @classmethod
+    def bounded(cls, start: int, end: int) -> GetRange:
+        """Bytes ``[start, end)``."""
+        if start < 0 or end < start:
+            raise ValueError(f"a bounded range needs 0 <= start <= end, got [{start}, {end})")
+        return cls(BOUNDED, start, end)
+
+    @classmethod
+    def starting_at(cls, start: int) -> GetRange:
+        """Bytes from ``start`` to the object's end (the whole object when ``start`` is 0)."""
+        if start < 0:
+            raise ValueError(f"a range cannot start before byte 0, got {start}")
+        return cls(WHOLE) if start == 0 else cls(FROM, start)
+
+    @classmethod
+    def suffix(cls, length: int) -> GetRange:
+        """The last ``length`` bytes."""
+        if length < 1:
+            raise ValueError(f"a suffix range needs a length >= 1 (bytes=-0 asks for nothing), got {length}")
+        return cls(SUFFIX, length=length)
+
+    @property
+    def expected_length(self) -> int | None:
+        """How many bytes the answer holds at most, when the range alone says (bounded and suffix ranges)."""
+        if self.kind == BOUNDED:
+            assert self.end is not None
+            return self.end - self.start
+        return self.length if self.kind == SUFFIX else None
+
+    @classmethod
     def from_offsets(cls, start: int | None, end: int | None) -> GetRange:
         """The legacy pair: (None, None) whole; (a, b) bounded; (a, None) from a; (-n, None) the last n bytes."""
         if start is None and end is None:

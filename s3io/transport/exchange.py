@@ -17,14 +17,17 @@ import platform
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 import aiohttp
 from multidict import CIMultiDictProxy
 
-from s3io.deadline import Watchdog
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.transport.session import HttpSession
+
+if TYPE_CHECKING:  # the transport sits below the resilience layer: it is handed a watchdog, never imports one
+    from s3io.resilience.deadline import Watchdog
 
 # Sending a request body happens before the first byte of the answer; allow it this floor rate on top of
 # the first-byte timeout, so a large part on a slow link is not mistaken for a silent server.
@@ -88,6 +91,18 @@ def request_head(method: str, target: str, headers: dict[str, str], body_length:
     return head.encode("utf-8")
 
 
+def start_first_byte_phase(watchdog: Watchdog, policy: Policy, body: bytes | None) -> None:
+    """Arm the phase from sending the request to the answer's headers: connect + first byte, plus time to send the
+    body at ``UPLOAD_FLOOR_BYTES_PER_SECOND``; past the headers the stall phase takes over (``start_stall_watch``).
+    Every transport arms it this way."""
+    upload_allowance = len(body) / UPLOAD_FLOOR_BYTES_PER_SECOND if body else 0.0
+    watchdog.start_phase(
+        "first_byte",
+        policy.connect_timeout + policy.first_byte_timeout + upload_allowance,
+        then_stall=policy.stall_timeout,
+    )
+
+
 async def exchange(
     session: HttpSession,
     watchdog: Watchdog,
@@ -107,12 +122,7 @@ async def exchange(
     otherwise it is returned whole, up to ``XML_BODY_LIMIT`` (``ERROR_BODY_LIMIT`` for an error)."""
     body_length = len(body) if body else (0 if method in _LENGTH_REQUIRED else None)
     head = request_head(method, target, headers, body_length)
-    upload_allowance = len(body) / UPLOAD_FLOOR_BYTES_PER_SECOND if body else 0.0
-    watchdog.start_phase(
-        "first_byte",
-        policy.connect_timeout + policy.first_byte_timeout + upload_allowance,
-        then_stall=policy.stall_timeout,
-    )
+    start_first_byte_phase(watchdog, policy, body)
     connection = await session.connect(scheme, host)
     for _ in range(MAX_STALE_CONNECTIONS):
         if connection.protocol is None or not connection.protocol.should_close:

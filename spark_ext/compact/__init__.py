@@ -1,112 +1,93 @@
 """Compaction of small parquet files under an S3 prefix, with a journaled commit protocol (see PROTOCOL.md).
 
 Blocking API: ``spark_ext.compact(spark, "s3://bucket/prefix/", target_file_size=..., ...)`` (this package is
-callable; the same function is ``spark_ext.compact.run``). Command line: ``python -m spark_ext.compact``.
+callable: it calls ``spark_ext.compact.job.compact``). Command line: ``python -m spark_ext.compact``.
 
 Driver side: ``compact_prefix`` (the whole job), ``recover_prefix`` (``--recover``), ``plan_compaction`` (pure).
 Worker side: ``rewrite_group`` / ``execute_group_task`` (one group, e.g. inside a Spark task).
-Reader side: ``read_journal_before`` + list + ``resolve_visible_files`` (apply the journal to a listing), or
-``list_visible_files`` (all three).
+Reader side (spark_ext.journal, re-exported here): ``read_journal_before`` + list + ``resolve_visible_files``
+(apply the journal to a listing), or ``list_visible_files`` (all three).
+
+The names below are imported on first use, so importing one module of this package (as the readers and the stream
+do) does not import the driver, the rewrite and the Spark executor.
 """
 
+from __future__ import annotations
+
+import importlib
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spark_ext.compact.checksum import TableChecksum, table_checksum
-from spark_ext.compact.crash import CrashPoint
-from spark_ext.compact.driver import Progress, compact_prefix, recover_prefix
-from spark_ext.compact.errors import (
-    CompactionError,
-    ConditionalWritesUnsupported,
-    InputChanged,
-    LockHeld,
-    LockLost,
-    MissingETag,
-    VerificationFailed,
-)
-from spark_ext.compact.facts import fetch_file_facts
-from spark_ext.compact.job import compact as run
-from spark_ext.compact.journal import JournalEntry, ObjectRef, read_journal
-from spark_ext.compact.lock import CompactionLock
-from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.plan import CompactionGroup, CompactionPlan, FileFacts, plan_compaction
-from spark_ext.compact.progress_bar import ProgressBar
-from spark_ext.compact.recover import RecoveryReport, recover
-from spark_ext.compact.report import CompactionReport, GroupReport
-from spark_ext.compact.rewrite import (
-    ExecuteGroups,
-    GroupOutput,
-    GroupResult,
-    GroupTask,
-    RewriteSettings,
-    execute_group_task,
-    in_process_executor,
-    rewrite_group,
-    run_group_task,
-)
-from spark_ext.compact.visibility import (
-    JournalSnapshot,
-    apply_journal,
-    list_visible_files,
-    logical_key,
-    read_journal_before,
-    resolve_visible_files,
-)
+_SOURCES = {  # public name -> the module that defines it
+    "TableChecksum": "spark_ext.compact.checksum",
+    "table_checksum": "spark_ext.compact.checksum",
+    "CrashPoint": "spark_ext.compact.crash",
+    "Progress": "spark_ext.compact.driver",
+    "compact_prefix": "spark_ext.compact.driver",
+    "recover_prefix": "spark_ext.compact.driver",
+    "CompactionError": "spark_ext.compact.errors",
+    "ConditionalWritesUnsupported": "spark_ext.compact.errors",
+    "InputChanged": "spark_ext.compact.errors",
+    "LockHeld": "spark_ext.compact.errors",
+    "LockLost": "spark_ext.compact.errors",
+    "MissingETag": "spark_ext.compact.errors",
+    "VerificationFailed": "spark_ext.compact.errors",
+    "fetch_file_facts": "spark_ext.compact.facts",
+    "CompactionLock": "spark_ext.compact.lock",
+    "CompactionOptions": "spark_ext.compact.options",
+    "CompactionGroup": "spark_ext.compact.grouping",
+    "CompactionPlan": "spark_ext.compact.grouping",
+    "FileFacts": "spark_ext.compact.grouping",
+    "plan_compaction": "spark_ext.compact.grouping",
+    "ProgressBar": "spark_ext.compact.progress_bar",
+    "RecoveryReport": "spark_ext.compact.recover",
+    "recover": "spark_ext.compact.recover",
+    "CompactionReport": "spark_ext.compact.report",
+    "GroupReport": "spark_ext.compact.report",
+    "ExecuteGroups": "spark_ext.compact.rewrite",
+    "GroupOutput": "spark_ext.compact.rewrite",
+    "GroupResult": "spark_ext.compact.rewrite",
+    "GroupTask": "spark_ext.compact.rewrite",
+    "RewriteSettings": "spark_ext.compact.rewrite",
+    "execute_group_task": "spark_ext.compact.rewrite",
+    "in_process_executor": "spark_ext.compact.rewrite",
+    "rewrite_group": "spark_ext.compact.rewrite",
+    "run_group_task": "spark_ext.compact.rewrite",
+    "JournalEntry": "spark_ext.journal.entries",
+    "ObjectRef": "spark_ext.journal.entries",
+    "read_journal": "spark_ext.journal.entries",
+    "logical_key": "spark_ext.journal.layout",
+    "JournalSnapshot": "spark_ext.journal.visibility",
+    "apply_journal": "spark_ext.journal.visibility",
+    "list_visible_files": "spark_ext.journal.visibility",
+    "read_journal_before": "spark_ext.journal.visibility",
+    "resolve_visible_files": "spark_ext.journal.visibility",
+}
 
-__all__ = [
-    "CompactionError",
-    "CompactionGroup",
-    "CompactionLock",
-    "CompactionOptions",
-    "CompactionPlan",
-    "CompactionReport",
-    "ConditionalWritesUnsupported",
-    "CrashPoint",
-    "ExecuteGroups",
-    "FileFacts",
-    "GroupOutput",
-    "GroupReport",
-    "GroupResult",
-    "GroupTask",
-    "InputChanged",
-    "JournalEntry",
-    "JournalSnapshot",
-    "LockHeld",
-    "LockLost",
-    "MissingETag",
-    "ObjectRef",
-    "Progress",
-    "ProgressBar",
-    "RecoveryReport",
-    "RewriteSettings",
-    "TableChecksum",
-    "VerificationFailed",
-    "apply_journal",
-    "compact_prefix",
-    "execute_group_task",
-    "fetch_file_facts",
-    "in_process_executor",
-    "list_visible_files",
-    "logical_key",
-    "plan_compaction",
-    "read_journal",
-    "read_journal_before",
-    "recover",
-    "recover_prefix",
-    "resolve_visible_files",
-    "rewrite_group",
-    "run",
-    "run_group_task",
-    "table_checksum",
-]
+__all__ = sorted(_SOURCES)
+
+if TYPE_CHECKING:
+    from spark_ext.compact.report import CompactionReport
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (submodules are found by the import system)."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'spark_ext.compact' has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value
 
 
 class _CallableModule(types.ModuleType):
-    """Makes ``spark_ext.compact(spark, url, ...)`` call ``run`` while this stays a package (for ``python -m``)."""
+    """Makes ``spark_ext.compact(spark, url, ...)`` call ``job.compact`` while this stays a package (for ``-m``)."""
 
     def __call__(self, spark: Any, url: str, **kwargs: Any) -> CompactionReport:
-        return run(spark, url, **kwargs)
+        from spark_ext.compact.job import compact
+
+        return compact(spark, url, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -15,17 +15,13 @@ from __future__ import annotations
 
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
+from s3io.s3.etags import bare_etag
 from spark_ext.compact.errors import MissingETag
-
-
-def same_etag(a: str | None, b: str | None) -> bool:
-    """ETags compare without their quotes (listings, HEAD and PUT may differ in quoting)."""
-    return a is not None and b is not None and a.strip('"') == b.strip('"')
 
 
 def require_etag(etag: str | None, bucket: str, key: str, what: str) -> str:
     """``etag`` if it is usable in If-Match; MissingETag (naming the object and the refused action) otherwise."""
-    if etag is None or not etag.strip('"'):
+    if etag is None or not bare_etag(etag):
         raise MissingETag(
             f"cannot {what} s3://{bucket}/{key} conditionally: the store gave no ETag for it, and without one the "
             "request would be unconditional; nothing was sent. Use a store that returns ETags on PUT, HEAD and LIST"
@@ -77,6 +73,6 @@ async def delete_if_match(client: S3Client, bucket: str, key: str, etag: str | N
 
 
 async def _etag_of(client: S3Client, bucket: str, key: str, etag: str | None) -> str:
-    if etag and etag.strip('"'):
+    if etag and bare_etag(etag):
         return etag
     return require_etag((await client.head_object(bucket, key)).etag, bucket, key, "track")

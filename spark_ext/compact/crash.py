@@ -1,16 +1,22 @@
 """Crash injection for tests: the job SIGKILLs itself at a named boundary of the commit protocol.
 
-Pass ``crash_at=CrashPoint.X`` (or set ``S3IO_COMPACT_CRASH_AT=x``); the first time the job reaches that
-boundary it dies with SIGKILL, exactly as an OOM kill or a lost node would end it: no finally, no atexit.
+Pass ``crash_at=CrashPoint.X``; the first time the job reaches that boundary it dies with SIGKILL, exactly as an
+OOM kill or a lost node would end it: no finally, no atexit. ``S3IO_COMPACT_CRASH_AT=x`` does the same only under
+the explicit test switch ``S3IO_TEST_CRASH_POINTS=1``: a variable left in a production environment never kills a
+job (it is ignored, with a warning).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import signal
 
 ENV_VAR = "S3IO_COMPACT_CRASH_AT"
+TEST_SWITCH = "S3IO_TEST_CRASH_POINTS"  # "1": crash points may come from ENV_VAR
+
+log = logging.getLogger("spark_ext.compact")
 
 
 class CrashPoint(enum.Enum):
@@ -32,8 +38,11 @@ class CrashPoint(enum.Enum):
 
 
 def resolve(crash_at: CrashPoint | str | None) -> CrashPoint | None:
-    """The crash point from the argument, else from the environment; None when neither names one."""
+    """The crash point from the argument, else from ENV_VAR under the test switch; None when neither names one."""
     value = crash_at if crash_at is not None else os.environ.get(ENV_VAR) or None
+    if crash_at is None and value is not None and os.environ.get(TEST_SWITCH) != "1":
+        log.warning("%s=%s is ignored: crash points act only under the test switch %s=1", ENV_VAR, value, TEST_SWITCH)
+        return None
     if value is None or isinstance(value, CrashPoint):
         return value
     return CrashPoint(value.strip().lower())

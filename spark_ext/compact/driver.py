@@ -21,16 +21,14 @@ from dataclasses import dataclass
 
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import journal, layout
-from spark_ext.compact.conditional import same_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from spark_ext.compact.facts import fetch_file_facts, list_prefix
-from spark_ext.compact.journal import DONE, JournalEntry, ObjectRef
+from spark_ext.compact.grouping import CompactionGroup, CompactionPlan, plan_compaction
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.plan import CompactionGroup, CompactionPlan, plan_compaction
 from spark_ext.compact.protocol import Clock, Sleep, commit_group, finish_entries
 from spark_ext.compact.recover import recover
 from spark_ext.compact.report import (
@@ -45,8 +43,10 @@ from spark_ext.compact.report import (
     GroupReport,
 )
 from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
-from spark_ext.compact.store_probe import probe_store
-from spark_ext.compact.visibility import apply_journal
+from spark_ext.compact.store_probe import StoreClock, probe_store
+from spark_ext.journal import layout
+from spark_ext.journal.entries import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
+from spark_ext.journal.visibility import apply_journal
 from spark_ext.stream.lease import (
     LiveLease,
     break_lease,
@@ -151,6 +151,7 @@ class _Job:
         self.extra_retries = 0
         self._leases: list[LiveLease] = []  # streams' live leases, read before planning
         self._store_now: Callable[[], Awaitable[float]] | None = None
+        self._planned: CompactionPlan | None = None  # the latest plan, for the report of a job that lost its lock
         self.bytes_total = 0
         self.bytes_done = 0
         self.groups_total = 0
@@ -161,32 +162,72 @@ class _Job:
     async def dry_run(self) -> CompactionReport:
         """List, read footers, plan; write nothing. In-flight journal entries are applied like a reader would."""
         listing = await list_prefix(self.client, self.bucket, self.prefix)
-        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        entries = await read_journal(self.client, self.bucket, self.prefix)
         if entries:
             self.report.warnings.append(
                 f"{len(entries)} journal entr{'y' if len(entries) == 1 else 'ies'} of an unfinished compaction: "
                 "the next run (or --recover) finishes them before planning"
             )
         visible = apply_journal(listing, entries, prefix=self.prefix)
-        plan = await self._plan(visible)
+        plan = await self._plan_files(visible)
         self.report.status = DRY_RUN
         self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
         return self._finish_report(plan)
 
     async def run(self, execute: ExecuteGroups | None) -> CompactionReport:
-        """The whole job under the lock; ``execute`` None means recovery only."""
+        """The whole job under the lock: recover, plan, compact, publish, finish; ``execute`` None means recovery
+        only. Each step that ends the job early says why in the report."""
+        store = await self._probe()
+        if store is None:
+            return self._finish_report(None)
+        lock = await self._lock()
+        if lock is None:
+            return self._finish_report(None)
+        try:
+            listing = await self._recover(lock, store, refuse_leftovers=execute is not None)
+            if listing is None:
+                return self._finish_report(None)
+            data = self._data_files(listing)
+            if execute is None:
+                failed = bool(self.report.recovery and self.report.recovery.errors)
+                message = "recovery left journal entries that need a person (see the warnings)" if failed else ""
+                return self._finish_unchanged(PARTIAL if failed else OK, message, None)
+            plan = await self._plan(listing, data)
+            if not plan.groups:
+                return self._finish_unchanged(NOTHING_TO_DO, "no group of small files worth rewriting", plan)
+            committed = await self._compact(lock, plan, execute)
+            await self._publish(lock, committed)
+            return await self._finish(plan)
+        except LockLost as exc:
+            self.report.status = LOCK_LOST
+            self.report.message = (
+                f"{exc}; stopped before the next step. Committed groups are safe in the journal; the job that "
+                "holds the lock now (or the next run) finishes them"
+            )
+            return self._finish_report(self._planned)
+        finally:
+            await asyncio.shield(lock.release())
+
+    # ------------------------------------------------------------------ the steps of run()
+
+    async def _probe(self) -> StoreClock | None:
+        """Refuse a store that ignores conditional writes (None, REFUSED); else its clock, for lock expiry."""
         try:
             store = await probe_store(self.client, self.bucket, self.prefix, self.job_id)
         except ConditionalWritesUnsupported as exc:
             self.report.status = REFUSED
             self.report.message = str(exc)
-            return self._finish_report(None)
+            return None
 
         async def store_now() -> float:
             return store.now()
 
         self._store_now = store_now
+        return store
 
+    async def _lock(self) -> CompactionLock | None:
+        """Take the prefix's lock and start renewing it; None (LOCKED) if another live job holds it."""
+        assert self._store_now is not None
         lock = CompactionLock(
             self.client,
             self.bucket,
@@ -196,132 +237,148 @@ class _Job:
             ttl=self.options.lock_ttl,
             clock_skew=self.options.clock_skew,
             clock=self.clock,
-            store_now=store_now,
+            store_now=self._store_now,
         )
         try:
             await lock.acquire()
         except LockHeld as exc:
             self.report.status = LOCKED
             self.report.message = str(exc)
-            return self._finish_report(None)
+            return None
         if lock.taken_over is not None:
             self.report.lock_taken_over_from = f"{lock.taken_over.owner} (job {lock.taken_over.job_id})"
         lock.start_renewing()
         maybe_crash(CrashPoint.AFTER_LOCK_ACQUIRE, self.crash)
-        plan: CompactionPlan | None = None
-        try:
-            listing = await list_prefix(self.client, self.bucket, self.prefix)
-            problem = await self._other_roots(listing)
-            if problem:
-                self.report.status = REFUSED
-                self.report.message = problem
-                return self._finish_report(None)
-            self.report.recovery = await recover(
-                self.client,
-                lock,
-                self.bucket,
-                self.prefix,
-                listing,
-                grace_period=self.options.grace_period,
-                concurrency=self.options.delete_concurrency,
-                clock=self.clock,
-                sleep=self.sleep,
-                crash=self.crash,
-                keep_history=self.options.keep_history,
-                store_clock=store.now,
-            )
-            self.report.waited_s += self.report.recovery.waited
-            self.report.conflicts.extend(self.report.recovery.conflicts)
-            self.report.warnings.extend(self.report.recovery.errors)
-            if self.report.recovery.errors and execute is not None:
-                self.report.status = REFUSED
-                self.report.message = (
-                    "recovery left journal entries that need a person: "
-                    + "; ".join(self.report.recovery.errors)
-                    + ". Nothing was compacted; fix them (or delete the entries once the data is known to be safe) "
-                    "and run again"
-                )
-                return self._finish_report(None)
-            if self.report.recovery.entries_found or self.report.recovery.staging_deleted:
-                listing = await list_prefix(self.client, self.bucket, self.prefix)
-            data = [o for o in listing if layout.is_data_key(o.key, self.prefix)]
-            if execute is None:
-                self._count_before(data)
-                self.report.status = PARTIAL if self.report.recovery.errors else OK
-                if self.report.recovery.errors:
-                    self.report.message = "recovery left journal entries that need a person (see the warnings)"
-                self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
-                maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
-                return self._finish_report(None)
-            self._leases, expired = await stream_leases(
-                self.client,
-                self.bucket,
-                self.prefix,
-                store_now=store_now,
-                clock_skew=self.options.clock_skew,
-                listed=listing,
-            )
-            plan = await self._plan(data, claimed=await self._claimed_inputs())
-            plan = await self._break_or_honour(plan, expired)
-            if not plan.groups:
-                self.report.status = NOTHING_TO_DO
-                self.report.message = "no group of small files worth rewriting"
-                self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
-                maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
-                return self._finish_report(plan)
-            committed = await self._execute_and_commit(lock, plan, execute)
-            if committed:
-                maybe_crash(CrashPoint.AFTER_ALL_COMMITS, self.crash)
-            if committed and self.options.finish:
-                self._tick("publishing")
-                outcome = await finish_entries(
-                    self.client,
-                    lock,
-                    committed,
-                    grace_period=self.options.grace_period,
-                    concurrency=self.options.delete_concurrency,
-                    clock=self.clock,
-                    sleep=self.sleep,
-                    crash=self.crash,
-                    keep_history=self.options.keep_history,
-                )
-                self.report.waited_s += outcome.waited
-                self.report.conflicts.extend(outcome.conflicts)
-                self.report.warnings.extend(outcome.errors)
-                published = {e.group_id: e for e in outcome.published}
-                finished = set(outcome.done)
-                for g in self.report.groups:
-                    entry = published.get(g.group_id)
-                    if entry is not None and entry.final is not None:
-                        g.output_key, g.output_bytes = entry.final.key, entry.final.size
-                        g.state = "done" if entry.key in finished else "published"
-            elif committed:
-                self.report.warnings.append(
-                    f"{len(committed)} group(s) committed but not published (finish=False): readers through the "
-                    "journal already see the compacted files; the next run (or --recover) publishes them and "
-                    "deletes the inputs after the grace period"
-                )
-            failed = self.report.groups_failed
-            self.report.status = PARTIAL if failed else OK
-            if failed:
-                self.report.message = f"{failed} of {len(plan.groups)} group(s) failed and were left as they were"
-            await self._count_after()
-            self._tick("done")
-            maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
-            return self._finish_report(plan)
-        except LockLost as exc:
-            self.report.status = LOCK_LOST
+        return lock
+
+    async def _recover(
+        self, lock: CompactionLock, store: StoreClock, *, refuse_leftovers: bool
+    ) -> list[ObjectInfo] | None:
+        """Finish or roll back what a dead job left; the listing after it, or None (REFUSED) when another
+        compaction root overlaps, or when ``refuse_leftovers`` and recovery left entries that need a person."""
+        listing = await list_prefix(self.client, self.bucket, self.prefix)
+        problem = await self._other_roots(listing)
+        if problem:
+            self.report.status = REFUSED
+            self.report.message = problem
+            return None
+        recovery = self.report.recovery = await recover(
+            self.client,
+            lock,
+            self.bucket,
+            self.prefix,
+            listing,
+            grace_period=self.options.grace_period,
+            concurrency=self.options.delete_concurrency,
+            clock=self.clock,
+            sleep=self.sleep,
+            crash=self.crash,
+            keep_history=self.options.keep_history,
+            store_clock=store.now,
+        )
+        self.report.waited_s += recovery.waited
+        self.report.conflicts.extend(recovery.conflicts)
+        self.report.warnings.extend(recovery.errors)
+        if recovery.errors and refuse_leftovers:
+            self.report.status = REFUSED
             self.report.message = (
-                f"{exc}; stopped before the next step. Committed groups are safe in the journal; the job that "
-                "holds the lock now (or the next run) finishes them"
+                "recovery left journal entries that need a person: "
+                + "; ".join(recovery.errors)
+                + ". Nothing was compacted; fix them (or delete the entries once the data is known to be safe) "
+                "and run again"
             )
-            return self._finish_report(plan)
-        finally:
-            await asyncio.shield(lock.release())
+            return None
+        if recovery.entries_found or recovery.staging_deleted:
+            listing = await list_prefix(self.client, self.bucket, self.prefix)
+        return listing
 
-    # ------------------------------------------------------------------ steps
+    def _data_files(self, listing: Sequence[ObjectInfo]) -> list[ObjectInfo]:
+        """The data files of a listing (counted as what the prefix held before the job)."""
+        data = [o for o in listing if layout.is_data_key(o.key, self.prefix)]
+        self._count_before(data)
+        return data
 
-    async def _plan(self, data: Sequence[ObjectInfo], claimed: Sequence[ObjectRef] = ()) -> CompactionPlan:
+    async def _plan(self, listing: Sequence[ObjectInfo], data: Sequence[ObjectInfo]) -> CompactionPlan:
+        """Plan the groups, leaving out files an unfinished journal entry claims and files a live stream lease still
+        needs (an expired lease in the way is marked broken first)."""
+        assert self._store_now is not None
+        self._leases, expired = await stream_leases(
+            self.client,
+            self.bucket,
+            self.prefix,
+            store_now=self._store_now,
+            clock_skew=self.options.clock_skew,
+            listed=listing,
+        )
+        self._planned = await self._plan_files(data, claimed=await self._claimed_inputs())
+        self._planned = await self._break_or_honour(self._planned, expired)
+        return self._planned
+
+    async def _compact(self, lock: CompactionLock, plan: CompactionPlan, execute: ExecuteGroups) -> list[JournalEntry]:
+        """Rewrite the groups (``execute``) and commit each verified output as it arrives."""
+        committed = await self._execute_and_commit(lock, plan, execute)
+        if committed:
+            maybe_crash(CrashPoint.AFTER_ALL_COMMITS, self.crash)
+        return committed
+
+    async def _publish(self, lock: CompactionLock, committed: Sequence[JournalEntry]) -> None:
+        """After the grace period: publish the committed outputs, delete their inputs, then staging and the entries
+        (or leave them committed with ``finish=False``)."""
+        if not committed:
+            return
+        if not self.options.finish:
+            self.report.warnings.append(
+                f"{len(committed)} group(s) committed but not published (finish=False): readers through the "
+                "journal already see the compacted files; the next run (or --recover) publishes them and "
+                "deletes the inputs after the grace period"
+            )
+            return
+        self._tick("publishing")
+        outcome = await finish_entries(
+            self.client,
+            lock,
+            list(committed),
+            grace_period=self.options.grace_period,
+            concurrency=self.options.delete_concurrency,
+            clock=self.clock,
+            sleep=self.sleep,
+            crash=self.crash,
+            keep_history=self.options.keep_history,
+        )
+        self.report.waited_s += outcome.waited
+        self.report.conflicts.extend(outcome.conflicts)
+        self.report.warnings.extend(outcome.errors)
+        published = {e.group_id: e for e in outcome.published}
+        finished = set(outcome.done)
+        for g in self.report.groups:
+            entry = published.get(g.group_id)
+            if entry is not None and entry.final is not None:
+                g.output_key, g.output_bytes = entry.final.key, entry.final.size
+                g.state = "done" if entry.key in finished else "published"
+
+    async def _finish(self, plan: CompactionPlan) -> CompactionReport:
+        """The job's status, what the prefix holds now, the last progress event; then the report."""
+        failed = self.report.groups_failed
+        self.report.status = PARTIAL if failed else OK
+        if failed:
+            self.report.message = f"{failed} of {len(plan.groups)} group(s) failed and were left as they were"
+        await self._count_after()
+        self._tick("done")
+        maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
+        return self._finish_report(plan)
+
+    def _finish_unchanged(self, status: str, message: str, plan: CompactionPlan | None) -> CompactionReport:
+        """End a job that changed no data file (recovery only, nothing to do): the prefix holds what it held."""
+        self.report.status = status
+        if message:
+            self.report.message = message
+        self.report.files_after, self.report.bytes_after = self.report.files_before, self.report.bytes_before
+        maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
+        return self._finish_report(plan)
+
+    # ------------------------------------------------------------------ planning and committing
+
+    async def _plan_files(self, data: Sequence[ObjectInfo], claimed: Sequence[ObjectRef] = ()) -> CompactionPlan:
         """Plan ``data``, leaving out ``claimed`` files (inputs of an unfinished journal entry, by key and ETag)."""
         self._count_before(data)
         self._tick("planning")
@@ -483,7 +540,7 @@ class _Job:
 
     async def _claimed_inputs(self) -> list[ObjectRef]:
         """Inputs of unfinished journal entries, read after recovery: never planned again while an entry claims them."""
-        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        entries = await read_journal(self.client, self.bucket, self.prefix)
         return [ref for entry in entries if entry.state != DONE for ref in entry.inputs]
 
     async def _other_roots(self, listing: Sequence[ObjectInfo]) -> str | None:
@@ -512,7 +569,7 @@ class _Job:
                     f"a compaction rooted at s3://{self.bucket}/{root} holds its lock ({lock_key}); "
                     "compact either the parent or the child directory, not both at once"
                 )
-            if await journal.list_entry_keys(self.client, self.bucket, root):
+            if await list_entry_keys(self.client, self.bucket, root):
                 return (
                     f"a compaction rooted at s3://{self.bucket}/{root} has unfinished journal entries; "
                     "finish it first (run the compaction or --recover on that directory)"
@@ -527,7 +584,7 @@ class _Job:
 
     async def _count_after(self) -> None:
         listing = await list_prefix(self.client, self.bucket, self.prefix)
-        entries = await journal.read_journal(self.client, self.bucket, self.prefix)
+        entries = await read_journal(self.client, self.bucket, self.prefix)
         visible = apply_journal(listing, entries, prefix=self.prefix)
         self.report.files_after = len(visible)
         self.report.bytes_after = sum(o.size for o in visible)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import file_schema
 from s3io.s3.client import S3Client
+from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import layout
-from spark_ext.compact.plan import FileFacts
-from spark_ext.compact.tasks import gather_or_cancel
+from spark_ext.compact.grouping import FileFacts
+from spark_ext.journal import layout
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
 
@@ -59,9 +60,9 @@ async def fetch_file_facts(
     async def one(info: ObjectInfo) -> FileFacts:
         if not 0 < info.size < threshold:
             return FileFacts(info)
-        if info.etag is None or not info.etag.strip('"'):
+        if info.etag is None or not bare_etag(info.etag):
             return FileFacts(info, error=NO_ETAG)
         async with slots:
             return await read_file_facts(client, info)
 
-    return await gather_or_cancel(one(f) for f in files)
+    return await gather_all(one(f) for f in files)

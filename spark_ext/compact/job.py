@@ -39,11 +39,7 @@ def compact(
     ``min_input_files=5``, ``max_concurrent_groups=4``, ``grace_period=60``, ``dry_run=True``, ...).
     """
     options = (options or CompactionOptions()).replace(**option_values)
-    if policy is None or isinstance(policy, Policy):
-        resolved_policy = policy or Policy.from_env()
-    else:
-        resolved_policy = Policy.from_mapping(policy, base=Policy.from_env())
-    make_client = ClientFactory(resolved_policy, endpoint_url, region, credentials, addressing)
+    make_client = ClientFactory(Policy.resolve(policy), endpoint_url, region, credentials, addressing)
 
     async def main() -> CompactionReport:
         async with make_client() as client:

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from spark_ext.compact import conditional
 from spark_ext.compact.errors import LockHeld, LockLost
-from spark_ext.compact.layout import lock_key
 from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION, StoreNow, clock_from_probe
+from spark_ext.journal.layout import lock_key
 
 log = logging.getLogger("spark_ext.compact")
 ACQUIRE_ATTEMPTS = 5
@@ -239,7 +240,7 @@ class CompactionLock:
                 head = await self.client.head_object(self.bucket, self.key)
             except NotFound:
                 head = None
-            if head is None or not conditional.same_etag(head.etag, self.info.etag):
+            if head is None or not same_etag(head.etag, self.info.etag):
                 self.lost = f"the compaction lock of {self.url} was deleted or taken over by another job"
                 raise LockLost(self.lost)
 

@@ -1,6 +1,6 @@
 """The commit protocol: the state machine of one group, its steps (each fenced and conditional), and their timing.
 
-State machine (the journal entry's ``state``; "-" = no entry; PROTOCOL.md has the readable version):
+State machine (the journal entry's ``state``; "-" = no entry):
 
     -          --rewrite_group-->   staged (hidden staging object, verified; still no entry)
     staged     --commit_group-->    pending     entry created with If-None-Match: *  (a claim, commits nothing)
@@ -20,14 +20,9 @@ lease ends; a journal entry that moved under us means another job holds the lock
 drives entries through the steps and waits the grace periods; the driver uses it after its commits, recovery for
 what a dead job left.
 
-Why a job that lost its lock cannot commit (it may still be running, paused, or have requests in flight): S3 has
-no write conditional on another object, so a write sent while we held the lock can land after another job took it
-over. The entry is therefore written "pending" first, which commits nothing, and moved to "committed" (If-Match on
-the pending ETag) only after the lock is seen to still carry our ETag *after* the pending write landed. So the
-pending entry landed before any takeover, and every later holder finds it when its recovery lists the journal
-(LIST is strongly consistent), before it plans, and deletes it (If-Match): then our If-Match to "committed" fails;
-or our commit got there first, the new holder's delete fails, and it rolls the entry forward instead of planning
-those inputs again. Two committed entries never claim one input, whatever the clocks and the delays.
+Why the protocol holds (each guarantee, and the test behind it), including why a job that lost its lock cannot
+commit although its writes may land late: spark_ext/compact/PROTOCOL.md, the protocol's one description. This
+docstring maps its states to the functions below.
 """
 
 from __future__ import annotations
@@ -38,18 +33,20 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
-from spark_ext.compact import journal, layout
-from spark_ext.compact.conditional import delete_if_match, require_etag, same_etag
+from s3io.s3.etags import same_etag
+from spark_ext.compact import journal
+from spark_ext.compact.conditional import delete_if_match, require_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash
 from spark_ext.compact.errors import CompactionError, LockLost
-from spark_ext.compact.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
+from spark_ext.compact.grouping import CompactionGroup
 from spark_ext.compact.lock import CompactionLock
-from spark_ext.compact.plan import CompactionGroup
 from spark_ext.compact.rewrite import GroupOutput
 from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION, supports_bulk_conditional_delete
-from spark_ext.compact.tasks import gather_or_cancel
+from spark_ext.journal import layout
+from spark_ext.journal.entries import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -207,7 +204,7 @@ async def delete_inputs(
                 after_each(ref.key)
 
     async with lock.fenced(f"the input deletes of {entry.key}"):
-        await gather_or_cancel(one(ref) for ref in entry.inputs)
+        await gather_all(one(ref) for ref in entry.inputs)
     return outcome
 
 
@@ -308,7 +305,7 @@ async def finish_entries(
             outcome.published.append(published)
             return published
 
-    publishing = await gather_or_cancel(publish(e) for e in live)
+    publishing = await gather_all(publish(e) for e in live)
     ready = [e for e in publishing if e is not None]
 
     def deleted_one(_key: str) -> None:
@@ -335,7 +332,7 @@ async def finish_entries(
                 maybe_crash(CrashPoint.AFTER_JOURNAL_DELETE, crash)
             outcome.done.append(entry.key)
 
-    await gather_or_cancel(complete(e) for e in [*ready, *finished])
+    await gather_all(complete(e) for e in [*ready, *finished])
     return outcome
 
 

@@ -20,17 +20,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact import journal
 from spark_ext.compact.conditional import delete_if_match
 from spark_ext.compact.crash import CrashPoint
-from spark_ext.compact.journal import PENDING, JournalEntry
-from spark_ext.compact.layout import is_staging_key
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.protocol import Clock, Sleep, finish_entries
-from spark_ext.compact.tasks import gather_or_cancel
+from spark_ext.journal.entries import PENDING, JournalEntry, read_entry, read_journal
+from spark_ext.journal.layout import is_staging_key
 
 
 @dataclass
@@ -93,7 +93,7 @@ async def recover(
     report = RecoveryReport()
     if listing is None:
         listing = [o async for o in client.list_objects(bucket, prefix)]
-    entries: list[JournalEntry] = await journal.read_journal(client, bucket, prefix, concurrency=concurrency)
+    entries: list[JournalEntry] = await read_journal(client, bucket, prefix, concurrency=concurrency)
     report.entries_found = len(entries)
     referenced = {e.staging.key for e in entries}
     claims = [e for e in entries if e.state == PENDING]
@@ -121,7 +121,7 @@ async def recover(
                 report.staging_deleted.append(info.key)
 
         async with lock.fenced("the roll-back of uncommitted staging objects"):
-            await gather_or_cancel(drop(o) for o in orphans)
+            await gather_all(drop(o) for o in orphans)
     await _abort_unfinished_uploads(client, lock, bucket, prefix, report)
     if entries:
         outcome = await finish_entries(
@@ -153,7 +153,7 @@ async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: Jour
                 await journal.remove(client, claim)
                 break
             except PreconditionFailed:
-                current = await journal.read_entry(client, claim.bucket, claim.key)
+                current = await read_entry(client, claim.bucket, claim.key)
                 if current is None:
                     break
                 if current.state != PENDING:

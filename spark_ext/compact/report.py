@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
-from spark_ext.compact.plan import CompactionPlan, SkippedFile, SkippedGroup, format_size
+from spark_ext.compact.grouping import CompactionPlan, SkippedFile, SkippedGroup, format_size
 from spark_ext.compact.recover import RecoveryReport
 
 # status values
@@ -64,15 +63,6 @@ class CompactionReport:
     @property
     def groups_failed(self) -> int:
         return sum(1 for g in self.groups if g.state == "failed")
-
-    def skip_reasons(self) -> dict[str, int]:
-        """How many groups and files were skipped, by kind of reason."""
-        counts: Counter[str] = Counter()
-        for g in self.skipped_groups:
-            counts[f"group:{g.kind}"] += 1
-        for f in self.skipped_files:
-            counts[f"file:{f.kind}"] += 1
-        return dict(counts)
 
     def to_text(self) -> str:
         """The final report table."""

@@ -27,20 +27,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
+from s3io.parquet.chunks import row_group_byte_span
 from s3io.parquet.decode import decode
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
-from s3io.parquet.plan import row_group_byte_span
 from s3io.parquet.schema import conform
 from s3io.parquet.sparse import SparseFile
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import layout
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.journal import ObjectRef
+from spark_ext.compact.grouping import CompactionGroup
 from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.plan import CompactionGroup
+from spark_ext.journal import layout
+from spark_ext.journal.entries import ObjectRef
 
 MAX_INFLIGHT_GETS = 16
 WHOLE_OBJECT_VERIFY_BYTES = 16 * 1024 * 1024  # smaller outputs are read back with one GET

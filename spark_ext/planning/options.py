@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
+from s3io.settings import loose_key, option_name
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.units import parse_bool, parse_int, parse_size
 from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
@@ -63,8 +64,8 @@ _ALIASES = {
     "hedging": "hedgeEnabled",
 }
 _OTHER = ("path", "paths", "basePath", "pathGlobFilter", "columns", "endpoint", "region", "timeZone")
-_POLICY = tuple(re.sub(r"_(\w)", lambda m: m.group(1).upper(), name) for name in Policy.field_names())
-_ENGINE = tuple(re.sub(r"_(\w)", lambda m: m.group(1).upper(), name) for name in EngineConfig.field_names())
+_POLICY = tuple(option_name(name) for name in Policy.field_names())
+_ENGINE = tuple(option_name(name) for name in EngineConfig.field_names())
 
 KNOWN_OPTIONS: tuple[str, ...] = tuple(
     sorted({*_BOOL, *_SIZE, *_INT, *_SECRET, *_ALIASES, *_OTHER, *_POLICY, *_ENGINE}, key=str.lower)
@@ -74,11 +75,7 @@ _ENDPOINT = re.compile(r"https?://[^\s/@?#]+/?", re.IGNORECASE)
 _REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def _loose(key: str) -> str:
-    return key.replace("_", "").replace("-", "").lower()
-
-
-_CANONICAL = {_loose(name): name for name in KNOWN_OPTIONS}
+_CANONICAL = {loose_key(name): name for name in KNOWN_OPTIONS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +112,9 @@ class ReadOptions:
         values = _canonical_values(options)
         fields: dict[str, object] = {"paths": _paths(values.pop("path", None), values.pop("paths", None))}
         policy_values = {name: values.pop(name) for name in _POLICY if name in values}
-        fields["policy"] = Policy.from_mapping(policy_values)
+        fields["policy"] = Policy.resolve(policy_values)  # the options over S3IO_* variables, as everywhere
         engine_values = {name: values.pop(name) for name in _ENGINE if name in values}
-        fields["engine"] = EngineConfig.from_mapping(engine_values)
+        fields["engine"] = EngineConfig.resolve(engine_values)
         for name, value in values.items():
             if name in _BOOL:
                 fields[_BOOL[name]] = parse_bool(value, name=name)
@@ -169,7 +166,7 @@ def redact(options: Mapping[str, object]) -> dict[str, object]:
     """A copy safe for plans and logs: secret-looking values become "***", URL credentials are masked."""
     out: dict[str, object] = {}
     for key, value in options.items():
-        loose = _loose(str(key))
+        loose = loose_key(str(key))
         if any(part in loose for part in _REDACTED_PARTS) or loose.endswith("key"):
             out[key] = "***"
         elif isinstance(value, str):
@@ -184,7 +181,7 @@ def _canonical_values(options: Mapping[str, str]) -> dict[str, str]:
     values: dict[str, str] = {}
     given_as: dict[str, str] = {}
     for key, value in options.items():
-        name = _CANONICAL.get(_loose(str(key)))
+        name = _CANONICAL.get(loose_key(str(key)))
         if name is None:
             raise InvalidConfig(_unknown_message(str(key)))
         name = _ALIASES.get(name, name)
@@ -197,7 +194,7 @@ def _canonical_values(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _unknown_message(key: str) -> str:
-    close = difflib.get_close_matches(_loose(key), list(_CANONICAL), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(loose_key(key), list(_CANONICAL), n=1, cutoff=0.75)
     hint = f" (did you mean {_CANONICAL[close[0]]}?)" if close else ""
     return f"unknown option {key!r}{hint}; known options (case-insensitive): {', '.join(KNOWN_OPTIONS)}"
 

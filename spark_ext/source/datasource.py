@@ -24,22 +24,23 @@ from typing import Any, ClassVar
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
+from s3io import sync
 from s3io.errors import InvalidConfig
 from s3io.listing import ListedFile
+from s3io.settings import loose_key
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions, redact
-from spark_ext.source.planner import (
+from spark_ext.source.driver_side import (
     discover,
     infer_file_schema,
     list_files,
     make_client,
     plan_columns,
     planning_reader,
-    run_sync,
     source_schema,
     summary_files,
 )
-from spark_ext.source.reader import S3ParquetReader, S3ParquetScan, ScanState
+from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.stream.options import StreamOptions, has_stream_options
 from spark_ext.stream.reader import S3ParquetStreamReader
@@ -113,7 +114,7 @@ class S3ParquetDataSource(DataSource):
                 async with make_client(options) as client:
                     return await infer_file_schema(planning_reader(client, options), files, summaries, options)
 
-            self._data_schema, self._row_groups = run_sync(infer)
+            self._data_schema, self._row_groups = sync.run(infer())
         return source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -150,7 +151,7 @@ class S3ParquetDataSource(DataSource):
         # (the reader has it; a second reader() call lists again and reads the footers of large files again).
         self._listed = None
         self._row_groups = {}
-        return (S3ParquetReader if self.filter_pushdown else S3ParquetScan)(state)
+        return (S3ParquetPushdownReader if self.filter_pushdown else S3ParquetReader)(state)
 
     @classmethod
     def default_parallelism(cls) -> int:
@@ -176,7 +177,7 @@ class S3ParquetDataSource(DataSource):
                 async with make_client(options) as client:
                     return await list_files(client, options)
 
-            self._listed = tuple(run_sync(listing))
+            self._listed = tuple(sync.run(listing()))
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
 
@@ -199,7 +200,7 @@ def with_session_defaults(
     """The options, plus the session's settings where the options do not set them; and those settings, which
     each task checks against the running session (see ``session_check``)."""
     out = dict(options)
-    given = {key.replace("_", "").replace("-", "").lower() for key in out}
+    given = {loose_key(key) for key in out}
     used = []
     for option, conf, attribute, fallback in _SESSION_SETTINGS:
         if option.lower() in given:

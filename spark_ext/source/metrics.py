@@ -89,7 +89,7 @@ def log_task_metrics(metrics: TaskMetrics, error: BaseException | None = None) -
     configure_from_env()
     if error is None:
         logger.info("s3parquet task done: %s", metrics.summary())
-    elif isinstance(error, asyncio.CancelledError):
+    elif isinstance(error, (asyncio.CancelledError, GeneratorExit)):
         logger.info("s3parquet task stopped early: %s", metrics.summary())
     else:
         logger.warning("s3parquet task failed (%s): %s", type(error).__name__, metrics.summary())

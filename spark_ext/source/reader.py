@@ -5,7 +5,7 @@ the reader (pickled before ``partitions()`` runs) with every task, where only ``
 listing lives on the reader only until it is pickled: ``__getstate__`` drops it, and each task gets what it
 reads from its InputPartition.
 
-Two readers: ``S3ParquetScan`` (the default) leaves every filter to Spark; ``S3ParquetReader`` adds
+Two readers: ``S3ParquetReader`` (the default) leaves every filter to Spark; ``S3ParquetPushdownReader`` adds
 ``pushFilters``. Pushdown needs ``spark.sql.python.filterPushdown.enabled=true`` (PySpark refuses a reader that
 implements ``pushFilters`` when it is off: DATA_SOURCE_PUSHDOWN_DISABLED), and ``spark_ext.register`` offers it
 only on a Spark that keeps each scan's pushed read plan to that scan: PySpark 4.3 keeps one per DataFrame
@@ -25,19 +25,19 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from s3io import sync
 from spark_ext.planning.filters import Predicate, split_filters
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions
-from spark_ext.source.partition import ReadSpec, S3ParquetPartition
-from spark_ext.source.planner import (
+from spark_ext.source.driver_side import (
     ColumnPlan,
     data_predicates_for,
     make_client,
     pack,
     planning_reader,
     prune_partitions,
-    run_sync,
 )
+from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
 
@@ -58,7 +58,7 @@ class ScanState:
     session_settings: tuple[SessionSetting, ...] = ()  # checked by every task against the running session
 
 
-class S3ParquetScan(DataSourceReader):
+class S3ParquetReader(DataSourceReader):
     """Reader without filter pushdown: every filter stays with Spark; partitions and reading as below."""
 
     def __init__(self, state: ScanState) -> None:
@@ -89,7 +89,7 @@ class S3ParquetScan(DataSourceReader):
                     reader=planning_reader(client, state.options),
                 )
 
-        packing = run_sync(plan)
+        packing = sync.run(plan())
         spec = ReadSpec(
             options=state.options,
             read_schema=state.columns.read_schema,
@@ -124,7 +124,7 @@ class S3ParquetScan(DataSourceReader):
         return self._state
 
 
-class S3ParquetReader(S3ParquetScan):
+class S3ParquetPushdownReader(S3ParquetReader):
     """Reader with filter pushdown: partition filters pruned exactly at planning, data filters prune row groups."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from s3io.errors import InvalidConfig
+from s3io.settings import loose_key
 from s3io.units import parse_bool, parse_duration, parse_int, parse_size
 from s3io.urls import parse_s3_url
 from spark_ext.planning.options import ReadOptions
@@ -34,10 +35,6 @@ _STREAM_OPTIONS = {
     "statecheckpointinterval": "stateCheckpointInterval",
     "batchestoretain": "batchesToRetain",
 }
-
-
-def _loose(key: str) -> str:
-    return key.replace("_", "").replace("-", "").lower()
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,7 @@ class StreamOptions:
         own: dict[str, str] = {}
         rest: dict[str, str] = {}
         for key, value in options.items():
-            name = _STREAM_OPTIONS.get(_loose(str(key)))
+            name = _STREAM_OPTIONS.get(loose_key(str(key)))
             (own if name else rest)[name or key] = value
         read = ReadOptions.from_options(rest)
         if len(read.paths) != 1:
@@ -134,4 +131,4 @@ KNOWN_STREAM_OPTIONS = tuple(sorted(_STREAM_OPTIONS.values(), key=str.lower))
 
 def has_stream_options(options: Mapping[str, str]) -> bool:
     """Whether any option is one only streams take (``streamName`` and the others above)."""
-    return any(_loose(str(key)) in _STREAM_OPTIONS for key in options)
+    return any(loose_key(str(key)) in _STREAM_OPTIONS for key in options)

@@ -41,10 +41,10 @@ from s3io.listing import ListedFile, select_files
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.sync import BackgroundLoop
-from spark_ext.compact import layout
-from spark_ext.compact.visibility import read_journal_before, resolve_visible_files
+from spark_ext.journal import layout
+from spark_ext.journal.visibility import read_journal_before, resolve_visible_files
+from spark_ext.source.driver_side import discover, make_client, pack, plan_columns, planning_reader
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
-from spark_ext.source.planner import discover, make_client, pack, plan_columns, planning_reader
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
 from spark_ext.stream.lease import Lease, LeaseBroken, StreamLease

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from pyspark.sql.types import StructType
 
+from s3io import sync
 from s3io.errors import InvalidConfig
-from spark_ext.source.planner import NoDataFiles, PathNotFound, make_client, run_sync
+from spark_ext.source.driver_side import NoDataFiles, PathNotFound, make_client
 from spark_ext.stream.options import StreamOptions
 from spark_ext.stream.store import StreamStore
 
@@ -22,7 +23,7 @@ def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> St
         async with make_client(options.read) as client:
             return await StreamStore(client, options.state_bucket, options.state_prefix).read_schema()
 
-    body = run_sync(stored)
+    body = sync.run(stored())
     if body is None:
         try:
             schema = infer()
@@ -37,5 +38,5 @@ def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> St
             async with make_client(options.read) as client:
                 return await StreamStore(client, options.state_bucket, options.state_prefix).create_schema(encoded)
 
-        body = run_sync(keep)
+        body = sync.run(keep())
     return StructType.fromJson(json.loads(body)["schema"])

@@ -1,4 +1,4 @@
-"""A local Spark session for the tests: ``from spark_fixtures import spark_session`` provides the ``spark`` fixture.
+"""A local Spark session for tests: ``from support.spark_fixtures import spark_session`` gives the ``spark`` fixture.
 
 Offline-safe settings (loopback driver, no UI, no packages), ``PYSPARK_PYTHON`` set to this interpreter before
 the session starts (workers need pyarrow and spark_ext), Python filter pushdown on, and the fake AWS credentials

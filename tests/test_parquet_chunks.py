@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3io.parquet.plan import (
+from s3io.parquet.chunks import (
     _needs_parquet_816_padding,
     chunk_range,
     chunk_ranges,

@@ -14,8 +14,8 @@ from s3io import CorruptFile, InvalidConfig, ObjectInfo
 from s3io.dataset import FilePiece
 from s3io.dataset.batches import BatchFinisher, constant
 from s3io.dataset.cache import Footer, FooterCache, KeptObjects
-from s3io.dataset.plan import partition_matches, partition_row, plan_units, select_groups, split_predicates
-from s3io.parquet.plan import chunk_ranges
+from s3io.dataset.read_units import partition_matches, partition_row, plan_units, select_groups, split_predicates
+from s3io.parquet.chunks import chunk_ranges
 
 pytestmark = pytest.mark.timeout(30)
 

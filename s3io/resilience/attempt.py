@@ -20,12 +20,12 @@ from typing import TypeVar
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_random_exponential
 
 from s3io import errors
-from s3io.deadline import Alarm, Watchdog
 from s3io.metrics import Metrics
 from s3io.policy import Policy
-from s3io.retry_budget import RetryBudget
-from s3io.retryable import Verdict, classify, from_wire
-from s3io.slots import Slots
+from s3io.resilience.deadline import Alarm, Watchdog
+from s3io.resilience.retry_budget import RetryBudget
+from s3io.resilience.retryable import Verdict, classify, from_wire
+from s3io.resilience.slots import Slots
 
 T = TypeVar("T")
 log = logging.getLogger("s3io")

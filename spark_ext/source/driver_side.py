@@ -1,17 +1,17 @@
 """Driver-side planning of an s3parquet read: list, discover partitions, read footers, resolve columns, bin-pack.
 
-The I/O here (listing, footers) runs in one ``asyncio.run`` per step with one S3Client under the read's policy,
-so every request of planning has the same deadlines and retries as reading. The rest is pure functions over
+The I/O here (listing, footers) runs as one coroutine per step, with one S3Client under the read's policy, on
+s3io's background event loop (``s3io.sync.run``, from the driver's blocking calls), so every request of planning
+has the same deadlines and retries as reading. The rest is pure functions over
 the listing, kept apart so they are tested without Spark or a server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,21 +21,19 @@ from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
 from s3io.listing import SUMMARY_FILE_NAMES, ListedFile, is_summary_file, select_files
-from s3io.parquet.plan import row_group_bytes
+from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.urls import S3Path
-from spark_ext.compact.layout import logical_key
-from spark_ext.compact.visibility import read_journal_before, resolve_visible_files
+from spark_ext.journal.layout import logical_key
+from spark_ext.journal.visibility import read_journal_before, resolve_visible_files
 from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
 from spark_ext.planning.options import ReadOptions
 from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
 from spark_ext.source.types import spark_arrow_schema
-
-T = TypeVar("T")
 
 LIST_CONCURRENCY = 16  # listing prefixes (glob alternatives, several paths) listed at once
 FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
@@ -49,21 +47,7 @@ class NoDataFiles(S3IOError, ValueError):
     """The paths hold no data file, so there is no footer to infer a schema from (and no schema was given)."""
 
 
-# ----------------------------------------------------------------------------------------------- running I/O
-
-
-def run_sync(make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion from sync code: ``asyncio.run``, or in a helper thread if a loop is running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_awaited(make))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3parquet-plan") as pool:
-        return pool.submit(lambda: asyncio.run(_awaited(make))).result()
-
-
-async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
-    return await make()
+# ----------------------------------------------------------------------------------------------- clients
 
 
 def make_client(options: ReadOptions) -> S3Client:

@@ -26,8 +26,8 @@ import pyarrow as pa
 from s3io.errors import SchemaMismatch
 from s3io.parquet.schema import unify_schemas
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact.layout import partition_dir
 from spark_ext.compact.options import CompactionOptions
+from spark_ext.journal.layout import partition_dir
 
 # Reasons a file or group is skipped (``kind``), so reports can count them.
 EMPTY = "empty"

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 
 from s3io.engine.ranges import merge_ranges
 from s3io.errors import CorruptFile, InvalidConfig
+from s3io.parquet.chunks import chunk_ranges, plan_row_group_splits, select_row_groups
 from s3io.parquet.decode import present_columns
 from s3io.parquet.naming import file_error
-from s3io.parquet.plan import chunk_ranges, plan_row_group_splits, select_row_groups
 from s3io.parquet.predicates import Predicate, to_expression, validate
 
 Range = tuple[int, int]

@@ -39,14 +39,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from s3io.engine.tasks import gather_all
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import journal
-from spark_ext.compact.conditional import same_etag
-from spark_ext.compact.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
-from spark_ext.compact.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
-from spark_ext.compact.tasks import gather_or_cancel
+from spark_ext.journal.entries import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
+from spark_ext.journal.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
 
 _ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was undone, its inputs are the truth
 
@@ -187,10 +186,10 @@ async def resolve_visible_files(
     below = {o.key for o in listed if is_journal_key(o.key) and not o.key.startswith(roots)}  # compactions below
     earlier = {e.key: e for e in before.entries} if before is not None else {}
     entries = await _read_entries(client, bucket, listed_now, earlier, concurrency)
-    entries += await journal.read_entries(client, bucket, below - {e.key for e in entries}, concurrency=concurrency)
+    entries += await read_entries(client, bucket, below - {e.key for e in entries}, concurrency=concurrency)
     current = {e.key for e in entries}
     vanished = [e for e in earlier.values() if e.key not in current and e.state == COMMITTED and _covers(e, prefix)]
-    heads = await gather_or_cancel(_head(client, e.bucket, e.final_key) for e in vanished)
+    heads = await gather_all(_head(client, e.bucket, e.final_key) for e in vanished)
     finals = {e.key: head for e, head in zip(vanished, heads, strict=True)}
     return apply_journal(listed, entries, prefix=directory, scope=prefix, before=before, finals=finals)
 
@@ -211,7 +210,7 @@ def _directory(prefix: str) -> str:
 
 async def _journal_infos(client: S3Client, bucket: str, directory: str) -> list[ObjectInfo]:
     """The journal objects of compactions rooted at ``directory`` and at each of its ancestors."""
-    found = await gather_or_cancel(_journal_keys(client, bucket, root) for root in journal_roots(directory))
+    found = await gather_all(_journal_keys(client, bucket, root) for root in journal_roots(directory))
     return [info for group in found for info in group]
 
 
@@ -225,7 +224,7 @@ async def _read_entries(
     """The entries at ``infos``; one already read with the same ETag (in ``known``) is not fetched again."""
     reused = [known[o.key] for o in infos if o.key in known and same_etag(known[o.key].etag, o.etag)]
     reused_keys = {e.key for e in reused}
-    fetched = await journal.read_entries(
+    fetched = await read_entries(
         client, bucket, [o.key for o in infos if o.key not in reused_keys], concurrency=concurrency
     )
     return sorted([*reused, *fetched], key=lambda e: e.key)

@@ -1,0 +1,141 @@
+"""The journal's entries: one small JSON object per committed group, under ``<prefix>_s3io_compaction/journal/``.
+
+This module reads them (readers and the compaction alike); the compaction writes them (spark_ext.compact.journal):
+an entry is created "pending" (If-None-Match: *), and every later change replaces it with If-Match on the ETag last
+seen, so two processes can never both advance one entry. The change from "pending" to "committed" is the group's
+commit point (spark_ext.compact.protocol.commit_group says why it takes two writes). States, in order:
+
+    pending    a claim only: readers and recovery ignore it as a commit (recovery deletes it: roll back)
+    committed  output verified and in staging; readers use the staging object instead of the inputs
+    published  output copied to its final key; readers use the final object; inputs being deleted
+    done       inputs and staging deleted; the entry is deleted next (or kept as history)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+
+from s3io.engine.tasks import gather_all
+from s3io.errors import CorruptFile, NotFound
+from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
+from s3io.s3.types import ObjectInfo
+from spark_ext.journal.layout import is_journal_key, journal_key, journal_prefix
+
+FORMAT_VERSION = 1
+PENDING = "pending"
+COMMITTED = "committed"
+PUBLISHED = "published"
+DONE = "done"
+STATES = (PENDING, COMMITTED, PUBLISHED, DONE)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """An object as the journal pins it: key, ETag and size."""
+
+    key: str
+    etag: str | None
+    size: int
+
+    def info(self, bucket: str) -> ObjectInfo:
+        return ObjectInfo(bucket=bucket, key=self.key, size=self.size, etag=self.etag)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One group's commit record. ``etag`` and ``stored_at`` describe the journal object itself (not serialised)."""
+
+    job_id: str
+    group_id: str
+    state: str
+    bucket: str
+    prefix: str
+    partition_dir: str
+    inputs: tuple[ObjectRef, ...]
+    staging: ObjectRef
+    final_key: str
+    final: ObjectRef | None = None  # set when published: the final object's ETag and size
+    rows: int = 0
+    checksums: dict[str, str] = field(default_factory=dict)
+    committed_at: float = 0.0
+    published_at: float | None = None
+    done_at: float | None = None
+    owner: str = ""
+    write_id: str = ""
+    version: int = FORMAT_VERSION
+    etag: str | None = None
+    stored_at: float | None = None  # the journal object's Last-Modified (store clock), when read from a listing
+
+    @property
+    def key(self) -> str:
+        return journal_key(self.prefix, self.job_id, self.group_id)
+
+    def live_output(self) -> ObjectRef:
+        """The object readers use for this group's rows: staging until published, then the final object."""
+        if self.state == COMMITTED or self.final is None:
+            return self.staging
+        return self.final
+
+    def encode(self) -> bytes:
+        data = asdict(self)
+        data.pop("etag")
+        data.pop("stored_at")
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, body: bytes, *, etag: str | None, url: str) -> JournalEntry:
+        try:
+            data = json.loads(body)
+            if data.get("version") != FORMAT_VERSION:
+                raise ValueError(f"unknown journal format version {data.get('version')!r}")
+            if data.get("state") not in STATES:
+                raise ValueError(f"unknown state {data.get('state')!r}")
+            data["inputs"] = tuple(ObjectRef(**i) for i in data["inputs"])
+            data["staging"] = ObjectRef(**data["staging"])
+            data["final"] = ObjectRef(**data["final"]) if data.get("final") else None
+            return cls(**data, etag=etag)
+        except (ValueError, TypeError, KeyError) as exc:
+            bucket, _, key = url.removeprefix("s3://").partition("/")
+            raise CorruptFile(f"unreadable compaction journal entry: {exc}", bucket=bucket, key=key) from exc
+
+
+async def list_entry_keys(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
+    """The journal objects of the compaction rooted at ``prefix``."""
+    return [o async for o in client.list_objects(bucket, journal_prefix(prefix)) if is_journal_key(o.key)]
+
+
+async def read_entry(client: S3Client, bucket: str, key: str) -> JournalEntry | None:
+    """One entry, or None if it was deleted meanwhile."""
+    try:
+        result = await client.get_object(bucket, key)
+    except NotFound:
+        return None
+    return JournalEntry.decode(result.data, etag=result.etag, url=f"s3://{bucket}/{key}")
+
+
+async def read_entries(
+    client: S3Client, bucket: str, keys: Iterable[str], *, concurrency: int = 16
+) -> list[JournalEntry]:
+    """The entries at ``keys`` (missing ones skipped), in key order."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(key: str) -> JournalEntry | None:
+        async with slots:
+            return await read_entry(client, bucket, key)
+
+    found = await gather_all(one(k) for k in sorted(set(keys)))
+    return [e for e in found if e is not None]
+
+
+async def read_journal(client: S3Client, bucket: str, prefix: str, *, concurrency: int = 16) -> list[JournalEntry]:
+    """Every entry of the compaction rooted at ``prefix``, with ``stored_at`` when it did not change meanwhile."""
+    listed = {o.key: o for o in await list_entry_keys(client, bucket, prefix)}
+    entries = await read_entries(client, bucket, listed, concurrency=concurrency)
+    return [
+        replace(e, stored_at=listed[e.key].last_modified) if same_etag(e.etag, listed[e.key].etag) else e
+        for e in entries
+    ]
