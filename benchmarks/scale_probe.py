@@ -33,7 +33,7 @@ def _options(endpoint: str, url: str, **extra: str) -> dict[str, str]:
 
 
 def _pickled(values: list[Any]) -> dict[str, int]:
-    import cloudpickle
+    from pyspark import cloudpickle
 
     sizes = [len(cloudpickle.dumps(v)) for v in values]
     return {"pickled_max": max(sizes, default=0), "pickled_median": int(statistics.median(sizes)) if sizes else 0}
@@ -57,34 +57,44 @@ def list_only(endpoint: str, url: str) -> dict[str, Any]:
 
 
 def batch(endpoint: str, url: str) -> dict[str, Any]:
+    from pyspark import cloudpickle
+
     from spark_ext.source.datasource import S3ParquetDataSource
 
     started = time.perf_counter()
     source = S3ParquetDataSource(_options(endpoint, url, minPartitionNum="200"))
     listed = time.perf_counter()
     schema = source.schema()
-    source_bytes = len(__import__("cloudpickle").dumps(source))  # what travels from load() to the planner worker
+    schemaed = time.perf_counter()
+    shipped = cloudpickle.dumps(source)  # Spark ships the source from the schema worker to the planner worker
+    source = cloudpickle.loads(shipped)
+    source_bytes = len(shipped)
+    handed_over = time.perf_counter()
     reader = source.reader(schema)
     partitions = list(reader.partitions())
     done = time.perf_counter()
+    reader_bytes = len(cloudpickle.dumps(reader))  # travels with the read function into every task
     return {
         "listing_s": round(listed - started, 2),
-        "schema_and_plan_s": round(done - listed, 2),
+        "schema_s": round(schemaed - listed, 2),
+        "handover_s": round(handed_over - schemaed, 2),
+        "plan_s": round(done - handed_over, 2),
         "partitions": len(partitions),
         "source_pickled": source_bytes,
+        "reader_pickled": reader_bytes,
         **_pickled(partitions),
     }
 
 
 def stream(endpoint: str, url: str) -> dict[str, Any]:
     from pyspark.sql.streaming.datasource import ReadMaxFiles
-    from pyspark.sql.types import LongType, StructField, StructType
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     from spark_ext.stream.options import StreamOptions
     from spark_ext.stream.reader import S3ParquetStreamReader
 
     options = StreamOptions.from_options(_options(endpoint, url, streamName=f"scale-{time.time_ns()}"))
-    schema = StructType([StructField("id", LongType())])
+    schema = StructType([StructField("id", LongType()), StructField("d", IntegerType())])
     reader = S3ParquetStreamReader(options, schema, default_parallelism=200)
     try:
         offset = reader.latestOffset({"batch": -1}, ReadMaxFiles(STREAM_FILES_PER_TRIGGER))

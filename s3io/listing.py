@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from s3io.s3.types import ObjectInfo
@@ -49,6 +49,39 @@ class ListedFile:
     @property
     def logical_url(self) -> str:
         return f"s3://{self.info.bucket}/{self.logical_key or self.info.key}"
+
+    def __reduce__(self) -> tuple[type, tuple[ObjectInfo, str, str | None, bool]]:
+        # A listing travels pickled from Spark's schema worker to its planner (see ObjectInfo.__reduce__).
+        return ListedFile, (self.info, self.root, self.logical_key, self.direct)
+
+
+ListingColumns = tuple[
+    list[str], list[str], list[int], list[str | None], list[float | None], list[str], list[str | None], list[bool]
+]
+
+
+def listing_columns(files: Sequence[ListedFile]) -> ListingColumns:
+    """``files`` as one list per field: pickles ~25 times faster than the objects (Spark ships a planned source's
+    listing from one Python worker to the next, a million files at a time)."""
+    return (
+        [f.info.bucket for f in files],
+        [f.info.key for f in files],
+        [f.info.size for f in files],
+        [f.info.etag for f in files],
+        [f.info.last_modified for f in files],
+        [f.root for f in files],
+        [f.logical_key for f in files],
+        [f.direct for f in files],
+    )
+
+
+def listing_from_columns(columns: ListingColumns) -> tuple[ListedFile, ...]:
+    """The inverse of ``listing_columns``."""
+    buckets, keys, sizes, etags, modified, roots, logical, direct = columns
+    return tuple(
+        ListedFile(ObjectInfo(b, k, s, e, m), r, lk, d)
+        for b, k, s, e, m, r, lk, d in zip(buckets, keys, sizes, etags, modified, roots, logical, direct, strict=True)
+    )
 
 
 def select_files(

@@ -1,4 +1,4 @@
-"""gather_all: the project's one "run together, fail as one" helper (engine, reader, API, filesystem, compaction)."""
+"""gather_all and map_bounded: "run together, fail as one" (engine, reader, API, filesystem, compaction)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from s3io.engine.tasks import gather_all
+from s3io.engine.tasks import gather_all, map_bounded
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -38,3 +38,39 @@ async def test_the_first_failure_cancels_and_awaits_the_siblings_before_it_is_ra
     with pytest.raises(ValueError, match="boom"):
         await gather_all([slow("a"), fail(), slow("b")])
     assert sorted(cleaned) == ["a", "b"]  # both cancelled and finished before the error reached us
+
+
+async def test_map_bounded_keeps_order_and_never_has_more_than_its_limit_in_flight_or_as_tasks() -> None:
+    in_flight, most, tasks_seen = 0, 0, 0
+    baseline = len(asyncio.all_tasks())
+
+    async def square(v: int) -> int:
+        nonlocal in_flight, most, tasks_seen
+        in_flight += 1
+        most = max(most, in_flight)
+        tasks_seen = max(tasks_seen, len(asyncio.all_tasks()) - baseline)
+        await asyncio.sleep(0.001 * (v % 3))
+        in_flight -= 1
+        return v * v
+
+    assert await map_bounded(square, list(range(200)), 7) == [v * v for v in range(200)]
+    assert most == 7 and tasks_seen <= 7  # 7 workers for 200 items, not 200 tasks
+    assert await map_bounded(square, [], 7) == []
+    assert await map_bounded(square, [3], 7) == [9]
+    with pytest.raises(ValueError, match="at least 1"):
+        await map_bounded(square, [1], 0)
+
+
+async def test_map_bounded_fails_as_one_and_stops_taking_items() -> None:
+    started: list[int] = []
+
+    async def work(v: int) -> int:
+        started.append(v)
+        await asyncio.sleep(0.001)
+        if v == 5:
+            raise ValueError("item 5")
+        return v
+
+    with pytest.raises(ValueError, match="item 5"):
+        await map_bounded(work, list(range(1000)), 4)
+    assert len(started) < 20  # the other workers were cancelled: the rest of the items never started

@@ -6,8 +6,9 @@ import pickle
 
 import pytest
 
+from s3io.dataset.pieces import FilePiece
 from s3io.errors import InvalidConfig
-from s3io.listing import select_files
+from s3io.listing import ListedFile, listing_columns, listing_from_columns, select_files
 from s3io.s3.types import ObjectInfo
 from s3io.urls import compile_name_glob, has_glob, parse_paths, parse_s3_url
 
@@ -178,3 +179,15 @@ def test_path_glob_filter_looks_at_file_names_only() -> None:
     objects = _objects("t/a=1.parquet/f.parquet", "t/a=2/f.csv", "t/a=3/g.parquet")
     selected = select_files(objects, parse_s3_url("s3://b/t/"), path_glob_filter="*.parquet")
     assert [f.info.key for f in selected] == ["t/a=1.parquet/f.parquet", "t/a=3/g.parquet"]
+
+
+def test_a_listing_survives_pickling_as_objects_and_as_columns() -> None:
+    files = (
+        ListedFile(ObjectInfo("b", "t/x=1/a.parquet", 10, '"e1"', 1.5), "s3://b/t/"),
+        ListedFile(ObjectInfo("b", "t/_staging/o.parquet", 0, None, None), "s3://b/t/", "t/o.parquet", False),
+    )
+    assert pickle.loads(pickle.dumps(files)) == files
+    assert listing_from_columns(pickle.loads(pickle.dumps(listing_columns(files)))) == files
+    assert listing_from_columns(listing_columns(())) == ()
+    piece = FilePiece(files[0].info, (0, 2), ("a", 1))
+    assert pickle.loads(pickle.dumps(piece)) == piece

@@ -28,3 +28,7 @@ class FilePiece:
     @property
     def url(self) -> str:
         return self.obj.url
+
+    def __reduce__(self) -> tuple[type, tuple[ObjectInfo, tuple[int, ...] | None, tuple[object, ...]]]:
+        # Every task's InputPartition carries its pieces pickled (see ObjectInfo.__reduce__).
+        return FilePiece, (self.obj, self.row_groups, self.partition_values)

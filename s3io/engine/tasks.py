@@ -9,10 +9,11 @@ compaction all use it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 async def gather_all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
@@ -36,3 +37,22 @@ async def gather_all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
         for task in tasks:
             if task.done() and not task.cancelled():
                 task.exception()
+
+
+async def map_bounded(fn: Callable[[A], Awaitable[T]], items: Sequence[A], concurrency: int) -> list[T]:
+    """``fn`` over ``items`` with at most ``concurrency`` calls in flight; results in input order, fail as one.
+
+    Only ``concurrency`` tasks ever exist (a semaphore over one task per item costs a task per item: a million
+    footers planned would hold a million suspended coroutines).
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    results: list[Any] = [None] * len(items)
+    indexes = iter(range(len(items)))
+
+    async def worker() -> None:
+        for i in indexes:
+            results[i] = await fn(items[i])
+
+    await gather_all([worker() for _ in range(min(concurrency, len(items)))])
+    return results

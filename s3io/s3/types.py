@@ -19,6 +19,10 @@ class ObjectInfo:
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, int, str | None, float | None]]:
+        # Planning pickles a million of these: the slotted dataclass default looks up fields() per object.
+        return ObjectInfo, (self.bucket, self.key, self.size, self.etag, self.last_modified)
+
 
 @dataclass(frozen=True, slots=True)
 class GetResult:

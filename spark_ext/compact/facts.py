@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 from collections.abc import Sequence
 
-from s3io.engine.tasks import gather_all
+import pyarrow as pa
+
+from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import file_schema
@@ -55,14 +57,17 @@ async def fetch_file_facts(
 
     A candidate the listing gave no ETag is not compacted: its delete after the commit could not be conditional.
     """
-    slots = asyncio.Semaphore(concurrency)
+    schemas: dict[bytes, pa.Schema] = {}
 
     async def one(info: ObjectInfo) -> FileFacts:
         if not 0 < info.size < threshold:
             return FileFacts(info)
         if info.etag is None or not bare_etag(info.etag):
             return FileFacts(info, error=NO_ETAG)
-        async with slots:
-            return await read_file_facts(client, info)
+        facts = await read_file_facts(client, info)
+        if facts.schema is not None:  # one instance per distinct schema: a million files share a handful
+            exact = facts.schema.serialize().to_pybytes()  # == on schemas ignores metadata; the bytes do not
+            facts = dataclasses.replace(facts, schema=schemas.setdefault(exact, facts.schema))
+        return facts
 
-    return await gather_all(one(f) for f in files)
+    return await map_bounded(one, files, concurrency)

@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from s3io import sync
 from s3io.errors import InvalidConfig
-from s3io.listing import ListedFile
+from s3io.listing import ListedFile, listing_columns, listing_from_columns
 from s3io.settings import loose_key
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions, redact
@@ -43,8 +43,6 @@ from spark_ext.source.driver_side import (
 from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.stream.options import StreamOptions, has_stream_options
-from spark_ext.stream.reader import S3ParquetStreamReader
-from spark_ext.stream.schema import stream_schema
 
 NAME = "s3parquet"
 logger = logging.getLogger("spark_ext.source")
@@ -99,6 +97,8 @@ class S3ParquetDataSource(DataSource):
         """Data columns from the footers (a summary file or the first file, or all with mergeSchema), then the
         partition columns, as Spark's parquet reader infers them. A stream keeps the schema it first inferred."""
         if self.stream_options is not None:
+            from spark_ext.stream.schema import stream_schema  # spark_ext.stream builds on this package
+
             return stream_schema(self.stream_options, self._infer_schema)
         return self._infer_schema()
 
@@ -117,8 +117,23 @@ class S3ParquetDataSource(DataSource):
             self._data_schema, self._row_groups = sync.run(infer())
         return source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles the source from the worker that ran schema() to the one that plans: the listing travels
+        # as columns (a million files pickle in a fraction of a second, not tens of seconds).
+        state = self.__dict__.copy()
+        if state.get("_listed") is not None:
+            state["_listed"] = listing_columns(state["_listed"])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state.get("_listed") is not None:
+            state["_listed"] = listing_from_columns(state["_listed"])
+        self.__dict__.update(state)
+
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream reader for ``schema`` (see spark_ext.stream.reader); ``streamName`` is required."""
+        from spark_ext.stream.reader import S3ParquetStreamReader  # the stream reader builds on this package
+
         options = self.stream_options or StreamOptions.from_options(self._completed)
         return S3ParquetStreamReader(
             options,
