@@ -131,10 +131,23 @@ def run(stack: Stack, options: Options) -> Report:
     for step in ("batch", "stream", "compaction"):
         r = results.get((largest, step), {})
         if "seconds" in r:
-            ok = r["seconds"] <= TARGET_SECONDS and r["peak_rss_mib"] <= TARGET_MIB
+            fast, small = r["seconds"] <= TARGET_SECONDS, r["peak_rss_mib"] <= TARGET_MIB
+            verdict = {
+                (True, True): "meets ≤ {s} s and ≤ {m} GiB",
+                (False, True): "**misses** ≤ {s} s (meets ≤ {m} GiB)",
+                (True, False): "**misses** ≤ {m} GiB (meets ≤ {s} s)",
+                (False, False): "**misses** ≤ {s} s and ≤ {m} GiB",
+            }[fast, small].format(s=f"{TARGET_SECONDS:.0f}", m=f"{TARGET_MIB / 1024:.0f}")
+            why = ""
+            if step == "compaction" and not fast and r.get("requests"):
+                why = (
+                    f" Why: the plan reads one footer per candidate ({r['requests']:,} requests, "
+                    f"{r['requests'] / r['seconds']:,.0f} per second from one Python process, bound by the "
+                    "client's CPU per GET); planning from the listing alone and checking schemas in the tasks "
+                    "would remove them (not done)."
+                )
             verdicts.append(
-                f"- {step} at {largest:,} files: {r['seconds']:.1f} s, {r['peak_rss_mib']:.0f} MiB — "
-                f"{'meets' if ok else 'misses'} ≤ {TARGET_SECONDS:.0f} s and ≤ {TARGET_MIB / 1024:.0f} GiB."
+                f"- {step} at {largest:,} files: {r['seconds']:.1f} s, {r['peak_rss_mib']:.0f} MiB — {verdict}.{why}"
             )
         else:
             verdicts.append(f"- {step} at {largest:,} files: {r.get('error', 'not measured')}.")
