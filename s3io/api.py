@@ -59,6 +59,10 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 
+# read_parquet returns one Table, so its batches need not be small: 1M-row batches decode two 64 MiB files with
+# ~15% less CPU than 64k-row ones (the Table's chunks are the batches; iter_batches keeps pyarrow's 64k default).
+TABLE_BATCH_SIZE = 1 << 20
+
 
 # ----------------------------------------------------------------------------------------- async API
 
@@ -76,7 +80,7 @@ async def read_parquet_async(
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int = TABLE_BATCH_SIZE,
     progress: ProgressCallback | None = None,
 ) -> pa.Table:
     """Read parquet files under ``url_or_urls`` into one Table (see ``iter_batches_async`` for the arguments)."""
@@ -165,7 +169,7 @@ def read_parquet(
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int = TABLE_BATCH_SIZE,
     progress: ProgressCallback | None = None,
 ) -> pa.Table:
     """Blocking ``read_parquet_async``, run on s3io's background event loop (works inside Jupyter too).

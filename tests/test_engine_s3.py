@@ -105,6 +105,30 @@ def test_large_object_is_split_into_parallel_parts_and_reassembled(
     assert max(r.time for r in first_five) < min(r.finished for r in first_five if r.finished is not None)
 
 
+def test_fetch_segments_returns_the_parts_as_fetched_covering_every_range(
+    s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    data = data_of(300 * KiB + 7, seed=5)
+    obj = put(s3_client, bucket, "segments.bin", data)
+    config = EngineConfig(part_size=64 * KiB, whole_object_threshold=0, coalesce_gap=4 * KiB)
+    ranges = [(10, 150 * KiB), (152 * KiB, 160 * KiB), (250 * KiB, 300 * KiB + 7)]
+
+    async def work(engine: RangeEngine) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], int]:
+        segments = await engine.fetch_segments(obj, ranges)
+        empty = await engine.fetch_segments(obj, [(5, 5)])
+        return segments, empty, engine.stats().merged_ranges
+
+    segments, empty, merged = run(s3_endpoint.url, config, work)
+    assert empty == []
+    assert merged == 2  # the first two ranges coalesce (2 KiB apart); the third stands alone
+    assert [start for start, _ in segments] == sorted(start for start, _ in segments)
+    for start, piece in segments:  # each segment is one part as it arrived: at most part_size, never joined
+        assert 0 < len(piece) <= 64 * KiB and piece == data[start : start + len(piece)]
+    covered = {(start, start + len(piece)) for start, piece in segments}
+    for start, end in ranges:  # every requested byte lies in some segment
+        assert all(any(a <= b < z for a, z in covered) for b in (start, (start + end) // 2, end - 1))
+
+
 def test_fetch_object_of_unknown_size_learns_it_from_the_first_part(
     s3_endpoint: Any, bucket: str, s3_client: Any
 ) -> None:

@@ -637,9 +637,8 @@ class ParquetReader:
             segments: list[tuple[int, bytes]] = []
             if unit.plan.ranges:
                 sized = obj if obj.size >= 0 else dataclasses.replace(obj, size=unit.footer.size)
-                blobs = await self.engine.fetch_ranges(sized, list(unit.plan.ranges))
-                self._c.bytes_fetched += sum(len(blob) for blob in blobs)
-                segments = [(start, blob) for (start, _), blob in zip(unit.plan.ranges, blobs, strict=True)]
+                segments = await self.engine.fetch_segments(sized, list(unit.plan.ranges))  # read in place
+                self._c.bytes_fetched += sum(end - start for start, end in unit.plan.ranges)
             return _Fetched(unit.footer, list(unit.plan.row_groups), segments, small=False)
         key = _key(obj)
         data = self._kept.take(key)
