@@ -442,3 +442,27 @@ async def test_objects_of_unknown_size_and_etag_are_read_with_a_suffix_get(
         table = await collect(reader, [FilePiece(obj)], schema=schema)
         assert gets(reader) == 1 + -(-len(blob) // LARGE.part_size)  # suffix GET for the footer, then the parts
     assert table.equals(pq.read_table(io.BytesIO(blob)))
+
+
+@pytest.mark.timeout(60)
+async def test_row_groups_decoded_ahead_in_threads_keep_order_and_stop_with_the_consumer(
+    s3_endpoint: Any, bucket: str, s3_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import s3io.dataset.reader as reader_module
+
+    monkeypatch.setattr(reader_module, "DECODE_IN_THREAD_BYTES", 0)  # every unit takes the threaded path
+    blobs = [parquet_bytes(make_table(30_000, start=50_000 * i, seed=i), row_group_size=3_000) for i in range(2)]
+    objs = [put(s3_client, bucket, f"ahead/{i}.parquet", blob) for i, blob in enumerate(blobs)]
+    expected = local_read(blobs)
+    async with open_reader(s3_endpoint.url, LARGE) as reader:
+        schema = await reader.schema(objs, merge=True)
+        table = await collect(reader, [FilePiece(obj) for obj in objs], schema=schema, batch_size=1_000)
+        assert table.equals(expected) and reader.stats().row_groups_read == 2 * 10  # in order, each once
+
+        before = asyncio.all_tasks()
+        batches = reader.iter_batches([FilePiece(obj) for obj in objs], schema=schema, batch_size=1_000)
+        first = await anext(batches)  # the next row group is decoding in a thread now
+        await batches.aclose()  # closing waits for that thread and drops its batches
+        assert first.equals(expected.slice(0, 1_000).to_batches()[0])
+        await asyncio.sleep(0)
+        assert asyncio.all_tasks() - before == set()  # nothing left running

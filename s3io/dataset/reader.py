@@ -484,21 +484,25 @@ class ParquetReader:
         metadata = fetched.footer.metadata
         columns = options.file_columns(metadata, url)
         int96_unit = options.conversions.int96_unit
+        data = fetched.source
         if fetched.small:
-            assert isinstance(fetched.source, bytes)
-            source: Any = pa.BufferReader(pa.py_buffer(fetched.source))
+            assert isinstance(data, bytes)
             groups: list[list[int]] = [fetched.row_groups]
-            size = len(fetched.source)
+            size = len(data)
         else:
-            assert isinstance(fetched.source, list)
-            source = SparseFile(fetched.footer.size, fetched.source, url)
+            assert isinstance(data, list)
             groups = [[rg] for rg in fetched.row_groups]
-            size = sum(len(data) for _, data in fetched.source)
+            size = sum(len(segment) for _, segment in data)
         finisher = unit.finisher
-
         threaded = size >= DECODE_IN_THREAD_BYTES
 
         def work(row_groups: list[int]) -> list[pa.RecordBatch]:
+            # A file object of its own per call: two row groups of a unit may decode at once, in two threads.
+            source: Any = (
+                pa.BufferReader(pa.py_buffer(data))
+                if isinstance(data, bytes)
+                else SparseFile(fetched.footer.size, data, url)
+            )
             decoded = decode(
                 source,
                 metadata,
@@ -511,13 +515,28 @@ class ParquetReader:
             )
             return finisher.finish_all(decoded)
 
-        for row_groups in groups:
-            if threaded:
-                batches = await asyncio.to_thread(work, row_groups)
-            else:
+        if not threaded:
+            for row_groups in groups:
                 batches = work(row_groups)
-            self._c.row_groups_read += len(row_groups)
-            yield batches
+                self._c.row_groups_read += len(row_groups)
+                yield batches
+            return
+        # Large row groups decode in worker threads, the next one while this one is handed over: a unit's bytes
+        # are all here already, and one decoded row group ahead is all the extra memory it holds.
+        ahead: asyncio.Future[list[pa.RecordBatch]] | None = None
+        try:
+            for i, row_groups in enumerate(groups):
+                current = ahead if ahead is not None else asyncio.ensure_future(asyncio.to_thread(work, row_groups))
+                ahead = None
+                if i + 1 < len(groups):
+                    ahead = asyncio.ensure_future(asyncio.to_thread(work, groups[i + 1]))
+                batches = await current
+                self._c.row_groups_read += len(row_groups)
+                yield batches
+        finally:
+            if ahead is not None:  # a thread cannot be stopped: wait for it, and drop what it decoded
+                ahead.cancel()
+                await asyncio.gather(ahead, return_exceptions=True)
 
     # ----------------------------------------------------------------- planning and fetching
 
