@@ -44,7 +44,7 @@ from s3io.dataset.read_units import (
     split_predicates,
 )
 from s3io.engine import ByteBudget, Lease, RangeEngine, SingleFlight
-from s3io.engine.tasks import gather_all
+from s3io.engine.tasks import map_bounded
 from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, match_names
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE, decode
 from s3io.parquet.footer import TAIL_BYTES, FooterNeedsMore, parse_footer
@@ -286,21 +286,19 @@ class ParquetReader:
         self, objs: Sequence[ObjectInfo], *, ignore_missing: bool = False, ignore_corrupt: bool = False
     ) -> list[pq.FileMetaData | None]:
         """Footers of many objects, fetched concurrently, in order; None for a skipped (missing / corrupt) one."""
-        limit = asyncio.Semaphore(FOOTER_CONCURRENCY_FACTOR * self.engine.config.max_concurrency)
 
         async def one(obj: ObjectInfo) -> pq.FileMetaData | None:
-            async with limit:
-                try:
-                    return await self.metadata(obj)
-                except (errors.NotFound, errors.CorruptFile) as exc:
-                    missing = isinstance(exc, errors.NotFound)
-                    if not ((ignore_missing and missing) or (ignore_corrupt and not missing)):
-                        raise
-                    what = "missing" if isinstance(exc, errors.NotFound) else "corrupt"
-                    log.warning("skipping %s file %s: %s", what, obj.url, exc)
-                    return None
+            try:
+                return await self.metadata(obj)
+            except (errors.NotFound, errors.CorruptFile) as exc:
+                missing = isinstance(exc, errors.NotFound)
+                if not ((ignore_missing and missing) or (ignore_corrupt and not missing)):
+                    raise
+                what = "missing" if isinstance(exc, errors.NotFound) else "corrupt"
+                log.warning("skipping %s file %s: %s", what, obj.url, exc)
+                return None
 
-        return await gather_all([one(obj) for obj in objs])
+        return await map_bounded(one, objs, FOOTER_CONCURRENCY_FACTOR * self.engine.config.max_concurrency)
 
     def _is_small(self, obj: ObjectInfo) -> bool:
         return 0 <= obj.size <= self.engine.config.whole_object_threshold
@@ -534,8 +532,7 @@ class ParquetReader:
                 self._c.row_groups_read += len(row_groups)
                 yield batches
         finally:
-            if ahead is not None:  # a thread cannot be stopped: wait for it, and drop what it decoded
-                ahead.cancel()
+            if ahead is not None:  # a thread cannot be stopped: wait for it (not cancel), and drop what it decoded
                 await asyncio.gather(ahead, return_exceptions=True)
 
     # ----------------------------------------------------------------- planning and fetching

@@ -111,9 +111,9 @@ def parse_timestamp(text: str | None) -> float | None:
     return float(calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)))
 
 
-def _decoder(root: ET.Element) -> Callable[[str], str]:
+def _decoder(root: ET.Element, ns: str = "") -> Callable[[str], str]:
     """How this answer's keys and prefixes are decoded: url-encoded if it says so, else as they are."""
-    return _url_decoded if (root.findtext("EncodingType") or "").lower() == "url" else str
+    return _url_decoded if (root.findtext(ns + "EncodingType") or "").lower() == "url" else str
 
 
 def _url_decoded(text: str) -> str:
@@ -123,7 +123,7 @@ def _url_decoded(text: str) -> str:
 def parse_list_page(bucket: str, body: bytes) -> tuple[list[ObjectInfo], list[str], str | None]:
     """(objects, common prefixes, next continuation token or None) of a ListObjectsV2 page (keys decoded)."""
     root, ns = _parse_named(body, "ListObjectsV2 answer")
-    decode = _url_decoded if (root.findtext(ns + "EncodingType") or "").lower() == "url" else str
+    decode = _decoder(root, ns)
     key, size, etag, modified = ns + "Key", ns + "Size", ns + "ETag", ns + "LastModified"
     objects = [
         ObjectInfo(

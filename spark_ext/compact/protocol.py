@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from s3io.engine.tasks import gather_all
+from s3io.engine.tasks import gather_all, map_bounded
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
@@ -165,7 +165,6 @@ async def delete_inputs(
     if entry.state != PUBLISHED or entry.final is None:
         raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
     outcome = InputDeletion()
-    slots = asyncio.Semaphore(concurrency)
     if bulk and all(ref.etag for ref in entry.inputs):
         async with lock.fenced(f"the input deletes of {entry.key}"):
             etags = {ref.key: ref.etag for ref in entry.inputs if ref.etag}
@@ -190,21 +189,20 @@ async def delete_inputs(
         return outcome
 
     async def one(ref: ObjectRef) -> None:
-        async with slots:
-            try:
-                gone_now = await delete_if_match(client, entry.bucket, ref.key, ref.etag)
-            except PreconditionFailed:
-                outcome.conflicts.append(
-                    f"input s3://{entry.bucket}/{ref.key} was replaced after it was compacted into "
-                    f"{entry.final_key} (its ETag is no longer {ref.etag}); the new object was left in place"
-                )
-                return
-            (outcome.deleted if gone_now else outcome.already_gone).append(ref.key)
-            if after_each is not None:
-                after_each(ref.key)
+        try:
+            gone_now = await delete_if_match(client, entry.bucket, ref.key, ref.etag)
+        except PreconditionFailed:
+            outcome.conflicts.append(
+                f"input s3://{entry.bucket}/{ref.key} was replaced after it was compacted into "
+                f"{entry.final_key} (its ETag is no longer {ref.etag}); the new object was left in place"
+            )
+            return
+        (outcome.deleted if gone_now else outcome.already_gone).append(ref.key)
+        if after_each is not None:
+            after_each(ref.key)
 
     async with lock.fenced(f"the input deletes of {entry.key}"):
-        await gather_all(one(ref) for ref in entry.inputs)
+        await map_bounded(one, list(entry.inputs), concurrency)
     return outcome
 
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from s3io.engine.tasks import gather_all
+from s3io.engine.tasks import map_bounded
 from s3io.errors import PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
@@ -110,18 +110,16 @@ async def recover(
         if is_staging_key(o.key[len(prefix) :]) and o.key not in referenced and o.key.startswith(prefix)
     ]
     if orphans:
-        slots = asyncio.Semaphore(concurrency)
 
         async def drop(info: ObjectInfo) -> None:
-            async with slots:
-                try:
-                    await delete_if_match(client, bucket, info.key, info.etag)
-                except PreconditionFailed:
-                    return  # rewritten since the listing: a live writer's, not ours to judge now
-                report.staging_deleted.append(info.key)
+            try:
+                await delete_if_match(client, bucket, info.key, info.etag)
+            except PreconditionFailed:
+                return  # rewritten since the listing: a live writer's, not ours to judge now
+            report.staging_deleted.append(info.key)
 
         async with lock.fenced("the roll-back of uncommitted staging objects"):
-            await gather_all(drop(o) for o in orphans)
+            await map_bounded(drop, orphans, concurrency)
     await _abort_unfinished_uploads(client, lock, bucket, prefix, report)
     if entries:
         outcome = await finish_entries(

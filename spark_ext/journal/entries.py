@@ -13,12 +13,11 @@ commit point (spark_ext.compact.protocol.commit_group says why it takes two writ
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
-from s3io.engine.tasks import gather_all
+from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
@@ -121,13 +120,11 @@ async def read_entries(
     client: S3Client, bucket: str, keys: Iterable[str], *, concurrency: int = 16
 ) -> list[JournalEntry]:
     """The entries at ``keys`` (missing ones skipped), in key order."""
-    slots = asyncio.Semaphore(concurrency)
 
     async def one(key: str) -> JournalEntry | None:
-        async with slots:
-            return await read_entry(client, bucket, key)
+        return await read_entry(client, bucket, key)
 
-    found = await gather_all(one(k) for k in sorted(set(keys)))
+    found = await map_bounded(one, sorted(set(keys)), concurrency)
     return [e for e in found if e is not None]
 
 

@@ -19,6 +19,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
+from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
 from s3io.listing import SUMMARY_FILE_NAMES, ListedFile, is_summary_file, select_files
 from s3io.parquet.chunks import row_group_bytes
@@ -122,22 +123,20 @@ async def fetch_footers(
     ignore_corrupt: bool,
 ) -> dict[str, pq.FileMetaData | None]:
     """Footers of ``objects`` fetched concurrently; None for a skipped (missing or corrupt, if ignored) file."""
-    semaphore = asyncio.Semaphore(FOOTER_CONCURRENCY)
 
     async def one(obj: ObjectInfo) -> pq.FileMetaData | None:
-        async with semaphore:
-            try:
-                return await reader.metadata(obj)
-            except NotFound:
-                if ignore_missing:
-                    return None
-                raise
-            except CorruptFile:
-                if ignore_corrupt:
-                    return None
-                raise
+        try:
+            return await reader.metadata(obj)
+        except NotFound:
+            if ignore_missing:
+                return None
+            raise
+        except CorruptFile:
+            if ignore_corrupt:
+                return None
+            raise
 
-    results = await asyncio.gather(*(one(obj) for obj in objects))
+    results = await map_bounded(one, list(objects), FOOTER_CONCURRENCY)
     return {obj.url: md for obj, md in zip(objects, results, strict=True)}
 
 

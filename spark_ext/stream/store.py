@@ -11,9 +11,9 @@ Old manifests and checkpoints (more than batchesToRetain behind) are deleted whe
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
+from s3io.engine.tasks import map_bounded
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from spark_ext.compact.conditional import put_if_absent
@@ -77,13 +77,7 @@ class StreamStore:
         return LoadedState(seen, manifests, checkpoint)
 
     async def _read_many(self, batches: list[int]) -> list[Manifest]:
-        semaphore = asyncio.Semaphore(FETCH_CONCURRENCY)
-
-        async def one(batch: int) -> Manifest:
-            async with semaphore:
-                return await self.read_manifest(batch)
-
-        return list(await asyncio.gather(*(one(b) for b in batches)))
+        return await map_bounded(self.read_manifest, batches, FETCH_CONCURRENCY)
 
     async def read_manifest(self, batch: int) -> Manifest:
         key = manifest_key(self.prefix, batch)
