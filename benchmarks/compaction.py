@@ -1,14 +1,14 @@
 """compaction: rewrite 5,000 small parquet files (10-20 KB, five Hive partitions) into a few large ones.
 
-Why: landing zones fill with tiny files and the compaction job (``spark_ext.compact``) must get through them at
-a useful rate: files/s and MB/s of input, and few requests per input file (each input costs at least a footer
-GET, a data GET and a DELETE). Rows: the job in-process (``spark=None``: groups run on the driver's event loop)
-and on Spark (``local[2]``, one Spark task per group), each against every server of the run
-(benchmarks/servers.py): moto, where moto's ~3 ms of CPU per request bounds the job, and the in-memory endpoint,
-where the job's own costs show. Each run compacts freshly uploaded data (compaction deletes its inputs),
-generated once and uploaded straight to the server before the clock starts; the job talks to moto through the
-keep-alive proxy, or to the endpoint directly, with no added latency, and that counts its requests. After each
-run the data is read back with ``s3io.read_parquet`` and its checksum compared with the generated data's.
+Why: landing zones fill with tiny files and the compaction job (``spark_ext.compact``) must get through them at a
+useful rate: files/s and MB/s of input, and few requests per input file (each input costs one whole GET, read by the
+task that rewrites it, and its share of a DELETE batch; plans are made from the listing). Rows: the job in-process
+(``spark=None``: groups run on the driver's event loop) and on Spark (``local[2]``, one Spark task per group), each
+against every server of the run (benchmarks/servers.py): moto, where moto's ~3 ms of CPU per request bounds the job,
+and the in-memory endpoint, where the job's own costs show. Each run compacts freshly uploaded data (compaction
+deletes its inputs), generated once and uploaded straight to the server before the clock starts; the job talks to
+moto through the keep-alive proxy, or to the endpoint directly, with no added latency, and that counts its requests.
+After each run the data is read back with ``s3io.read_parquet`` and its checksum compared with the generated data's.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Phases:
             self.first_seen.setdefault(progress.phase, progress.elapsed)
 
     def split(self, duration: float) -> dict[str, float]:
-        """Seconds in: lock+list+recovery, footers+plan, rewrite+verify+commit, publish+delete+final listing."""
+        """Seconds in: lock+list+recovery, plan, rewrite+verify+commit, publish+delete+final listing."""
         marks = [0.0] + [self.first_seen.get(p, float("nan")) for p in ("planning", "rewriting", "publishing")]
         marks.append(self.first_seen.get("done", duration))
         names = ("setup", "plan", "rewrite", "publish")
@@ -359,7 +359,7 @@ def render(
             "server",
             "job",
             "lock + list + recovery s",
-            "footers + plan s",
+            "plan s",
             "rewrite + verify + commit s",
             "publish + delete + cleanup s",
             "outside report's `duration_s` s",
@@ -411,7 +411,7 @@ def _describe(
 
 
 NOTES = """
-- Wall: the `spark_ext.compact(...)` call (lock, list, footers, plan, rewrite and verify every group, commit,
+- Wall: the `spark_ext.compact(...)` call (lock, list, plan, rewrite and verify every group, commit,
   publish, delete inputs, staging and journal, release), with grace_period 0 so no wait is included. Input
   files/s and MB/s divide the input (files and bytes before) by it.
 - Requests: everything the keep-alive proxy (moto) or the endpoint saw during the call, from the driver and
@@ -419,15 +419,15 @@ NOTES = """
   PUT). Requests per input file: the server's count, and the report's `requests` (the s3io clients' own count),
   over the input files.
 - Duration split, from the job's progress events (`planning`, `rewriting`, `publishing`, `done`): lock + list +
-  recovery before planning; footers (one ranged GET per candidate) + plan; rewrite + verify + commit of every
+  recovery before planning; the plan (from the listing: no footer is read); rewrite + verify + commit of every
   group; publish (copy), delete inputs, delete staging and journal, and the final listing. "Outside the
   report's `duration_s`": the call's wall minus the report's own duration (lock release, the client's close).
 - CPU: driver CPU is user+sys of the benchmark process (in-process: the whole job; Spark: the driver side only,
   the groups run in Python workers, which are not counted); server CPU is the user+sys of moto and the proxy,
   or of the endpoint, during the call (from /proc). All share the same 2 cores. moto is a Python server: about
   one core's worth of its CPU per second of wall means the run was waiting on moto.
-- Bytes served ÷ input bytes: response bodies the proxy or endpoint sent during the call (footers, inputs, the
-  read-back of every output) over the input's size.
+- Bytes served ÷ input bytes: response bodies the proxy or endpoint sent during the call (inputs, the read-back
+  of every output) over the input's size.
 - After: the prefix read back with `s3io.read_parquet` (rows and checksum equal to the generated data's, and the
   report's `rows_rewritten` equal to all rows), and hidden objects left under the prefix (lock, journal,
   staging): 0 expected. ✓ = all of these hold.

@@ -4,7 +4,7 @@
 process's ru_maxrss), and what the step produced (objects, partitions, pickled bytes). Each step runs in a fresh
 process so its peak memory is its own. WHAT is ``list`` (s3io's listing), ``batch`` (s3parquet's ``load()`` and
 ``partitions()``, as Spark's planner worker runs them), ``stream`` (a stream's first trigger, 10,000 files) or
-``compaction`` (``spark_ext.compact`` dry run: listing, footers, plan).
+``compaction`` (``spark_ext.compact`` dry run: listing and a plan from it).
 """
 
 from __future__ import annotations

@@ -33,6 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-concurrent-groups", type=int, default=4, help="groups rewritten at once (default 4)")
     parser.add_argument("--grace-period", default="60s", help="delay before inputs are deleted (default 60s)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    parser.add_argument(
+        "--read-footers",
+        action="store_true",
+        help="read every small file's footer while planning (a dry run then names unreadable files and schema "
+        "conflicts; one more GET per file)",
+    )
     parser.add_argument("--recover", action="store_true", help="only finish or roll back what a dead job left")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]); 'none': no Spark")
     parser.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
@@ -55,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_concurrent_groups=args.max_concurrent_groups,
             grace_period=parse_duration(args.grace_period, name="--grace-period"),
             dry_run=args.dry_run,
+            read_footers=args.read_footers,
         )
         policy = policy_from_args(args)
         if args.master.lower() != "none" and not args.dry_run and not args.recover:

@@ -1,7 +1,7 @@
 """compact_prefix: the driver of one compaction job; recover_prefix: recovery alone (``--recover``).
 
 Sequence: probe the store (refuse if it ignores conditional writes) -> lock -> list -> refuse if another compaction
-root overlaps -> recover leftovers -> read footers -> plan (leaving out inputs any journal entry claims) -> execute
+root overlaps -> recover leftovers -> plan from the listing (leaving out inputs any journal entry claims) -> execute
 groups (in-process by default; the caller may pass a Spark executor) -> commit each verified output as
 it arrives -> wait the grace period -> publish, delete inputs -> wait the grace period -> delete staging and the
 journal -> release the lock. Every protocol step is fenced by the lock; a crash anywhere is repaired by the next
@@ -26,7 +26,14 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from spark_ext.compact.facts import fetch_file_facts, list_prefix
-from spark_ext.compact.grouping import CompactionGroup, CompactionPlan, plan_compaction
+from spark_ext.compact.grouping import (
+    UNREADABLE,
+    CompactionGroup,
+    CompactionPlan,
+    FileFacts,
+    SkippedFile,
+    plan_compaction,
+)
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.compact.protocol import Clock, Sleep, commit_group, finish_entries
@@ -160,7 +167,8 @@ class _Job:
     # ------------------------------------------------------------------ entry points
 
     async def dry_run(self) -> CompactionReport:
-        """List, read footers, plan; write nothing. In-flight journal entries are applied like a reader would."""
+        """List and plan (footers too with ``read_footers``); write nothing. In-flight journal entries are applied like
+        a reader would."""
         listing = await list_prefix(self.client, self.bucket, self.prefix)
         entries = await read_journal(self.client, self.bucket, self.prefix)
         if entries:
@@ -197,7 +205,7 @@ class _Job:
                 return self._finish_unchanged(NOTHING_TO_DO, "no group of small files worth rewriting", plan)
             committed = await self._compact(lock, plan, execute)
             await self._publish(lock, committed)
-            return await self._finish(plan)
+            return await self._finish(self._planned or plan)
         except LockLost as exc:
             self.report.status = LOCK_LOST
             self.report.message = (
@@ -361,7 +369,7 @@ class _Job:
         failed = self.report.groups_failed
         self.report.status = PARTIAL if failed else OK
         if failed:
-            self.report.message = f"{failed} of {len(plan.groups)} group(s) failed and were left as they were"
+            self.report.message = f"{failed} of {len(self.report.groups)} group(s) failed and were left as they were"
         await self._count_after()
         self._tick("done")
         maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
@@ -392,7 +400,11 @@ class _Job:
                 "(a job that lost its lock); the next run rolls that entry back and compacts them"
             )
         facts = await fetch_file_facts(
-            self.client, candidates, threshold=self.options.threshold, concurrency=self.options.footer_concurrency
+            self.client,
+            candidates,
+            threshold=self.options.threshold,
+            concurrency=self.options.footer_concurrency,
+            footers=self.options.read_footers,
         )
         leased: dict[str, int] = {}
         unleased = []
@@ -411,31 +423,57 @@ class _Job:
         self.report.leased_files = sum(leased.values())
         plan = plan_compaction(facts, self.options, bucket=self.bucket)
         self.report.plan = plan
-        self.report.skipped_groups = list(plan.skipped_groups)
-        self.report.skipped_files = list(plan.skipped_files)
-        self.report.groups = [
+        self._add_to_report(plan)
+        return plan
+
+    def _add_to_report(self, plan: CompactionPlan) -> None:
+        """A plan's groups and skipped files and groups, into the report and the progress totals."""
+        self.report.skipped_groups.extend(plan.skipped_groups)
+        self.report.skipped_files.extend(plan.skipped_files)
+        self.report.groups.extend(
             GroupReport(g.group_id, g.partition_dir, len(g.files), g.input_bytes, rows=g.input_rows)
             for g in plan.groups
-        ]
-        self.groups_total = len(plan.groups)
-        self.bytes_total = plan.input_bytes
-        return plan
+        )
+        self.groups_total += len(plan.groups)
+        self.bytes_total += plan.input_bytes
 
     async def _execute_and_commit(
         self, lock: CompactionLock, plan: CompactionPlan, execute: ExecuteGroups
     ) -> list[JournalEntry]:
-        """Run the groups; commit each verified output as soon as it arrives."""
+        """Run the groups; commit each verified output as soon as it arrives. Inputs a task left out (unreadable,
+        or of another schema than its group: a plan from the listing cannot know) are planned again from what the
+        task learnt of them, once: a second round's plan knows every schema."""
         settings = RewriteSettings.from_options(self.options)
         crash_value = self.crash.value if self.crash is not None else None
-        tasks = [GroupTask(self.job_id, g, settings, crash_value) for g in plan.groups]
-        groups = {g.group_id: g for g in plan.groups}
-        reports = {g.group_id: g for g in self.report.groups}
         committed: list[JournalEntry] = []
         self._tick("rewriting")
-        stream = _results(execute(tasks))
-        async with contextlib.aclosing(stream):
-            async for result in stream:
-                await self._commit_result(lock, result, groups, reports, committed)
+        for round_ in (1, 2):
+            left_out: list[FileFacts] = []
+            tasks = [GroupTask(self.job_id, g, settings, crash_value) for g in plan.groups]
+            groups = {g.group_id: g for g in plan.groups}
+            reports = {g.group_id: g for g in self.report.groups}
+            stream = _results(execute(tasks))
+            async with contextlib.aclosing(stream):
+                async for result in stream:
+                    await self._commit_result(lock, result, groups, reports, committed)
+                    left_out.extend(result.leftovers)
+            if not left_out:
+                break
+            if round_ == 2:
+                self.report.skipped_files.extend(
+                    SkippedFile(f.info.key, f.info.size, UNREADABLE, f"not compacted: {f.error or f.conflict}")
+                    for f in left_out
+                )
+                break
+            assert self._planned is not None
+            plan = plan_compaction(left_out, self.options, bucket=self.bucket, first_group=len(self._planned.groups))
+            self._add_to_report(plan)
+            self._planned = dataclasses.replace(
+                self._planned,
+                groups=self._planned.groups + plan.groups,
+                skipped_groups=self._planned.skipped_groups + plan.skipped_groups,
+                skipped_files=self._planned.skipped_files + plan.skipped_files,
+            )
         return committed
 
     async def _commit_result(
@@ -446,10 +484,15 @@ class _Job:
         reports: dict[str, GroupReport],
         committed: list[JournalEntry],
     ) -> None:
-        """Commit one executed group (or record its failure)."""
+        """Commit one executed group (or record its failure, or drop a dissolved group from the report)."""
         report = reports[result.group_id]
         group = groups[result.group_id]
         if result.output is None:
+            if result.left_out:
+                self.report.groups.remove(report)
+                self.groups_total -= 1
+                self.bytes_total -= report.input_bytes
+                return
             report.state = "failed"
             report.error = f"{result.error_kind}: {result.error}"
             log.warning("group %s failed: %s", result.group_id, report.error)
@@ -458,7 +501,9 @@ class _Job:
         if self.external:
             self.extra_requests += output.requests
             self.extra_retries += output.retries
-        stream = await self._newly_leased(group)
+        self.bytes_total -= report.input_bytes - output.input_bytes
+        report.input_files, report.input_bytes = output.input_files, output.input_bytes
+        stream = await self._newly_leased(output.inputs, output.replaced)
         if stream is not None:
             report.state = "failed"
             report.error = (
@@ -516,8 +561,11 @@ class _Job:
         self.bytes_total = sum(g.input_bytes for g in kept)
         return dataclasses.replace(plan, groups=kept)
 
-    async def _newly_leased(self, group: CompactionGroup) -> str | None:
-        """A stream whose lease appeared after planning and still needs one of ``group``'s inputs, or None.
+    async def _newly_leased(
+        self, inputs: Sequence[ObjectInfo], replaced: dict[str, tuple[tuple[str, str | None], ...]]
+    ) -> str | None:
+        """A stream whose lease appeared after planning and still needs one of ``inputs``, or None (``replaced``:
+        the origins of inputs that are earlier outputs).
 
         One LIST per commit: leases known at planning only ever consume more (their committed batch grows), so
         only a stream not seen then needs its state read."""
@@ -534,7 +582,7 @@ class _Job:
                 continue
             live = LiveLease(lease, await committed_consumption(self.client, lease))
             self._leases.append(live)
-            if any(live.needs(info, group.replaced.get(info.key)) for info in group.files):
+            if any(live.needs(info, replaced.get(info.key)) for info in inputs):
                 return lease.stream
         return None
 

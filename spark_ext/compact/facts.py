@@ -1,4 +1,10 @@
-"""The I/O side of planning: list a prefix's data files and read the footers of the candidates."""
+"""The I/O side of planning: list a prefix's data files and read the footers of the candidates that need it.
+
+A plan is made from the listing: a small file's schema is checked by the task that rewrites it, from the one
+GET that reads it whole (rewrite.py), so each input is read once. Only earlier compaction outputs (named
+``part-c-...``) have their footers read here: the files their rows came from decide whether a stream's lease
+still needs them.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
@@ -40,34 +47,62 @@ async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
                 info.bucket, info.key, info.size - more.needed, info.size, if_match=info.etag
             )
             metadata = parse_footer(tail.data, info.size, info.url)
-        replaces = layout.inputs_from_metadata(metadata.metadata)
-        return FileFacts(
-            info, file_schema(metadata), metadata.num_rows, replaces=None if replaces is None else tuple(replaces)
-        )
+        return footer_facts(info, metadata)
     except CorruptFile as exc:
         return FileFacts(info, error=exc.message)
     except (ObjectChanged, PreconditionFailed, NotFound):
         return FileFacts(info, error="changed or deleted while the job was planning")
 
 
+def footer_facts(info: ObjectInfo, metadata: pq.FileMetaData) -> FileFacts:
+    """What a parsed footer says of a file: its schema, row count and, for an earlier output, its origins."""
+    replaces = layout.inputs_from_metadata(metadata.metadata)
+    return FileFacts(
+        info, file_schema(metadata), metadata.num_rows, replaces=None if replaces is None else tuple(replaces)
+    )
+
+
+class SchemaInterner:
+    """One instance per distinct schema: a million files share a handful (compared by their exact bytes)."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[bytes, pa.Schema] = {}
+
+    def __call__(self, facts: FileFacts) -> FileFacts:
+        if facts.schema is None:
+            return facts
+        exact = facts.schema.serialize().to_pybytes()  # == on schemas ignores metadata; the bytes do not
+        return dataclasses.replace(facts, schema=self._schemas.setdefault(exact, facts.schema))
+
+
 async def fetch_file_facts(
-    client: S3Client, files: Sequence[ObjectInfo], *, threshold: int, concurrency: int = 32
+    client: S3Client,
+    files: Sequence[ObjectInfo],
+    *,
+    threshold: int,
+    concurrency: int = 32,
+    footers: bool = False,
 ) -> list[FileFacts]:
-    """Facts for every file; footers are read only for candidates (non-empty and below ``threshold``).
+    """Facts for every file. Candidates (non-empty, below ``threshold``) stay unchecked, but for earlier outputs,
+    whose footers are read; ``footers=True`` reads every candidate's footer (one GET each).
 
     A candidate the listing gave no ETag is not compacted: its delete after the commit could not be conditional.
     """
-    schemas: dict[bytes, pa.Schema] = {}
-
-    async def one(info: ObjectInfo) -> FileFacts:
+    facts: list[FileFacts] = []
+    to_read: list[int] = []
+    for info in files:
         if not 0 < info.size < threshold:
-            return FileFacts(info)
-        if info.etag is None or not bare_etag(info.etag):
-            return FileFacts(info, error=NO_ETAG)
-        facts = await read_file_facts(client, info)
-        if facts.schema is not None:  # one instance per distinct schema: a million files share a handful
-            exact = facts.schema.serialize().to_pybytes()  # == on schemas ignores metadata; the bytes do not
-            facts = dataclasses.replace(facts, schema=schemas.setdefault(exact, facts.schema))
-        return facts
+            facts.append(FileFacts(info))
+        elif info.etag is None or not bare_etag(info.etag):
+            facts.append(FileFacts(info, error=NO_ETAG))
+        else:
+            if footers or layout.is_final_key(info.key):
+                to_read.append(len(facts))
+            facts.append(FileFacts(info))
+    intern = SchemaInterner()
 
-    return await map_bounded(one, files, concurrency)
+    async def read(index: int) -> None:
+        facts[index] = intern(await read_file_facts(client, facts[index].info))
+
+    await map_bounded(read, to_read, concurrency)
+    return facts

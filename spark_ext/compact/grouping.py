@@ -1,13 +1,15 @@
 """Plan a compaction: which small files of which directory are rewritten together. Pure: no I/O, deterministic.
 
 Rules, in order:
-1. A file is a candidate when it is a readable parquet file (its footer parsed) of 1 byte or more and smaller
-   than the candidate threshold (75 % of the target by default, as Iceberg). Other files are skipped, each
-   with its reason; files at or above the threshold are left alone (that is what makes a rerun plan nothing).
+1. A file is a candidate when it is 1 byte or more and smaller than the candidate threshold (75 % of the target
+   by default, as Iceberg), and not known to be unreadable. Other files are skipped, each with its reason; files
+   at or above the threshold are left alone (that is what makes a rerun plan nothing). A candidate's schema may
+   be unknown ("unchecked": planned from the listing alone, its footer is read by the task that rewrites it).
 2. Candidates are grouped per directory: a Hive partition (or any directory) is never mixed with another.
 3. Within a directory, files are split into schema classes, in key order: a file joins the first class whose
    schema it unifies with (``schema_mode="unify"``, s3io.parquet.schema's rules) or equals ("exact"); files of
-   incompatible schemas never share a group, and the report names the conflicting column.
+   incompatible schemas never share a group, and the report names the conflicting column. Unchecked files join
+   the directory's first class (or form one): the task that reads them keeps out any that do not fit.
 4. Each class is bin-packed first-fit-decreasing (size descending, then key) into bins of at most the target
    size (a bin holds at least one file).
 5. A bin becomes a group when it has at least two files and either ``min_input_files`` files or at least the
@@ -33,20 +35,28 @@ from spark_ext.journal.layout import partition_dir
 EMPTY = "empty"
 LARGE_ENOUGH = "large_enough"
 UNREADABLE = "unreadable"
-NO_SCHEMA = "no_schema"
 TOO_FEW_FILES = "too_few_files"
 SINGLE_FILE = "single_file"
 
 
 @dataclass(frozen=True, slots=True)
 class FileFacts:
-    """A listed data file and what its footer said: its Arrow schema, or why it could not be read."""
+    """A listed data file and what its footer said: its Arrow schema, or why it could not be read.
+
+    No schema and no error: unchecked, planned from the listing alone (the rewriting task reads its footer).
+    """
 
     info: ObjectInfo
     schema: pa.Schema | None = None
     num_rows: int | None = None
     error: str | None = None  # e.g. "not a parquet file (trailing magic b'abcd')"
     replaces: tuple[tuple[str, str | None], ...] | None = None  # an earlier output: the files its rows came from
+    conflict: str | None = None  # why a task kept it out of its group: the schema mismatch, naming the column
+
+    @property
+    def checked(self) -> bool:
+        """Whether its footer was read (its schema is known)."""
+        return self.schema is not None
 
     def refs(self) -> tuple[tuple[str, str | None], ...]:
         """The original files this file's rows came from: itself, or those an earlier compaction replaced."""
@@ -61,7 +71,7 @@ class CompactionGroup:
     bucket: str
     partition_dir: str
     files: tuple[ObjectInfo, ...]
-    schema: pa.Schema  # the output schema: the inputs' unified schema
+    schema: pa.Schema | None  # the output schema (the inputs' unified schema); None: the task decides from footers
     input_rows: int | None = None  # from the footers, when known
     origins: tuple[tuple[str, str | None], ...] = ()  # the original files of its rows (earlier outputs flattened)
     replaced: dict[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)  # input -> its origins
@@ -136,15 +146,20 @@ class CompactionPlan:
 
 @dataclass
 class _SchemaClass:
-    schema: pa.Schema
+    schema: pa.Schema | None  # None: only unchecked files
     example: str
     members: list[FileFacts] = field(default_factory=list)
 
 
 def plan_compaction(
-    files: Iterable[FileFacts], options: CompactionOptions | None = None, *, bucket: str | None = None
+    files: Iterable[FileFacts],
+    options: CompactionOptions | None = None,
+    *,
+    bucket: str | None = None,
+    first_group: int = 0,
 ) -> CompactionPlan:
-    """Plan groups from the listed data files (hidden files already removed) and their footers' facts."""
+    """Plan groups from the listed data files (hidden files already removed) and what is known of them; group ids
+    count from ``first_group`` (a second round of planning continues the first's numbering)."""
     options = options or CompactionOptions()
     threshold = options.threshold
     facts = sorted(files, key=lambda f: f.info.key)
@@ -162,8 +177,6 @@ def plan_compaction(
             )
         elif f.error is not None:
             skipped_files.append(SkippedFile(f.info.key, size, UNREADABLE, f"not compacted: {f.error}"))
-        elif f.schema is None:
-            skipped_files.append(SkippedFile(f.info.key, size, NO_SCHEMA, "not compacted: its footer was not read"))
         else:
             by_dir.setdefault(partition_dir(f.info.key), []).append(f)
 
@@ -171,7 +184,7 @@ def plan_compaction(
     skipped_groups: list[SkippedGroup] = []
     for directory in sorted(by_dir):
         classes = _schema_classes(by_dir[directory], options.schema_mode)
-        conflict = _conflict_note(classes, options.schema_mode)
+        conflict = _conflict_note(classes, options.schema_mode) or _task_conflict_note(by_dir[directory])
         for cls in classes:
             for members in _first_fit_decreasing(cls.members, options.target_file_size):
                 keys = tuple(m.info.key for m in members)
@@ -184,7 +197,7 @@ def plan_compaction(
                 rows = [m.num_rows for m in members]
                 groups.append(
                     CompactionGroup(
-                        group_id=f"g{len(groups):05d}",
+                        group_id=f"g{first_group + len(groups):05d}",
                         bucket=bucket or members[0].info.bucket,
                         partition_dir=directory,
                         files=tuple(m.info for m in members),
@@ -202,13 +215,22 @@ def plan_compaction(
         target_file_size=options.target_file_size,
         files_seen=len(facts),
         bytes_seen=sum(f.info.size for f in facts),
+        notes=(UNCHECKED_NOTE,) if any(g.schema is None for g in groups) else (),
     )
+
+
+UNCHECKED_NOTE = (
+    "planned from the listing: each group's task reads its inputs once and checks their schemas there; a file "
+    "that is unreadable or of another schema is left out of its group and planned again with what was learnt"
+)
 
 
 def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]:
     classes: list[_SchemaClass] = []
+    unchecked = [f for f in files if not f.checked]
     for f in files:
-        assert f.schema is not None
+        if f.schema is None:
+            continue
         schema = f.schema.remove_metadata()
         for cls in classes:
             if mode == "exact":
@@ -224,6 +246,11 @@ def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]
             break
         else:
             classes.append(_SchemaClass(schema if mode == "exact" else _plain(f, schema), f.info.url, [f]))
+    if unchecked:
+        if classes:
+            classes[0].members.extend(unchecked)
+        else:
+            classes.append(_SchemaClass(None, unchecked[0].info.url, list(unchecked)))
     return classes
 
 
@@ -236,6 +263,7 @@ def _conflict_note(classes: Sequence[_SchemaClass], mode: str) -> str:
     if len(classes) < 2:
         return ""
     first, second = classes[0], classes[1]
+    assert first.schema is not None and second.schema is not None  # only the first class may be unchecked alone
     if mode == "exact":
         detail = f"{first.example} and {second.example} have different schemas (schema_mode=exact)"
     else:
@@ -247,7 +275,17 @@ def _conflict_note(classes: Sequence[_SchemaClass], mode: str) -> str:
     return f"; the directory holds {len(classes)} incompatible schemas, never mixed in one group ({detail})"
 
 
-def _group_schema(members: Sequence[FileFacts], class_schema: pa.Schema, mode: str) -> pa.Schema:
+def _task_conflict_note(files: Sequence[FileFacts]) -> str:
+    """Words for the report when a task kept files of this directory out of its group for their schema."""
+    found = next((f.conflict for f in files if f.conflict), None)
+    if found is None:
+        return ""
+    return f"; the directory holds incompatible schemas, never mixed in one group ({found})"
+
+
+def _group_schema(members: Sequence[FileFacts], class_schema: pa.Schema | None, mode: str) -> pa.Schema | None:
+    if class_schema is None or not all(m.checked for m in members):
+        return None
     if mode == "exact":
         return class_schema
     try:

@@ -19,6 +19,9 @@ Defaults, and where they come from:
   truncated); pass None to keep nanoseconds.
 - schema_mode "unify": files whose schemas unify by s3io.parquet.schema's rules share groups (outputs are
   written with the unified schema); "exact": only files with identical schemas share a group.
+- read_footers False: plans are made from the listing, and each input is read once, by the task that rewrites it
+  (which checks its schema there); True reads every candidate's footer while planning (one more GET per file),
+  so a dry run can report unreadable files and schema conflicts before anything is rewritten.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class CompactionOptions:
     prefetch_bytes: int = 32 * MiB  # input bytes fetched ahead of the decoder
     compression: str = "snappy"
     coerce_timestamps: str | None = "us"  # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
+    read_footers: bool = False  # True: read every candidate's footer while planning (see the module doc)
     # driver-side request concurrency
     footer_concurrency: int = 32
     delete_concurrency: int = 16

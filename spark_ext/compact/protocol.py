@@ -80,7 +80,7 @@ async def commit_group(
         bucket=group.bucket,
         prefix=prefix,
         partition_dir=group.partition_dir,
-        inputs=tuple(ObjectRef(f.key, f.etag, f.size) for f in group.files),
+        inputs=tuple(ObjectRef(f.key, f.etag, f.size) for f in output.inputs),  # those the output holds
         staging=output.staging,
         final_key=layout.final_key(group.partition_dir, job_id, group.group_id),
         rows=output.rows,

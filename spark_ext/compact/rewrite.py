@@ -1,13 +1,20 @@
 """Execute one group: stream its inputs into one parquet file in staging, then prove it holds exactly their rows.
 
 Runs wherever the group is executed (a Spark task, or in-process on the driver). Steps:
-1. Fetch the inputs in order, a few ahead (bounded by ``prefetch_bytes``), each with GET If-Match on the ETag the
-   plan saw: an input changed or deleted since planning aborts the group (stale data is never compacted).
-2. Decode each input (s3io.parquet.decode), conform its batches to the group's schema, add them to the input
-   checksum, and buffer them until ``row_group_bytes`` of Arrow data; then ParquetWriter writes a row group into
-   a small in-memory sink whose bytes go straight to a multipart upload (parts in parallel). Memory stays about
-   row_group_bytes + prefetch_bytes + part_size x (upload_concurrency + 1), whatever the group's size.
-   CPU work runs in a worker thread, so the event loop (lock renewal, uploads) never stalls on it.
+1. Fetch the inputs in order, a few ahead (bounded by ``prefetch_bytes``), each whole with one GET If-Match on the
+   ETag the plan saw: an input changed or deleted since planning aborts the group (stale data is never compacted).
+   That GET is the only read of an input: its footer comes from the same bytes.
+2. Check each input's footer: one that does not parse, or whose schema does not fit the group's (the planned one,
+   or, for a plan made from the listing, the unification of the inputs taken so far, frozen once the first row
+   group is written), is left out with what was learnt, for the driver to plan again. Decode the others
+   (s3io.parquet.decode) and buffer their batches until ``row_group_bytes`` of Arrow data; then conform them to
+   the group's schema and combine them into one chunk per column (one checksum call per row group, not one per
+   input: a fifth of the job's time with thousands of tiny inputs), add them to the input checksum, and
+   ParquetWriter writes a row group into a small in-memory sink whose bytes go straight to a multipart upload
+   (parts in parallel). Memory stays about 2 x row_group_bytes + prefetch_bytes + part_size x
+   (upload_concurrency + 1), whatever the group's size.
+   CPU work runs in a worker thread, so the event loop (lock renewal, uploads) never stalls on it. If too few
+   inputs are left to be worth a file (the plan's rules), the upload is aborted and the group dissolves.
 3. Read the uploaded object back, a row group at a time, pinned to its ETag, and compare row count and checksums
    (checksum.py) with the inputs'. Any difference deletes the staging object and fails the group.
 Nothing here touches the journal: an unverified output can never be committed.
@@ -18,26 +25,29 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import io
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
+from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed, SchemaMismatch
 from s3io.parquet.chunks import row_group_byte_span
 from s3io.parquet.decode import decode
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
-from s3io.parquet.schema import conform
+from s3io.parquet.schema import conform, unify_schemas
 from s3io.parquet.sparse import SparseFile
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.grouping import CompactionGroup
+from spark_ext.compact.facts import footer_facts
+from spark_ext.compact.grouping import CompactionGroup, FileFacts
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.journal import layout
 from spark_ext.journal.entries import ObjectRef
@@ -56,6 +66,9 @@ class RewriteSettings:
     prefetch_bytes: int = 32 * 1024 * 1024
     compression: str = "snappy"
     coerce_timestamps: str | None = "us"
+    schema_mode: str = "unify"
+    min_input_files: int = 5  # the plan's rule, for what is left once inputs are left out
+    threshold: int = 96 * 1024 * 1024
 
     @classmethod
     def from_options(cls, options: CompactionOptions) -> RewriteSettings:
@@ -66,22 +79,49 @@ class RewriteSettings:
             prefetch_bytes=options.prefetch_bytes,
             compression=options.compression,
             coerce_timestamps=options.coerce_timestamps,
+            schema_mode=options.schema_mode,
+            min_input_files=options.min_input_files,
+            threshold=options.threshold,
         )
+
+    def worth_a_file(self, files: int, size: int) -> bool:
+        """The plan's rule for a group (grouping.py, rule 5): two files or more, and enough files or bytes."""
+        return files >= 2 and (files >= self.min_input_files or size >= self.threshold)
 
 
 @dataclass(frozen=True, slots=True)
 class GroupOutput:
-    """A verified output in staging, and what it took to write it."""
+    """A verified output in staging, the inputs it holds, and what it took to write it."""
 
     group_id: str
     staging: ObjectRef
     rows: int
     checksums: dict[str, str]
-    input_files: int
-    input_bytes: int
+    inputs: tuple[ObjectInfo, ...]  # the planned inputs it holds, in order (those left out are in ``left_out``)
+    replaced: dict[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)  # earlier outputs' origins
+    left_out: tuple[FileFacts, ...] = ()  # planned inputs that do not fit, with their footers' facts or errors
     requests: int = 0  # the client's requests meanwhile (exact when the task has its own client, as in Spark)
     retries: int = 0
     seconds: float = 0.0
+
+    @property
+    def input_files(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size for f in self.inputs)
+
+
+class GroupDissolved(CompactionError):
+    """Too few of a group's inputs fit together to be worth a file; nothing was written. Carries them all."""
+
+    def __init__(self, message: str, left_out: Sequence[FileFacts]) -> None:
+        super().__init__(message)
+        self.left_out = tuple(left_out)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.left_out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +146,12 @@ class GroupResult:
     output: GroupOutput | None = None
     error: str | None = None
     error_kind: str | None = None
+    left_out: tuple[FileFacts, ...] = ()  # a dissolved group: every input, for the driver to plan again
+
+    @property
+    def leftovers(self) -> tuple[FileFacts, ...]:
+        """The inputs this group's task left out, whether it wrote an output or dissolved."""
+        return self.output.left_out if self.output is not None else self.left_out
 
 
 async def rewrite_group(
@@ -121,8 +167,7 @@ async def rewrite_group(
     crash = resolve(crash_at)
     started = time.monotonic()
     before = client.stats()
-    origins = group.origins or tuple((f.key, f.etag) for f in group.files)
-    encoder = _Encoder(group.schema, settings, layout.inputs_metadata(origins))
+    encoder = _Encoder(group.schema, settings)
     writer = client.multipart_writer(
         group.bucket, staging_key, part_size=settings.part_size, concurrency=settings.upload_concurrency
     )
@@ -133,6 +178,12 @@ async def rewrite_group(
                 chunk = await asyncio.to_thread(encoder.add_file, info, data)
                 if chunk:
                     await writer.write(chunk)
+            taken = encoder.taken
+            if len(taken) < len(group.files) and not settings.worth_a_file(len(taken), sum(f.info.size for f in taken)):
+                raise GroupDissolved(
+                    f"only {len(taken)} of {len(group.files)} input(s) fit together: not worth a file",
+                    [*taken, *encoder.left_out],
+                )
             await writer.write(await asyncio.to_thread(encoder.finish))
         except BaseException:
             await asyncio.shield(writer.abort())
@@ -144,11 +195,12 @@ async def rewrite_group(
             head = await client.head_object(group.bucket, staging_key)
             staging = ObjectRef(staging_key, head.etag, head.size)
         maybe_crash(CrashPoint.AFTER_STAGING_WRITE, crash)
-        readback = await _read_back(client, group.bucket, staging, group.schema)
+        assert encoder.schema is not None and encoder.checksum is not None
+        readback = await _read_back(client, group.bucket, staging, encoder.schema)
         problems = encoder.checksum.differences(readback)
         if problems:
             raise VerificationFailed(
-                f"s3://{group.bucket}/{staging_key} does not hold exactly the rows of its {len(group.files)} "
+                f"s3://{group.bucket}/{staging_key} does not hold exactly the rows of its {len(encoder.taken)} "
                 f"inputs: {'; '.join(problems)}; not committed"
             )
         maybe_crash(CrashPoint.AFTER_VERIFY, crash)
@@ -163,8 +215,9 @@ async def rewrite_group(
         staging=staging,
         rows=encoder.checksum.rows,
         checksums=encoder.checksum.digest(),
-        input_files=len(group.files),
-        input_bytes=group.input_bytes,
+        inputs=tuple(f.info for f in encoder.taken),
+        replaced={f.info.key: f.replaces for f in encoder.taken if f.replaces is not None},
+        left_out=tuple(encoder.left_out),
         requests=spent.request_count,
         retries=spent.retry_count,
         seconds=time.monotonic() - started,
@@ -177,6 +230,8 @@ async def run_group_task(client: S3Client, task: GroupTask) -> GroupResult:
         output = await rewrite_group(
             client, task.group, task.new_staging_key(), settings=task.settings, crash_at=task.crash_at
         )
+    except GroupDissolved as exc:
+        return GroupResult(task.group.group_id, error=str(exc), error_kind=type(exc).__name__, left_out=exc.left_out)
     except Exception as exc:
         return GroupResult(task.group.group_id, error=str(exc), error_kind=type(exc).__name__)
     return GroupResult(task.group.group_id, output=output)
@@ -246,31 +301,44 @@ class _Sink(io.RawIOBase):
 
 
 class _Encoder:
-    """Decode inputs, conform them, checksum them, and encode row groups; used from one worker thread at a time."""
+    """Check, decode, conform, checksum and encode the inputs; used from one worker thread at a time.
 
-    def __init__(
-        self, schema: pa.Schema, settings: RewriteSettings, metadata: dict[bytes, bytes] | None = None
-    ) -> None:
+    The output schema is the planned one, or (a plan from the listing) the unification of the inputs taken so
+    far; it is frozen when the first row group is written, and inputs that do not fit it are left out.
+    """
+
+    def __init__(self, schema: pa.Schema | None, settings: RewriteSettings) -> None:
         self.schema = schema
         self.settings = settings
-        self.checksum = TableChecksum.for_schema(schema)
+        self.checksum: TableChecksum | None = None
+        self.taken: list[FileFacts] = []
+        self.left_out: list[FileFacts] = []
+        self._example = ""  # the input the schema was first taken from, for messages
+        self._fits: list[pa.Schema] = []  # input schemas already known to fit (a landing zone has a handful)
         self._sink = _Sink()
-        written = schema.with_metadata({**(schema.metadata or {}), **(metadata or {})}) if metadata else schema
-        self._writer = pq.ParquetWriter(
-            self._sink, written, compression=settings.compression, coerce_timestamps=settings.coerce_timestamps
-        )
-        self._pending: list[pa.RecordBatch] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[tuple[pa.RecordBatch, str]] = []  # decoded, not yet conformed: the schema may widen
         self._pending_bytes = 0
 
     def add_file(self, info: ObjectInfo, data: bytes) -> bytes:
-        metadata = parse_footer(data, len(data), info.url)
+        """Take one input (or leave it out, noted in ``left_out``); the encoded bytes ready for the upload."""
+        try:
+            metadata = parse_footer(data, len(data), info.url)
+        except CorruptFile as exc:
+            self.left_out.append(FileFacts(info, error=exc.message))
+            return b""
+        facts = footer_facts(info, metadata)
+        assert facts.schema is not None
+        conflict = self._fit(facts.schema.remove_metadata(), info.url)
+        if conflict is not None:
+            self.left_out.append(dataclasses.replace(facts, conflict=conflict or None))
+            return b""
+        self.taken.append(facts)
         rows = 0
         for batch in decode(data, metadata, range(metadata.num_row_groups), None, url=info.url):
-            batch = conform(batch, self.schema, url=info.url)
             rows += batch.num_rows
-            self.checksum.update(batch)
             if batch.num_rows:
-                self._pending.append(batch)
+                self._pending.append((batch, info.url))
                 self._pending_bytes += batch.nbytes
             if self._pending_bytes >= self.settings.row_group_bytes:
                 self._flush()
@@ -281,23 +349,65 @@ class _Encoder:
         return self._sink.take()
 
     def finish(self) -> bytes:
-        self._flush()
+        """Write what is buffered and the footer (naming the original files of every row); the last bytes."""
+        self._flush(last=True)
+        assert self._writer is not None
+        origins = tuple(ref for f in self.taken for ref in f.refs())
+        self._writer.add_key_value_metadata(layout.inputs_metadata(origins))
         self._writer.close()
         return self._sink.take()
 
-    def _flush(self) -> None:
-        if self._pending:
-            table = pa.Table.from_batches(self._pending, schema=self.schema)
+    def _fit(self, schema: pa.Schema, url: str) -> str | None:
+        """None if an input of ``schema`` fits the output (which may widen it); else why not ("" if only because
+        the output's schema is frozen: it is planned again with its peers, not reported as a conflict)."""
+        if self.schema is None:
+            self.schema = schema if self.settings.schema_mode == "exact" else unify_schemas([(url, schema)])
+            self._example = url
+        if any(schema.equals(known) for known in self._fits):
+            return None
+        if self.settings.schema_mode == "exact":
+            if not schema.equals(self.schema):
+                return f"{url} and {self._example or 'the group'} have different schemas (schema_mode=exact)"
+        else:
             try:
-                self._writer.write_table(table, row_group_size=max(1, table.num_rows))
-            except pa.ArrowInvalid as exc:
-                hint = ""
-                if "timestamp" in str(exc):
-                    hint = f" (outputs store timestamps in {self.settings.coerce_timestamps}; pass "
-                    hint += "coerce_timestamps=None to keep nanoseconds)"
-                raise CompactionError(f"cannot write the compacted output: {exc}{hint}") from exc
+                unified = unify_schemas([(self._example or "the group", self.schema), (url, schema)])
+            except SchemaMismatch as exc:
+                return exc.message
+            if not unified.equals(self.schema):
+                if self._writer is not None:
+                    return ""
+                self.schema = unified
+        self._fits.append(schema)
+        return None
+
+    def _flush(self, *, last: bool = False) -> None:
+        if not self._pending and not (last and self._writer is None):
+            return
+        assert self.schema is not None
+        if self._writer is None:
+            self.checksum = TableChecksum.for_schema(self.schema)
+            self._writer = pq.ParquetWriter(
+                self._sink,
+                self.schema,
+                compression=self.settings.compression,
+                coerce_timestamps=self.settings.coerce_timestamps,
+            )
+        assert self.checksum is not None
+        batches = [conform(batch, self.schema, url=url) for batch, url in self._pending]
         self._pending = []
         self._pending_bytes = 0
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches, schema=self.schema).combine_chunks()
+        self.checksum.update(table)
+        try:
+            self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        except pa.ArrowInvalid as exc:
+            hint = ""
+            if "timestamp" in str(exc):
+                hint = f" (outputs store timestamps in {self.settings.coerce_timestamps}; pass "
+                hint += "coerce_timestamps=None to keep nanoseconds)"
+            raise CompactionError(f"cannot write the compacted output: {exc}{hint}") from exc
 
 
 async def _fetch_inputs(

@@ -91,6 +91,11 @@ def final_key(partition_dir: str, job_id: str, group_id: str) -> str:
 _STAGING_KEY = re.compile(r"^(?P<dir>(?:.*/)?)_s3io_staging/(?P<job>[^/]+)/(?P<group>[^/]+)-[0-9a-f]+\.parquet$")
 
 
+def is_final_key(key: str) -> bool:
+    """Whether ``key`` is named like a published compaction output (its footer names the files it replaced)."""
+    return key.rsplit("/", 1)[-1].startswith(FINAL_PREFIX)
+
+
 def logical_key(key: str) -> str:
     """The key a reader should use for partition discovery and name filters: a staging output stands for the final
     key it will be published under (same directory, so the same Hive partition values); other keys are themselves.

@@ -1,0 +1,132 @@
+"""Plans from the listing, inputs read once: each input is read by one whole GET, in the task that rewrites it,
+and what a plan from the listing cannot know (unreadable files, other schemas) is found there and planned again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_compact_support import (
+    TEST_OPTIONS,
+    all_keys,
+    data_keys,
+    make_client,
+    parquet_bytes,
+    plain_table,
+    rows_table,
+    same_rows,
+    write_landing_zone,
+)
+
+from spark_ext.compact import compact_prefix
+from spark_ext.compact.grouping import SINGLE_FILE, UNCHECKED_NOTE, UNREADABLE
+
+pytestmark = pytest.mark.timeout(120)
+
+PREFIX = "once/"
+
+
+def input_gets(proxy: Any, keys: list[str], *, whole: bool = True) -> Counter[str]:
+    """GETs the proxy saw of each of ``keys``; with ``whole``, none may carry a Range (a footer read would)."""
+    wanted = set(keys)
+    seen: Counter[str] = Counter()
+    for record in proxy.requests:
+        key = unquote(record.path).split("/", 2)[-1]
+        if record.method == "GET" and key in wanted:
+            seen[key] += 1
+            assert record.range is None or not whole, f"{key}: a ranged GET ({record.range}), a footer read"
+    return seen
+
+
+def all_ids(s3: Any, bucket: str) -> list[int]:
+    """The ``id`` of every row under the prefix, file by file (their schemas differ), sorted."""
+    ids: list[int] = []
+    for key in data_keys(s3, bucket, PREFIX):
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        ids.extend(pq.read_table(pa.BufferReader(body), columns=["id"]).column("id").to_pylist())
+    return sorted(ids)
+
+
+async def test_each_input_is_read_once_by_one_whole_get(fault_proxy: Any, s3_client: Any, bucket: str) -> None:
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
+    inputs = data_keys(s3_client, bucket, PREFIX)
+    async with make_client(fault_proxy.url) as client:
+        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert report.status == "ok" and report.files_after == 2, report.to_text()
+    assert input_gets(fault_proxy, inputs) == Counter({key: 1 for key in inputs})
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert report.plan is not None and UNCHECKED_NOTE in report.plan.notes
+
+
+async def test_a_file_of_another_schema_first_in_key_order_dissolves_its_group_and_is_planned_again(
+    fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    """The task meets the odd file first, so its group would be one file: it writes nothing, and the second
+    round, planned from the footers the task read, compacts the others and names the conflict."""
+    odd = pa.table({"id": pa.array([900, 901], pa.int64()), "name": pa.array([1, 2], pa.int64())})
+    s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}a-odd.parquet", Body=parquet_bytes(odd))
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 6})
+    inputs = data_keys(s3_client, bucket, PREFIX)
+    async with make_client(fault_proxy.url) as client:
+        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert report.status == "ok", report.to_text()
+    (group,) = report.groups
+    assert group.group_id == "g00001" and group.input_files == 6 and group.state == "done"
+    (skipped,) = report.skipped_groups
+    assert skipped.keys == (f"{PREFIX}a-odd.parquet",) and skipped.kind == SINGLE_FILE
+    assert "incompatible schemas" in skipped.reason and "'name'" in skipped.reason
+    assert sorted(data_keys(s3_client, bucket, PREFIX))[0] == f"{PREFIX}a-odd.parquet"
+    assert report.files_after == 2 and report.rows_rewritten == original.num_rows
+    gets = input_gets(fault_proxy, inputs)
+    assert gets[f"{PREFIX}a-odd.parquet"] == 1 and all(gets[k] == 2 for k in inputs if "odd" not in k)
+    assert all_ids(s3_client, bucket) == sorted([*original.column("id").to_pylist(), 900, 901])
+
+
+async def test_an_input_that_widens_a_schema_already_written_is_compacted_in_a_second_group(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """One row group per input (row_group_bytes=1) freezes the output's schema after the first input; the wider
+    inputs that follow are left out by the task and compacted together in the second round, nothing reported as
+    a conflict."""
+    narrow = [rows_table(i * 10, 10).select(["id", "name"]) for i in range(5)]
+    wide = [rows_table(50 + i * 10, 10) for i in range(5)]
+    for i, table in enumerate(narrow + wide):
+        s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}f{i:02d}.parquet", Body=parquet_bytes(table))
+    async with make_client(s3_endpoint.url) as client:
+        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS.replace(row_group_bytes=1))
+    assert report.status == "ok", report.to_text()
+    assert [(g.group_id, g.input_files, g.state) for g in report.groups] == [
+        ("g00000", 5, "done"),
+        ("g00001", 5, "done"),
+    ]
+    assert not report.skipped_groups and not report.skipped_files
+    assert report.files_after == 2
+    assert all_ids(s3_client, bucket) == list(range(100))
+
+
+async def test_a_dry_run_plans_from_the_listing_unless_asked_to_read_footers(
+    fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    write_landing_zone(s3_client, bucket, PREFIX, {"": 6})
+    s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}notes.parquet", Body=b"not parquet at all")
+    inputs = data_keys(s3_client, bucket, PREFIX)
+    before = all_keys(s3_client, bucket)
+    url = f"s3://{bucket}/{PREFIX}"
+    async with make_client(fault_proxy.url) as client:
+        quick = await compact_prefix(client, url, TEST_OPTIONS.replace(dry_run=True))
+        assert not input_gets(fault_proxy, inputs)  # not one data file read
+        assert quick.plan is not None and "1 group(s) of 7 file(s)" in quick.plan.describe()
+        assert UNCHECKED_NOTE in quick.plan.describe()
+        fault_proxy.reset_log()
+        thorough = await compact_prefix(client, url, TEST_OPTIONS.replace(dry_run=True, read_footers=True))
+        assert sum(input_gets(fault_proxy, inputs, whole=False).values()) == len(inputs)  # one footer read each
+    assert thorough.plan is not None and "1 group(s) of 6 file(s)" in thorough.plan.describe()
+    ((key, kind),) = [(f.key, f.kind) for f in thorough.skipped_files]
+    assert key == f"{PREFIX}notes.parquet" and kind == UNREADABLE
+    assert UNCHECKED_NOTE not in thorough.plan.describe()
+    assert all_keys(s3_client, bucket) == before
