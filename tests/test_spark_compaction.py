@@ -70,6 +70,27 @@ def test_spark_distributes_groups_and_a_second_run_does_nothing(spark, s3_endpoi
     assert second.status == "nothing_to_do", second.to_text()
 
 
+def test_spark_tasks_send_back_the_inputs_they_left_out_and_a_second_round_compacts_them(
+    spark, s3_endpoint, s3_client, bucket
+) -> None:
+    """The plan is made from the listing; a Spark task meets inputs of another schema first in key order, writes
+    nothing and sends every input's footer facts back; the second round compacts each schema apart."""
+    rows = _landing(s3_client, bucket)
+    for n in range(2):  # ``v`` a string: does not unify with the others' double
+        table = pa.table({"id": pa.array([9000 + n], pa.int64()), "v": ["x"]})
+        put_parquet(s3_client, bucket, f"t/day={DAYS[0]}/a-{n}.parquet", table)
+    url = f"s3://{bucket}/t/"
+    report = spark_ext.compact(spark, url, endpoint_url=s3_endpoint.url, min_input_files=2, grace_period=0.0)
+    assert report.status == "ok", report.to_text()
+    assert sorted((g.partition_dir, g.input_files) for g in report.groups) == [
+        (f"t/day={DAYS[0]}/", 2),
+        (f"t/day={DAYS[0]}/", 6),
+        (f"t/day={DAYS[1]}/", 6),
+    ]
+    assert report.rows_rewritten == rows + 2 and report.files_after == 3
+    assert not report.skipped_groups and not report.skipped_files
+
+
 def test_command_line_dry_run_changes_nothing_and_bad_flags_are_named(s3_endpoint, s3_client, bucket) -> None:
     _landing(s3_client, bucket, files_per_day=3)
     before = _data_keys(s3_client, bucket)
@@ -78,6 +99,13 @@ def test_command_line_dry_run_changes_nothing_and_bad_flags_are_named(s3_endpoin
     dry = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert dry.returncode == 0, dry.stderr
     assert "dry_run" in dry.stdout and "day=2026-01-01" in dry.stdout
+    s3_client.put_object(Bucket=bucket, Key=f"t/day={DAYS[0]}/notes.parquet", Body=b"not a parquet file at all")
+    footers = subprocess.run(
+        [*command, "--dry-run", "--read-footers"], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert footers.returncode == 0, footers.stderr
+    assert "notes.parquet: not compacted: not a parquet file" in footers.stdout, footers.stdout
+    s3_client.delete_object(Bucket=bucket, Key=f"t/day={DAYS[0]}/notes.parquet")
     assert _data_keys(s3_client, bucket) == before
     bad = subprocess.run(
         [*command, "--target-file-size", "huge"], capture_output=True, text=True, env=env, timeout=120, check=False
