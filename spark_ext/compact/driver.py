@@ -65,6 +65,7 @@ from spark_ext.stream.lease import (
 )
 
 log = logging.getLogger("spark_ext.compact")
+TWICE = "left out by its task in both rounds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,38 +444,47 @@ class _Job:
         """Run the groups; commit each verified output as soon as it arrives. Inputs a task left out (unreadable,
         or of another schema than its group: a plan from the listing cannot know) are planned again from what the
         task learnt of them, once: a second round's plan knows every schema."""
-        settings = RewriteSettings.from_options(self.options)
-        crash_value = self.crash.value if self.crash is not None else None
         committed: list[JournalEntry] = []
         self._tick("rewriting")
-        for round_ in (1, 2):
-            left_out: list[FileFacts] = []
-            tasks = [GroupTask(self.job_id, g, settings, crash_value) for g in plan.groups]
-            groups = {g.group_id: g for g in plan.groups}
-            reports = {g.group_id: g for g in self.report.groups}
-            stream = _results(execute(tasks))
-            async with contextlib.aclosing(stream):
-                async for result in stream:
-                    await self._commit_result(lock, result, groups, reports, committed)
-                    left_out.extend(result.leftovers)
-            if not left_out:
-                break
-            if round_ == 2:
-                self.report.skipped_files.extend(
-                    SkippedFile(f.info.key, f.info.size, UNREADABLE, f"not compacted: {f.error or f.conflict}")
-                    for f in left_out
-                )
-                break
-            assert self._planned is not None
-            plan = plan_compaction(left_out, self.options, bucket=self.bucket, first_group=len(self._planned.groups))
-            self._add_to_report(plan)
-            self._planned = dataclasses.replace(
-                self._planned,
-                groups=self._planned.groups + plan.groups,
-                skipped_groups=self._planned.skipped_groups + plan.skipped_groups,
-                skipped_files=self._planned.skipped_files + plan.skipped_files,
+        left_out = await self._run_round(lock, plan, execute, committed)
+        if left_out:
+            again = await self._run_round(lock, self._replan(left_out), execute, committed)
+            self.report.skipped_files.extend(
+                SkippedFile(f.info.key, f.info.size, UNREADABLE, f"not compacted: {f.error or f.conflict or TWICE}")
+                for f in again
             )
         return committed
+
+    async def _run_round(
+        self, lock: CompactionLock, plan: CompactionPlan, execute: ExecuteGroups, committed: list[JournalEntry]
+    ) -> list[FileFacts]:
+        """Execute ``plan``'s groups and commit their outputs; the inputs their tasks left out."""
+        settings = RewriteSettings.from_options(self.options)
+        crash_value = self.crash.value if self.crash is not None else None
+        tasks = [GroupTask(self.job_id, g, settings, crash_value) for g in plan.groups]
+        groups = {g.group_id: g for g in plan.groups}
+        reports = {g.group_id: g for g in self.report.groups}
+        left_out: list[FileFacts] = []
+        stream = _results(execute(tasks))
+        async with contextlib.aclosing(stream):
+            async for result in stream:
+                await self._commit_result(lock, result, groups, reports, committed)
+                left_out.extend(result.leftovers)
+        return left_out
+
+    def _replan(self, left_out: Sequence[FileFacts]) -> CompactionPlan:
+        """A plan of the inputs tasks left out, from their footers' facts; its groups are numbered on, and it is
+        added to the job's plan and report."""
+        assert self._planned is not None
+        plan = plan_compaction(left_out, self.options, bucket=self.bucket, first_group=len(self._planned.groups))
+        self._add_to_report(plan)
+        self._planned = dataclasses.replace(
+            self._planned,
+            groups=self._planned.groups + plan.groups,
+            skipped_groups=self._planned.skipped_groups + plan.skipped_groups,
+            skipped_files=self._planned.skipped_files + plan.skipped_files,
+        )
+        return plan
 
     async def _commit_result(
         self,
