@@ -466,3 +466,64 @@ async def test_row_groups_decoded_ahead_in_threads_keep_order_and_stop_with_the_
         assert first.equals(expected.slice(0, 1_000).to_batches()[0])
         await asyncio.sleep(0)
         assert asyncio.all_tasks() - before == set()  # nothing left running
+
+
+@pytest.mark.timeout(60)
+async def test_decode_ahead_crosses_units_within_the_budget_and_closing_waits_for_its_threads(
+    s3_endpoint: Any, bucket: str, s3_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    import s3io.dataset.reader as reader_module
+
+    monkeypatch.setattr(reader_module, "DECODE_IN_THREAD_BYTES", 0)  # every unit takes the threaded path
+    real_decode = reader_module.decode
+    started: list[tuple[str, int]] = []
+    running = [0]
+    lock = threading.Lock()
+
+    def slow_decode(source: Any, metadata: Any, row_groups: Any, columns: Any, **kwargs: Any) -> Any:
+        with lock:
+            started.append((kwargs["url"], row_groups[0]))
+            running[0] += 1
+        try:
+            time.sleep(0.3 if (kwargs["url"], row_groups[0]) == (urls[1], 0) else 0.01)  # the 2nd file's first: slow
+            yield from real_decode(source, metadata, row_groups, columns, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(reader_module, "decode", slow_decode)
+    blobs = [parquet_bytes(make_table(16_000, start=50_000 * i, seed=i), row_group_size=4_000) for i in range(2)]
+    objs = [put(s3_client, bucket, f"across/{i}.parquet", blob) for i, blob in enumerate(blobs)]
+    urls = [f"s3://{bucket}/across/{i}.parquet" for i in range(2)]
+    expected = local_read(blobs).to_batches(max_chunksize=4_000)
+    budget = 4 * 96 * KiB  # units of at most budget / 4: one row group (~80 KiB) each, four in the budget
+    config = LARGE.replace(memory_budget=budget, part_size=16 * KiB)
+
+    async def until(condition: Any) -> None:
+        for _ in range(500):
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("timed out")
+
+    async with open_reader(s3_endpoint.url, config) as reader:
+        schema = await reader.schema(objs, merge=True)
+        before = asyncio.all_tasks()
+        batches = reader.iter_batches([FilePiece(obj) for obj in objs], schema=schema, batch_size=4_000)
+        for handed in range(1, 5):  # the first file's four row groups, four units
+            assert (await anext(batches)).equals(expected[handed - 1])
+            assert len(started) <= handed + reader_module.DECODE_AHEAD  # never more ahead than that
+        # This unit's (and file's) last row group is handed over: the next unit's first one decodes meanwhile.
+        await until(lambda: (urls[1], 0) in started)
+        assert running[0] >= 1
+        await batches.aclose()  # closing waits for that thread (no cancelling a thread) and drops its batches
+        assert running[0] == 0
+        await asyncio.sleep(0)
+        assert asyncio.all_tasks() - before == set()  # nothing left running
+        assert 0 < reader.stats().peak_held <= budget
+
+        table = await collect(reader, [FilePiece(obj) for obj in objs], schema=schema, batch_size=4_000)
+        assert table.to_batches() == expected and reader.stats().peak_held <= budget

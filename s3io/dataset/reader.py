@@ -11,8 +11,9 @@ until the consumer has taken the unit's batches. Reservations go to a window per
 fetched-but-unconsumed data stays within the budget however slow the consumer. Reserving in piece order means
 the unit the consumer waits for was always admitted first: no deadlock. (One task consuming several iterations
 of one reader in lockstep can still starve itself, as with ``RangeEngine.stream``.) Not counted: decoded Arrow
-data (one row group, or with ignore_corrupt / ignore_missing one whole piece, is decoded ahead of yielding),
-the footer cache, and small objects kept between ``metadata`` and the read.
+data (up to DECODE_AHEAD large row groups, the next unit's included, are decoded ahead of being handed over; with
+ignore_corrupt / ignore_missing one whole piece), the footer cache, and small objects kept between ``metadata``
+and the read. Decoding ahead reads only units already fetched, so it never reserves or holds bytes of its own.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Hashable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +61,7 @@ log = logging.getLogger("s3io.dataset")
 
 MiB = 1024 * 1024
 DECODE_IN_THREAD_BYTES = 1 * MiB  # units at least this big decode in a worker thread, off the event loop
+DECODE_AHEAD = 2  # large row groups decoded (or decoding) and not yet handed over, across units
 MAX_UNIT_BYTES = 64 * MiB  # row groups are packed into units of at most this many fetched bytes (or one group)
 FOOTER_CONCURRENCY_FACTOR = 4  # schema(merge=True) fetches at most this x max_concurrency footers at once
 
@@ -162,6 +165,37 @@ class _Unit:
     error: BaseException | None = None
 
 
+@dataclass(eq=False, slots=True)
+class _Job:
+    """One step of the consumer: a row group of a unit (all of a small object) to decode, or a unit's failure."""
+
+    unit: _Unit
+    row_groups: list[int] = field(default_factory=list)
+    work: Callable[[], list[pa.RecordBatch]] | None = None  # None: nothing to decode
+    last: bool = True  # the unit's last step
+    threaded: bool = False  # decoded in a worker thread, ahead of the consumer
+    error: BaseException | None = None
+    future: asyncio.Future[list[pa.RecordBatch]] | None = None  # set: decoding in a worker thread, holds a slot
+
+    async def batches(self, run: _Run) -> list[pa.RecordBatch]:
+        """The finished batches (raising the unit's failure); a thread's slot is given back once they are here."""
+        if self.error is not None:
+            raise self.error
+        if self.future is None:
+            return self.work() if self.work is not None else []
+        try:
+            return await asyncio.shield(self.future)  # a cancelled consumer still waits for the thread on closing
+        finally:
+            self.future = None
+            run.slots.release()
+
+    async def discard(self, run: _Run) -> None:
+        """Drop the job: wait for its thread, if any (a thread cannot be stopped), and give back its slot."""
+        if self.future is not None:
+            with contextlib.suppress(Exception):
+                await self.batches(run)
+
+
 @dataclass(slots=True)
 class _Run:
     """The state of one iteration: its units in flight and the tasks to cancel when it ends."""
@@ -172,6 +206,10 @@ class _Run:
     live: deque[_Unit] = field(default_factory=deque)
     launcher: asyncio.Task[None] | None = None
     prefetch: dict[int, asyncio.Task[Footer]] = field(default_factory=dict)
+    jobs: asyncio.Queue[_Job | None] = field(default_factory=asyncio.Queue)
+    slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DECODE_AHEAD))
+    feeder: asyncio.Task[None] | None = None
+    threads: set[asyncio.Future[list[pa.RecordBatch]]] = field(default_factory=set)
 
     def release(self, unit: _Unit) -> None:
         if unit.lease is not None:
@@ -185,11 +223,15 @@ class _Run:
             pass
 
     def abort(self) -> list[asyncio.Task[Any]]:
-        """Cancel the launcher, every unit in flight and every footer prefetch; give back their bytes."""
+        """Cancel the launcher, the feeder, every unit in flight and every footer prefetch; give back their bytes.
+
+        Decode threads cannot be stopped: the caller waits for ``threads`` (see ``ParquetReader._iterate``).
+        """
         tasks: list[asyncio.Task[Any]] = []
-        if self.launcher is not None and not self.launcher.done():
-            self.launcher.cancel()
-            tasks.append(self.launcher)
+        for task in (self.launcher, self.feeder):
+            if task is not None and not task.done():
+                task.cancel()
+                tasks.append(task)
         for unit in list(self.live):
             if unit.task is not None:
                 unit.task.cancel()
@@ -400,7 +442,9 @@ class ParquetReader:
 
     async def _iterate(self, pieces: list[FilePiece], options: _Options) -> AsyncIterator[pa.RecordBatch]:
         run = _Run(ByteBudget(self._window_bytes), asyncio.Semaphore(2 * self.engine.config.max_concurrency))
-        run.launcher = asyncio.get_running_loop().create_task(self._launch(pieces, options, run))
+        loop = asyncio.get_running_loop()
+        run.launcher = loop.create_task(self._launch(pieces, options, run))
+        run.feeder = loop.create_task(self._feed(options, run))
         consumer = asyncio.current_task()
 
         def consumer_done(_: object) -> None:
@@ -412,50 +456,55 @@ class ParquetReader:
         pending: list[pa.RecordBatch] = []
         try:
             while True:
-                unit = await run.queue.get()
-                if unit is None:
+                job = await run.jobs.get()
+                if job is None:
                     return
+                unit = job.unit
                 if unit.index == skipping:
-                    if unit.task is not None:
-                        unit.task.cancel()
+                    await job.discard(run)
                     run.release(unit)
                     continue
                 if not options.buffered:
-                    try:
-                        async with contextlib.aclosing(self._unit_batches(unit, options)) as groups:
-                            async for batches in groups:
-                                for batch in batches:
-                                    self._c.rows += batch.num_rows
-                                    self._c.batches += 1
-                                    yield batch
-                    finally:
+                    batches = await job.batches(run)
+                    self._c.row_groups_read += len(job.row_groups)
+                    for batch in batches:
+                        self._c.rows += batch.num_rows
+                        self._c.batches += 1
+                        yield batch
+                    if job.last:
                         run.release(unit)
-                    if unit.last:
-                        self._c.files += 1
+                        if unit.last:
+                            self._c.files += 1
                     continue
                 try:
-                    async with contextlib.aclosing(self._unit_batches(unit, options)) as groups:
-                        async for batches in groups:
-                            pending.extend(batches)
+                    batches = await job.batches(run)
                 except (errors.NotFound, errors.CorruptFile) as exc:
                     if not self._ignorable(exc, options):
                         raise
                     self._skip(unit, exc)
                     skipping, pending = unit.index, []
-                    continue
-                finally:
+                    for other in run.live:  # the piece's later units: their fetches are of no use now
+                        if other.index == skipping and other.task is not None:
+                            other.task.cancel()
                     run.release(unit)
-                if unit.last:
-                    self._c.files += 1
-                    ready, pending = pending, []
-                    for batch in ready:
-                        self._c.rows += batch.num_rows
-                        self._c.batches += 1
-                        yield batch
+                    continue
+                self._c.row_groups_read += len(job.row_groups)
+                pending.extend(batches)
+                if job.last:
+                    run.release(unit)
+                    if unit.last:
+                        self._c.files += 1
+                        ready, pending = pending, []
+                        for batch in ready:
+                            self._c.rows += batch.num_rows
+                            self._c.batches += 1
+                            yield batch
         finally:
             if consumer is not None:
                 consumer.remove_done_callback(consumer_done)
             await asyncio.gather(*run.abort(), return_exceptions=True)
+            if run.threads:  # a thread cannot be stopped: wait for it (not cancel), and drop what it decoded
+                await asyncio.gather(*run.threads, return_exceptions=True)
 
     @staticmethod
     def _ignorable(exc: BaseException, options: _Options) -> bool:
@@ -468,16 +517,23 @@ class ParquetReader:
         what = "missing" if isinstance(exc, errors.NotFound) else "corrupt"
         log.warning("skipping %s file %s: %s", what, unit.piece.url, exc)
 
-    async def _unit_batches(self, unit: _Unit, options: _Options) -> AsyncIterator[list[pa.RecordBatch]]:
-        """The finished batches of one unit, a list per row group (a list for all of a small object)."""
+    async def _unit_jobs(self, unit: _Unit, options: _Options) -> list[_Job]:
+        """The jobs of one unit once fetched: one per row group (one for all of a small object), or its failure."""
         if unit.error is not None:
-            raise unit.error
+            return [_Job(unit, error=unit.error)]
         if unit.task is None:  # pruned while planning: nothing to read
-            return
+            return [_Job(unit)]
         assert unit.finisher is not None
-        fetched = await unit.task
+        if not unit.task.done():  # not ``await``: a fetch cancelled for a skipped piece must not stop the feed
+            await asyncio.wait([unit.task])
+        if unit.task.cancelled():
+            return [_Job(unit)]
+        try:
+            fetched = unit.task.result()
+        except Exception as exc:
+            return [_Job(unit, error=exc)]
         if fetched.source is None or not fetched.row_groups:
-            return
+            return [_Job(unit)]
         url = unit.piece.url
         metadata = fetched.footer.metadata
         columns = options.file_columns(metadata, url)
@@ -513,27 +569,29 @@ class ParquetReader:
             )
             return finisher.finish_all(decoded)
 
-        if not threaded:
-            for row_groups in groups:
-                batches = work(row_groups)
-                self._c.row_groups_read += len(row_groups)
-                yield batches
-            return
-        # Large row groups decode in worker threads, the next one while this one is handed over: a unit's bytes
-        # are all here already, and one decoded row group ahead is all the extra memory it holds.
-        ahead: asyncio.Future[list[pa.RecordBatch]] | None = None
+        return [
+            _Job(unit, row_groups, functools.partial(work, row_groups), last=i == len(groups) - 1, threaded=threaded)
+            for i, row_groups in enumerate(groups)
+        ]
+
+    async def _feed(self, options: _Options, run: _Run) -> None:
+        """Turn units, in order, into jobs for the consumer; large row groups start decoding in worker threads.
+
+        At most DECODE_AHEAD of them are decoded or decoding and not yet handed over, across units: the next
+        unit's first row group decodes while this unit's last one is handed over. Only units already fetched are
+        decoded, whose bytes the budget holds anyway; the decoded batches are not counted (see the module doc).
+        """
         try:
-            for i, row_groups in enumerate(groups):
-                current = ahead if ahead is not None else asyncio.ensure_future(asyncio.to_thread(work, row_groups))
-                ahead = None
-                if i + 1 < len(groups):
-                    ahead = asyncio.ensure_future(asyncio.to_thread(work, groups[i + 1]))
-                batches = await current
-                self._c.row_groups_read += len(row_groups)
-                yield batches
+            while (unit := await run.queue.get()) is not None:
+                for job in await self._unit_jobs(unit, options):
+                    if job.threaded and job.work is not None:
+                        await run.slots.acquire()
+                        job.future = asyncio.ensure_future(asyncio.to_thread(job.work))
+                        run.threads.add(job.future)
+                        job.future.add_done_callback(run.threads.discard)
+                    run.jobs.put_nowait(job)
         finally:
-            if ahead is not None:  # a thread cannot be stopped: wait for it (not cancel), and drop what it decoded
-                await asyncio.gather(ahead, return_exceptions=True)
+            run.jobs.put_nowait(None)
 
     # ----------------------------------------------------------------- planning and fetching
 
