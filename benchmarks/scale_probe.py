@@ -1,7 +1,7 @@
 """Child process of the ``scale`` benchmark: one planning step over a prefix of many files, measured alone.
 
 ``python -m benchmarks.scale_probe WHAT ENDPOINT URL`` prints one JSON line: seconds (wall), peak RSS (MiB, the
-process's ru_maxrss), and what the step produced (objects, partitions, pickled bytes). Each step runs in a fresh
+process's VmHWM), and what the step produced (objects, partitions, pickled bytes). Each step runs in a fresh
 process so its peak memory is its own. WHAT is ``list`` (s3io's listing), ``batch`` (s3parquet's ``load()`` and
 ``partitions()``, as Spark's planner worker runs them), ``stream`` (a stream's first trigger, 10,000 files) or
 ``compaction`` (``spark_ext.compact`` dry run: listing and a plan from it).
@@ -19,6 +19,16 @@ from typing import Any
 from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY
 
 STREAM_FILES_PER_TRIGGER = 10_000
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set (VmHWM). Not ru_maxrss: Linux keeps that across exec, so a probe started
+    by a large parent would report the parent's size."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _options(endpoint: str, url: str, **extra: str) -> dict[str, str]:
@@ -132,7 +142,7 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
     result = STEPS[what](endpoint, url)
     result["seconds"] = round(time.perf_counter() - started, 2)
-    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["peak_rss_mib"] = round(peak_rss_kib() / 1024, 1)
     print(json.dumps(result), flush=True)
 
 
