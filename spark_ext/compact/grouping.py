@@ -73,7 +73,6 @@ class CompactionGroup:
     files: tuple[ObjectInfo, ...]
     schema: pa.Schema | None  # the output schema (the inputs' unified schema); None: the task decides from footers
     input_rows: int | None = None  # from the footers, when known
-    origins: tuple[tuple[str, str | None], ...] = ()  # the original files of its rows (earlier outputs flattened)
     replaced: dict[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)  # input -> its origins
 
     @property
@@ -203,7 +202,6 @@ def plan_compaction(
                         files=tuple(m.info for m in members),
                         schema=_group_schema(members, cls.schema, options.schema_mode),
                         input_rows=None if any(r is None for r in rows) else sum(rows),  # type: ignore[misc]
-                        origins=tuple(ref for m in members for ref in m.refs()),
                         replaced={m.info.key: m.replaces for m in members if m.replaces is not None},
                     )
                 )
