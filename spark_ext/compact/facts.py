@@ -62,19 +62,6 @@ def footer_facts(info: ObjectInfo, metadata: pq.FileMetaData) -> FileFacts:
     )
 
 
-class SchemaInterner:
-    """One instance per distinct schema: a million files share a handful (compared by their exact bytes)."""
-
-    def __init__(self) -> None:
-        self._schemas: dict[bytes, pa.Schema] = {}
-
-    def __call__(self, facts: FileFacts) -> FileFacts:
-        if facts.schema is None:
-            return facts
-        exact = facts.schema.serialize().to_pybytes()  # == on schemas ignores metadata; the bytes do not
-        return dataclasses.replace(facts, schema=self._schemas.setdefault(exact, facts.schema))
-
-
 async def fetch_file_facts(
     client: S3Client,
     files: Sequence[ObjectInfo],
@@ -99,10 +86,14 @@ async def fetch_file_facts(
             if footers or layout.is_final_key(info.key):
                 to_read.append(len(facts))
             facts.append(FileFacts(info))
-    intern = SchemaInterner()
+    schemas: dict[bytes, pa.Schema] = {}
 
     async def read(index: int) -> None:
-        facts[index] = intern(await read_file_facts(client, facts[index].info))
+        found = await read_file_facts(client, facts[index].info)
+        if found.schema is not None:  # one instance per distinct schema: a million files share a handful
+            exact = found.schema.serialize().to_pybytes()  # == on schemas ignores metadata; the bytes do not
+            found = dataclasses.replace(found, schema=schemas.setdefault(exact, found.schema))
+        facts[index] = found
 
     await map_bounded(read, to_read, concurrency)
     return facts

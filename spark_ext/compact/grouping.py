@@ -227,23 +227,19 @@ def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]
     classes: list[_SchemaClass] = []
     unchecked = [f for f in files if not f.checked]
     for f in files:
-        if f.schema is None:
+        if f.schema is None:  # unchecked
             continue
         schema = f.schema.remove_metadata()
         for cls in classes:
-            if mode == "exact":
-                if cls.schema.equals(schema):
-                    cls.members.append(f)
-                    break
-                continue
+            assert cls.schema is not None
             try:
-                cls.schema = unify_schemas([(cls.example, cls.schema), (f.info.url, schema)])
+                cls.schema = join_schema(cls.schema, cls.example, schema, f.info.url, mode)
             except SchemaMismatch:
                 continue
             cls.members.append(f)
             break
         else:
-            classes.append(_SchemaClass(schema if mode == "exact" else _plain(f, schema), f.info.url, [f]))
+            classes.append(_SchemaClass(first_schema(schema, f.info.url, mode), f.info.url, [f]))
     if unchecked:
         if classes:
             classes[0].members.extend(unchecked)
@@ -252,8 +248,24 @@ def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]
     return classes
 
 
-def _plain(f: FileFacts, schema: pa.Schema) -> pa.Schema:
-    return unify_schemas([(f.info.url, schema)])
+def first_schema(schema: pa.Schema, url: str, mode: str) -> pa.Schema:
+    """The schema of a class a file of ``schema`` starts: its own ("exact"), or its plain read schema ("unify")."""
+    return schema if mode == "exact" else unify_schemas([(url, schema)])
+
+
+def join_schema(current: pa.Schema, example: str, schema: pa.Schema, url: str, mode: str) -> pa.Schema:
+    """A class's schema (first seen in ``example``) once the file at ``url`` joins it: unchanged ("exact") or
+    unified with it ("unify"). Raises SchemaMismatch naming the column, or in exact mode both files."""
+    if mode == "exact":
+        if not schema.equals(current):
+            raise SchemaMismatch(f"{example} and {url} have different schemas (schema_mode=exact)")
+        return current
+    return unify_schemas([(example, current), (url, schema)])
+
+
+def worth_a_group(count: int, total: int, min_input_files: int, threshold: int) -> bool:
+    """Rule 5: two files or more, and either ``min_input_files`` files or ``threshold`` bytes."""
+    return count >= 2 and (count >= min_input_files or total >= threshold)
 
 
 def _conflict_note(classes: Sequence[_SchemaClass], mode: str) -> str:
@@ -262,14 +274,11 @@ def _conflict_note(classes: Sequence[_SchemaClass], mode: str) -> str:
         return ""
     first, second = classes[0], classes[1]
     assert first.schema is not None and second.schema is not None  # only the first class may be unchecked alone
-    if mode == "exact":
-        detail = f"{first.example} and {second.example} have different schemas (schema_mode=exact)"
-    else:
-        try:
-            unify_schemas([(first.example, first.schema), (second.example, second.schema)])
-            detail = "schemas differ"
-        except SchemaMismatch as exc:
-            detail = exc.message
+    try:
+        join_schema(first.schema, first.example, second.schema, second.example, mode)
+        detail = "schemas differ"
+    except SchemaMismatch as exc:
+        detail = exc.message
     return f"; the directory holds {len(classes)} incompatible schemas, never mixed in one group ({detail})"
 
 
@@ -311,7 +320,7 @@ def _first_fit_decreasing(files: Sequence[FileFacts], capacity: int) -> list[lis
 def _skip_reason(count: int, total: int, options: CompactionOptions) -> tuple[str, str] | None:
     if count < 2:
         return SINGLE_FILE, "a single small file: nothing to merge it with"
-    if count >= options.min_input_files or total >= options.threshold:
+    if worth_a_group(count, total, options.min_input_files, options.threshold):
         return None
     return TOO_FEW_FILES, (
         f"only {count} file(s) (min_input_files={options.min_input_files}) and {format_size(total)} "

@@ -39,7 +39,7 @@ from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.chunks import row_group_byte_span
 from s3io.parquet.decode import decode
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
-from s3io.parquet.schema import conform, unify_schemas
+from s3io.parquet.schema import conform
 from s3io.parquet.sparse import SparseFile
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
@@ -47,12 +47,13 @@ from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
 from spark_ext.compact.facts import footer_facts
-from spark_ext.compact.grouping import CompactionGroup, FileFacts
+from spark_ext.compact.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.journal import layout
 from spark_ext.journal.entries import ObjectRef
 
 MAX_INFLIGHT_GETS = 16
+_DEFAULTS = CompactionOptions()
 WHOLE_OBJECT_VERIFY_BYTES = 16 * 1024 * 1024  # smaller outputs are read back with one GET
 
 
@@ -67,8 +68,8 @@ class RewriteSettings:
     compression: str = "snappy"
     coerce_timestamps: str | None = "us"
     schema_mode: str = "unify"
-    min_input_files: int = 5  # the plan's rule, for what is left once inputs are left out
-    threshold: int = 96 * 1024 * 1024
+    min_input_files: int = _DEFAULTS.min_input_files  # the plan's rule, for what is left once inputs are left out
+    threshold: int = _DEFAULTS.threshold
 
     @classmethod
     def from_options(cls, options: CompactionOptions) -> RewriteSettings:
@@ -85,8 +86,8 @@ class RewriteSettings:
         )
 
     def worth_a_file(self, files: int, size: int) -> bool:
-        """The plan's rule for a group (grouping.py, rule 5): two files or more, and enough files or bytes."""
-        return files >= 2 and (files >= self.min_input_files or size >= self.threshold)
+        """The plan's rule for a group (grouping.py, rule 5), for what is left once inputs are left out."""
+        return worth_a_group(files, size, self.min_input_files, self.threshold)
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,23 +361,20 @@ class _Encoder:
     def _fit(self, schema: pa.Schema, url: str) -> str | None:
         """None if an input of ``schema`` fits the output (which may widen it); else why not ("" if only because
         the output's schema is frozen: it is planned again with its peers, not reported as a conflict)."""
-        if self.schema is None:
-            self.schema = schema if self.settings.schema_mode == "exact" else unify_schemas([(url, schema)])
-            self._example = url
         if any(schema.equals(known) for known in self._fits):
             return None
-        if self.settings.schema_mode == "exact":
-            if not schema.equals(self.schema):
-                return f"{url} and {self._example or 'the group'} have different schemas (schema_mode=exact)"
+        mode = self.settings.schema_mode
+        if self.schema is None:
+            self.schema, self._example = first_schema(schema, url, mode), url
         else:
             try:
-                unified = unify_schemas([(self._example or "the group", self.schema), (url, schema)])
+                joined = join_schema(self.schema, self._example or "the group", schema, url, mode)
             except SchemaMismatch as exc:
                 return exc.message
-            if not unified.equals(self.schema):
+            if not joined.equals(self.schema):
                 if self._writer is not None:
                     return ""
-                self.schema = unified
+                self.schema = joined
         self._fits.append(schema)
         return None
 
