@@ -212,3 +212,63 @@ def test_a_staging_output_stands_for_its_final_key_in_the_same_partition() -> No
     assert logical_key(staging) == "t/date=1/part-c-20260101T000000Z-abcd1234-g00003.parquet"
     assert logical_key(layout.staging_key("", "j", "g00000")) == "part-c-j-g00000.parquet"
     assert logical_key("t/date=1/part-00001.parquet") == "t/date=1/part-00001.parquet"
+
+
+def _reference_fingerprint(value: bytes | None) -> int:
+    """The module doc's string fingerprint, in plain Python integers (no numpy, no slicing, no dictionary)."""
+    mask = (1 << 64) - 1
+
+    def mix(x: int) -> int:
+        x ^= x >> 30
+        x = (x * 0xBF58476D1CE4E5B9) & mask
+        x ^= x >> 27
+        x = (x * 0x94D049BB133111EB) & mask
+        return x ^ (x >> 31)
+
+    if value is None:
+        return int(checksum_module._NULL)
+    polynomial = sum((byte + 1) * pow(checksum_module._P, j, 1 << 64) for j, byte in enumerate(value)) & mask
+    return mix(polynomial ^ mix((len(value) * int(checksum_module._LEN)) & mask))
+
+
+def test_string_fingerprints_are_the_documented_hash_whichever_way_they_are_computed() -> None:
+    rng = random.Random(7)
+    repeating = [rng.choice(["red", "green", "", "bl\u00fce", None]) for _ in range(5 * checksum_module._REPEAT_SAMPLE)]
+    distinct = [f"user-{i}-{rng.random()}" if i % 11 else None for i in range(3000)]
+    longer_than_the_cached_powers = ["x" * (checksum_module._POWERS_CACHED + 5), "y", None]
+    cases = {
+        "repeating (hashed through a dictionary)": pa.array(repeating),
+        "distinct": pa.array(distinct),
+        "sliced": pa.array(repeating).slice(13, 9000),
+        "large_string": pa.array(distinct, pa.large_string()),
+        "binary": pa.array([None if v is None else v.encode() for v in repeating], pa.binary()),
+        "longer than a slice": pa.array(longer_than_the_cached_powers),
+        "dictionary-typed, a null in the dictionary": pa.DictionaryArray.from_arrays(
+            pa.array([0, 1, None, 2, 0], pa.int32()), pa.array(["a", None, "c"])
+        ),
+    }
+    for name, array in cases.items():
+        values = array.to_pylist()
+        expected = [_reference_fingerprint(v if v is None or isinstance(v, bytes) else v.encode()) for v in values]
+        got = checksum_module.fingerprints(array)
+        sample = range(0, len(values), max(1, len(values) // 400))  # the reference is slow for 20k long values
+        assert [int(got[i]) for i in sample] == [expected[i] for i in sample], name
+
+
+def test_a_table_checksum_does_not_depend_on_how_the_rows_are_split_into_steps_and_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(3)
+    table = pa.table(
+        {
+            "id": pa.array(range(20_000)),
+            "kind": pa.array([rng.choice(["a", "b", "c"]) for _ in range(20_000)]),
+            "name": pa.array([f"n{rng.random()}" for _ in range(20_000)]),
+        }
+    )
+    reference = table_checksum(table).columns
+    chunked = pa.Table.from_batches(table.to_batches(max_chunksize=777))
+    assert table_checksum(chunked).columns == reference
+    monkeypatch.setattr(checksum_module, "_ROWS_PER_STEP", 1000)
+    monkeypatch.setattr(checksum_module, "_CHUNK_BYTES", 100)
+    assert table_checksum(chunked).columns == reference

@@ -605,3 +605,39 @@ async def test_recovery_aborts_a_staging_upload_a_killed_job_left_and_spares_oth
     remaining = [u["Key"] for u in s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
     assert remaining == [user_key]
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+def test_a_journal_entry_is_stored_in_its_documented_json_and_reads_back_equal() -> None:
+    import dataclasses
+
+    from spark_ext.journal.entries import JournalEntry, ObjectRef
+
+    entry = JournalEntry(
+        job_id="j1",
+        group_id="g00001",
+        state="committed",
+        bucket="b",
+        prefix="t/",
+        partition_dir="t/d=1/",
+        inputs=(ObjectRef("t/d=1/a.parquet", '"e1"', 10), ObjectRef("t/d=1/b.parquet", None, 20)),
+        staging=ObjectRef("t/d=1/_s3io_staging/x", '"s"', 30),
+        final_key="t/d=1/part-c-j1-g00001.parquet",
+        rows=5,
+        checksums={"__row__": "00000000000000ff"},
+        committed_at=1.5,
+        owner="o",
+        write_id="w",
+        etag='"journal-etag"',  # describes the journal object: not stored
+        stored_at=9.0,
+    )
+    body = entry.encode()
+    assert body == (
+        b'{"bucket":"b","checksums":{"__row__":"00000000000000ff"},"committed_at":1.5,"done_at":null,'
+        b'"final":null,"final_key":"t/d=1/part-c-j1-g00001.parquet","group_id":"g00001",'
+        b'"inputs":[{"etag":"\\"e1\\"","key":"t/d=1/a.parquet","size":10},{"etag":null,"key":"t/d=1/b.parquet",'
+        b'"size":20}],"job_id":"j1","owner":"o","partition_dir":"t/d=1/","prefix":"t/","published_at":null,'
+        b'"rows":5,"staging":{"etag":"\\"s\\"","key":"t/d=1/_s3io_staging/x","size":30},"state":"committed",'
+        b'"version":1,"write_id":"w"}'
+    )
+    back = JournalEntry.decode(body, etag='"journal-etag"', url="s3://b/t/_s3io_compaction/journal/x")
+    assert back == dataclasses.replace(entry, stored_at=None)

@@ -3,7 +3,8 @@
 Runs wherever the group is executed (a Spark task, or in-process on the driver). Steps:
 1. Fetch the inputs in order, a few ahead (bounded by ``prefetch_bytes``), each whole with one GET If-Match on the
    ETag the plan saw: an input changed or deleted since planning aborts the group (stale data is never compacted).
-   That GET is the only read of an input: its footer comes from the same bytes.
+   That GET is the only read of an input: its footer comes from the same bytes. Inputs that have arrived go to the
+   worker thread together (one hand-off, not one per file: thread wake-ups cost more than a tiny file's decode).
 2. Check each input's footer: one that does not parse, or whose schema does not fit the group's (the planned one,
    or, for a plan made from the listing, the unification of the inputs taken so far, frozen once the first row
    group is written), is left out with what was learnt, for the driver to plan again. Decode the others
@@ -175,8 +176,8 @@ async def rewrite_group(
     written = False
     try:
         try:
-            async for info, data in _fetch_inputs(client, group.files, settings.prefetch_bytes):
-                chunk = await asyncio.to_thread(encoder.add_file, info, data)
+            async for ready in _fetch_inputs(client, group.files, settings.prefetch_bytes):
+                chunk = await asyncio.to_thread(encoder.add_files, ready)
                 if chunk:
                     await writer.write(chunk)
             taken = encoder.taken
@@ -349,6 +350,10 @@ class _Encoder:
             )
         return self._sink.take()
 
+    def add_files(self, ready: Sequence[tuple[ObjectInfo, bytes]]) -> bytes:
+        """``add_file`` for each of ``ready``, in order; the encoded bytes of them all."""
+        return b"".join(self.add_file(info, data) for info, data in ready)
+
     def finish(self) -> bytes:
         """Write what is buffered and the footer (naming the original files of every row); the last bytes."""
         self._flush(last=True)
@@ -410,8 +415,9 @@ class _Encoder:
 
 async def _fetch_inputs(
     client: S3Client, files: Sequence[ObjectInfo], budget: int
-) -> AsyncIterator[tuple[ObjectInfo, bytes]]:
-    """Each input's bytes, in order; later inputs are fetched ahead while their bytes fit ``budget``."""
+) -> AsyncIterator[list[tuple[ObjectInfo, bytes]]]:
+    """The inputs' bytes, in order, as many at a time as have arrived (one hand-off to the encoder's thread for
+    them all); later inputs are fetched ahead while their bytes fit ``budget``."""
 
     async def get(info: ObjectInfo) -> bytes:
         try:
@@ -425,19 +431,28 @@ async def _fetch_inputs(
     ahead: collections.deque[tuple[ObjectInfo, asyncio.Task[bytes]]] = collections.deque()
     inflight = 0
     index = 0
+
+    def fetch_ahead() -> None:
+        nonlocal inflight, index
+        while index < len(files) and (
+            not ahead or (inflight + files[index].size <= budget and len(ahead) < MAX_INFLIGHT_GETS)
+        ):
+            info = files[index]
+            ahead.append((info, asyncio.create_task(get(info))))
+            inflight += info.size
+            index += 1
+
     try:
-        while index < len(files) or ahead:
-            while index < len(files) and (
-                not ahead or (inflight + files[index].size <= budget and len(ahead) < MAX_INFLIGHT_GETS)
-            ):
-                info = files[index]
-                ahead.append((info, asyncio.create_task(get(info))))
-                inflight += info.size
-                index += 1
+        fetch_ahead()
+        while ahead:
             info, task = ahead.popleft()
-            data = await task
-            inflight -= info.size
-            yield info, data
+            ready = [(info, await task)]
+            while ahead and ahead[0][1].done():
+                info, task = ahead.popleft()
+                ready.append((info, task.result()))
+            inflight -= sum(info.size for info, _ in ready)
+            fetch_ahead()
+            yield ready
     finally:
         for _, task in ahead:
             task.cancel()

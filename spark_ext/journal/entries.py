@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound
@@ -30,6 +30,7 @@ COMMITTED = "committed"
 PUBLISHED = "published"
 DONE = "done"
 STATES = (PENDING, COMMITTED, PUBLISHED, DONE)
+_NOT_STORED = ("etag", "stored_at")  # JournalEntry fields describing the journal object itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,9 @@ class ObjectRef:
 
     def info(self, bucket: str) -> ObjectInfo:
         return ObjectInfo(bucket=bucket, key=self.key, size=self.size, etag=self.etag)
+
+    def as_json(self) -> dict[str, object]:
+        return {"key": self.key, "etag": self.etag, "size": self.size}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +84,11 @@ class JournalEntry:
         return self.final
 
     def encode(self) -> bytes:
-        data = asdict(self)
-        data.pop("etag")
-        data.pop("stored_at")
+        """The stored JSON (field by field: ``dataclasses.asdict`` deep-copies every input, 10 us each)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_STORED}
+        data["inputs"] = [ref.as_json() for ref in self.inputs]
+        data["staging"] = self.staging.as_json()
+        data["final"] = self.final.as_json() if self.final is not None else None
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
