@@ -130,3 +130,79 @@ async def test_a_dry_run_plans_from_the_listing_unless_asked_to_read_footers(
     assert key == f"{PREFIX}notes.parquet" and kind == UNREADABLE
     assert UNCHECKED_NOTE not in thorough.plan.describe()
     assert all_keys(s3_client, bucket) == before
+
+
+def test_outputs_dictionary_encode_every_column_but_those_nearly_all_distinct_and_too_big_for_a_dictionary() -> None:
+    from spark_ext.compact.rewrite import dictionary_columns
+
+    rows = 200_000  # 1.6 MB of int64: a dictionary of them would overflow the writer's 1 MiB page
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "kind": pa.array(["a", "b", "c", "d"] * (rows // 4)),
+            "small_ids": pa.array([i % 1000 for i in range(rows)], pa.int32()),
+            "flag": pa.array([i % 2 == 0 for i in range(rows)]),
+        }
+    )
+    assert dictionary_columns(table) == ["kind", "small_ids", "flag"]
+    assert dictionary_columns(table.slice(0, 2000)) is True  # 16 KB of ids: a dictionary fits, keep the default
+    nested = table.append_column("tags", pa.array([[1]] * rows))
+    assert dictionary_columns(nested) is True  # nested schemas keep the writer's default
+    assert dictionary_columns(table.slice(0, 0)) is True
+
+
+async def test_a_compacted_output_stores_unique_ids_plain_and_repeated_values_in_a_dictionary(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    per_file = 40_000  # five files (the plan's minimum), one output row group of 200,000 rows
+    tables = [
+        pa.table(
+            {
+                "id": pa.array(range(n * per_file, (n + 1) * per_file), pa.int64()),
+                "kind": pa.array(["alpha", "beta", "gamma"] * (per_file // 3) + ["alpha"] * (per_file % 3)),
+            }
+        )
+        for n in range(5)
+    ]
+    for n, table in enumerate(tables):
+        s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}f{n}.parquet", Body=parquet_bytes(table))
+    async with make_client(s3_endpoint.url) as client:
+        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert report.status == "ok" and report.files_after == 1, report.to_text()
+    (key,) = data_keys(s3_client, bucket, PREFIX)
+    output = pq.ParquetFile(pa.BufferReader(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()))
+    chunks = output.metadata.row_group(0)
+    encodings = {chunks.column(i).path_in_schema: set(chunks.column(i).encodings) for i in range(2)}
+    assert not encodings["id"] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, encodings
+    assert encodings["kind"] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, encodings
+    assert output.read().sort_by("id").equals(pa.concat_tables(tables).sort_by("id"))
+
+
+async def test_inputs_fetched_and_not_yet_decoded_stay_within_the_prefetch_budget(
+    fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    """Inputs that have arrived go to the encoder together; until it is done with them they count against the
+    budget, so fetched-but-undecoded bytes never exceed it (by more than the one GET always allowed)."""
+    import asyncio
+
+    from s3io.s3.types import ObjectInfo
+    from spark_ext.compact.rewrite import _fetch_inputs
+
+    size = 10_000
+    keys = [f"{PREFIX}blob-{n:02d}" for n in range(20)]
+    infos = []
+    for key in keys:
+        etag = s3_client.put_object(Bucket=bucket, Key=key, Body=bytes(size))["ETag"]
+        infos.append(ObjectInfo(bucket, key, size, etag))
+    budget = 35_000  # three inputs; a fourth only when nothing else is outstanding
+    decoded = 0
+    most_outstanding = 0
+    async with make_client(fault_proxy.url) as client:
+        async for ready in _fetch_inputs(client, infos, budget):
+            await asyncio.sleep(0.05)  # "decoding": GETs started meanwhile reach the proxy
+            started = sum(input_gets(fault_proxy, keys).values())
+            most_outstanding = max(most_outstanding, started - decoded)
+            assert started - decoded <= budget // size + 1, (started, decoded, len(ready))
+            assert all(len(data) == size for _, data in ready)
+            decoded += len(ready)
+    assert decoded == len(keys) and most_outstanding >= 2  # fetched ahead, and the budget bounded it
