@@ -145,6 +145,15 @@ def test_outputs_dictionary_encode_every_column_but_those_nearly_all_distinct_an
         }
     )
     assert dictionary_columns(table) == ["kind", "small_ids", "flag"]
+    others = pa.table(  # types the sample does not judge keep the writer's default, whatever their values
+        {
+            "coded": pa.array([str(i) for i in range(rows)]).dictionary_encode(),
+            "viewed": pa.array([str(i) for i in range(rows)], pa.string_view()),
+            "empty": pa.nulls(rows),
+        }
+    )
+    assert dictionary_columns(others) is True
+    assert dictionary_columns(pa.table({"name": [f"user-{i}" for i in range(rows)]})) == []
     assert dictionary_columns(table.slice(0, 2000)) is True  # 16 KB of ids: a dictionary fits, keep the default
     nested = table.append_column("tags", pa.array([[1]] * rows))
     assert dictionary_columns(nested) is True  # nested schemas keep the writer's default

@@ -430,13 +430,28 @@ def dictionary_columns(table: pa.Table) -> bool | list[str]:
     keep = []
     for name, column in zip(table.column_names, table.columns, strict=True):
         sample = column.slice(0, DISTINCT_SAMPLE)
-        if len(sample) >= 1024 and not pa.types.is_boolean(column.type):
+        if len(sample) >= 1024 and _judged_by_sample(column.type):
             distinct = pc.count_distinct(sample, mode="all").as_py()
             dictionary_bytes = distinct / len(sample) * column.nbytes
             if distinct >= 0.9 * len(sample) and dictionary_bytes > DICTIONARY_PAGE_LIMIT:
                 continue
         keep.append(name)
     return True if len(keep) == table.num_columns else keep
+
+
+def _judged_by_sample(t: pa.DataType) -> bool:
+    """Types whose distinct values the sample counts (others, e.g. dictionaries, views, nulls, keep the default)."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+    )
 
 
 async def _fetch_inputs(
