@@ -215,3 +215,32 @@ async def test_inputs_fetched_and_not_yet_decoded_stay_within_the_prefetch_budge
             assert all(len(data) == size for _, data in ready)
             decoded += len(ready)
     assert decoded == len(keys) and most_outstanding >= 2  # fetched ahead, and the budget bounded it
+
+
+async def test_groups_run_in_process_share_one_cpu_thread_which_ends_with_the_run(
+    s3_endpoint: Any, s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+
+    from spark_ext.compact.rewrite import CPU_THREAD_NAME, _Encoder
+
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6, "date=3": 6})
+    threads: set[str] = set()
+    add_files = _Encoder.add_files
+
+    def observed(self: _Encoder, ready: Any) -> bytes:  # calls through: only notes which thread did the work
+        threads.add(threading.current_thread().name)
+        return add_files(self, ready)
+
+    monkeypatch.setattr(_Encoder, "add_files", observed)
+    async with make_client(s3_endpoint.url) as client:
+        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)  # 2 groups at once
+    assert report.status == "ok" and report.files_after == 3, report.to_text()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert len(threads) == 1 and next(iter(threads)).startswith(CPU_THREAD_NAME), threads
+    for _ in range(100):  # shut down without waiting: the thread exits once idle
+        if not any(t.name.startswith(CPU_THREAD_NAME) for t in threading.enumerate()):
+            break
+        await asyncio.sleep(0.1)
+    assert not any(t.name.startswith(CPU_THREAD_NAME) for t in threading.enumerate())

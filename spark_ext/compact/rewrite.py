@@ -15,8 +15,10 @@ Runs wherever the group is executed (a Spark task, or in-process on the driver).
    (parts in parallel). Columns are dictionary-encoded as pyarrow does by default, except those the first row
    group shows are nearly all distinct and too big for a dictionary page (``dictionary_columns``). Memory stays
    about 2 x row_group_bytes + prefetch_bytes + part_size x (upload_concurrency + 1), whatever the group's size.
-   CPU work runs in a worker thread, so the event loop (lock renewal, uploads) never stalls on it. If too few
-   inputs are left to be worth a file (the plan's rules), the upload is aborted and the group dissolves.
+   CPU work runs in a worker thread, so the event loop (lock renewal, uploads) never stalls on it; groups run in
+   process share one such thread (``in_process_executor``): the work holds the GIL most of the time, so more threads
+   only add wake-ups and GIL hand-offs (measured: a fifth less CPU, half the kernel time; the wall 0-10 % shorter).
+   If too few inputs are left to be worth a file (the plan's rules), the upload is aborted and the group dissolves.
 3. Read the uploaded object back, a row group at a time, pinned to its ETag, and compare row count and checksums
    (checksum.py) with the inputs'. Any difference deletes the staging object and fails the group.
 Nothing here touches the journal: an unverified output can never be committed.
@@ -31,6 +33,7 @@ import dataclasses
 import io
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +59,7 @@ from spark_ext.journal import layout
 from spark_ext.journal.entries import ObjectRef
 
 MAX_INFLIGHT_GETS = 16
+CPU_THREAD_NAME = "s3io-compact-cpu"
 _DEFAULTS = CompactionOptions()
 WHOLE_OBJECT_VERIFY_BYTES = 16 * 1024 * 1024  # smaller outputs are read back with one GET
 
@@ -165,8 +169,10 @@ async def rewrite_group(
     *,
     settings: RewriteSettings | None = None,
     crash_at: CrashPoint | str | None = None,
+    cpu: Executor | None = None,
 ) -> GroupOutput:
-    """Write ``group``'s inputs as one verified parquet object at ``staging_key`` (see the module doc)."""
+    """Write ``group``'s inputs as one verified parquet object at ``staging_key`` (see the module doc); decoding,
+    encoding and checksums run on ``cpu`` (default: the event loop's default executor)."""
     settings = settings or RewriteSettings()
     crash = resolve(crash_at)
     started = time.monotonic()
@@ -179,7 +185,7 @@ async def rewrite_group(
     try:
         try:
             async for ready in _fetch_inputs(client, group.files, settings.prefetch_bytes):
-                chunk = await asyncio.to_thread(encoder.add_files, ready)
+                chunk = await _on(cpu, encoder.add_files, ready)
                 if chunk:
                     await writer.write(chunk)
             taken = encoder.taken
@@ -188,7 +194,7 @@ async def rewrite_group(
                     f"only {len(taken)} of {len(group.files)} input(s) fit together: not worth a file",
                     [*taken, *encoder.left_out],
                 )
-            await writer.write(await asyncio.to_thread(encoder.finish))
+            await writer.write(await _on(cpu, encoder.finish))
         except BaseException:
             await asyncio.shield(writer.abort())
             raise
@@ -200,7 +206,7 @@ async def rewrite_group(
             staging = ObjectRef(staging_key, head.etag, head.size)
         maybe_crash(CrashPoint.AFTER_STAGING_WRITE, crash)
         assert encoder.schema is not None and encoder.checksum is not None
-        readback = await _read_back(client, group.bucket, staging, encoder.schema)
+        readback = await _read_back(client, group.bucket, staging, encoder.schema, cpu)
         problems = encoder.checksum.differences(readback)
         if problems:
             raise VerificationFailed(
@@ -228,11 +234,11 @@ async def rewrite_group(
     )
 
 
-async def run_group_task(client: S3Client, task: GroupTask) -> GroupResult:
+async def run_group_task(client: S3Client, task: GroupTask, cpu: Executor | None = None) -> GroupResult:
     """``rewrite_group`` for a task, with every failure turned into a GroupResult (never raises but on cancel)."""
     try:
         output = await rewrite_group(
-            client, task.group, task.new_staging_key(), settings=task.settings, crash_at=task.crash_at
+            client, task.group, task.new_staging_key(), settings=task.settings, crash_at=task.crash_at, cpu=cpu
         )
     except GroupDissolved as exc:
         return GroupResult(task.group.group_id, error=str(exc), error_kind=type(exc).__name__, left_out=exc.left_out)
@@ -255,14 +261,16 @@ ExecuteGroups = Callable[[Sequence[GroupTask]], AsyncIterator[GroupResult] | Awa
 
 
 def in_process_executor(client: S3Client, max_concurrent_groups: int) -> ExecuteGroups:
-    """Run groups on this event loop, at most ``max_concurrent_groups`` at once, yielding results as they finish."""
+    """Run groups on this event loop, at most ``max_concurrent_groups`` at once, yielding results as they finish;
+    their CPU work shares one thread (see the module doc)."""
 
     async def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
         slots = asyncio.Semaphore(max_concurrent_groups)
+        cpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CPU_THREAD_NAME)
 
         async def one(task: GroupTask) -> GroupResult:
             async with slots:
-                return await run_group_task(client, task)
+                return await run_group_task(client, task, cpu)
 
         running = [asyncio.create_task(one(t)) for t in tasks]
         try:
@@ -272,6 +280,7 @@ def in_process_executor(client: S3Client, max_concurrent_groups: int) -> Execute
             for t in running:
                 t.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+            cpu.shutdown(wait=False, cancel_futures=True)  # a cancelled group's last step finishes on its own
 
     return execute
 
@@ -503,7 +512,16 @@ async def _fetch_inputs(
         await asyncio.gather(*(t for _, t in ahead), return_exceptions=True)
 
 
-async def _read_back(client: S3Client, bucket: str, staging: ObjectRef, schema: pa.Schema) -> TableChecksum:
+async def _on(cpu: Executor | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread: ``cpu``'s, or the event loop's default executor's."""
+    if cpu is None:
+        return await asyncio.to_thread(fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(cpu, fn, *args)
+
+
+async def _read_back(
+    client: S3Client, bucket: str, staging: ObjectRef, schema: pa.Schema, cpu: Executor | None = None
+) -> TableChecksum:
     """The checksum of the uploaded object, read a row group at a time, pinned to its ETag."""
     url = f"s3://{bucket}/{staging.key}"
     checksum = TableChecksum.for_schema(schema)
@@ -511,9 +529,7 @@ async def _read_back(client: S3Client, bucket: str, staging: ObjectRef, schema: 
     if size <= WHOLE_OBJECT_VERIFY_BYTES:
         data = (await client.get_object(bucket, staging.key, if_match=staging.etag)).data
         metadata = parse_footer(data, len(data), url)
-        await asyncio.to_thread(
-            _checksum_row_groups, checksum, data, metadata, range(metadata.num_row_groups), schema, url
-        )
+        await _on(cpu, _checksum_row_groups, checksum, data, metadata, range(metadata.num_row_groups), schema, url)
         return checksum
     start, end = tail_range(size)
     tail = (await client.get_object(bucket, staging.key, start, end, if_match=staging.etag)).data
@@ -527,7 +543,7 @@ async def _read_back(client: S3Client, bucket: str, staging: ObjectRef, schema: 
         rg_start, rg_end = row_group_byte_span(metadata, row_group, None, size)
         data = (await client.get_object(bucket, staging.key, rg_start, rg_end, if_match=staging.etag)).data
         source = SparseFile(size, [(rg_start, data), (start, tail)], url)
-        await asyncio.to_thread(_checksum_row_groups, checksum, source, metadata, [row_group], schema, url)
+        await _on(cpu, _checksum_row_groups, checksum, source, metadata, [row_group], schema, url)
     return checksum
 
 
