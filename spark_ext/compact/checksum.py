@@ -185,7 +185,11 @@ def _power_table(base: int, length: int) -> np.ndarray:
 
 @functools.cache
 def _cached_powers() -> tuple[np.ndarray, np.ndarray]:
-    return _power_table(_P, _POWERS_CACHED), _power_table(_P_INV, _POWERS_CACHED)
+    """The shared tables, read-only: every caller slices them, none may write."""
+    tables = _power_table(_P, _POWERS_CACHED), _power_table(_P_INV, _POWERS_CACHED)
+    for table in tables:
+        table.flags.writeable = False
+    return tables
 
 
 def _powers(length: int) -> tuple[np.ndarray, np.ndarray]:
