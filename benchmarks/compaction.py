@@ -253,15 +253,14 @@ def _parquet_costs(landing: Landing, groups: int) -> tuple[float, float]:
     for members in by_partition.values():
         for first in range(0, len(members), per_group):
             encoder = _Encoder(None, RewriteSettings())
-            encoded = [
-                encoder.add_file(ObjectInfo(BUCKET, k, len(b), f'"{k}"'), b) for k, b in members[first:][:per_group]
-            ]
+            chunk = members[first : first + per_group]
+            encoded = [encoder.add_file(ObjectInfo(BUCKET, k, len(b), f'"{k}"'), b) for k, b in chunk]
             output = b"".join([*encoded, encoder.finish()])
             assert encoder.schema is not None
             metadata = parse_footer(output, len(output), "output")
             readback = TableChecksum.for_schema(encoder.schema)
-            groups_rows = range(metadata.num_row_groups)
-            _checksum_row_groups(readback, output, metadata, groups_rows, encoder.schema, "output")
+            row_groups = range(metadata.num_row_groups)
+            _checksum_row_groups(readback, output, metadata, row_groups, encoder.schema, "output")
     return decoded, time.process_time() - started
 
 

@@ -436,31 +436,20 @@ def dictionary_columns(table: pa.Table) -> bool | list[str]:
     tenth of the job's CPU with unique ids). Nested schemas keep the writer's default."""
     if table.num_rows == 0 or any(pa.types.is_nested(f.type) for f in table.schema):
         return True
-    keep = []
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        sample = column.slice(0, DISTINCT_SAMPLE)
-        if len(sample) >= 1024 and _judged_by_sample(column.type):
-            distinct = pc.count_distinct(sample, mode="all").as_py()
-            dictionary_bytes = distinct / len(sample) * column.nbytes
-            if distinct >= 0.9 * len(sample) and dictionary_bytes > DICTIONARY_PAGE_LIMIT:
-                continue
-        keep.append(name)
+    keep = [name for name, column in zip(table.column_names, table.columns, strict=True) if not _plain(column)]
     return True if len(keep) == table.num_columns else keep
 
 
-def _judged_by_sample(t: pa.DataType) -> bool:
-    """Types whose distinct values the sample counts (others, e.g. dictionaries, views, nulls, keep the default)."""
-    return (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_temporal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-    )
+def _plain(column: pa.ChunkedArray) -> bool:
+    """Whether a sample of ``column`` is >= 90 % distinct and its dictionary would outgrow the dictionary page."""
+    sample = column.slice(0, DISTINCT_SAMPLE)
+    if len(sample) < 1024:
+        return False
+    try:
+        distinct = pc.count_distinct(sample, mode="all").as_py()
+    except pa.ArrowNotImplementedError:  # dictionary, view and null columns: nothing to judge by
+        return False
+    return distinct >= 0.9 * len(sample) and distinct / len(sample) * column.nbytes > DICTIONARY_PAGE_LIMIT
 
 
 async def _fetch_inputs(
@@ -513,9 +502,7 @@ async def _fetch_inputs(
 
 
 async def _on(cpu: Executor | None, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a worker thread: ``cpu``'s, or the event loop's default executor's."""
-    if cpu is None:
-        return await asyncio.to_thread(fn, *args)
+    """``fn(*args)`` in a worker thread: ``cpu``'s, or (None) the event loop's default executor's."""
     return await asyncio.get_running_loop().run_in_executor(cpu, fn, *args)
 
 
