@@ -233,16 +233,15 @@ SPARK_JOB_PROBES = 20
 
 def _parquet_costs(landing: Landing, groups: int) -> tuple[float, float]:
     """(decode, whole parquet work) CPU seconds for every input, in groups of the job's size, on this thread."""
-    from s3io.parquet.decode import decode
-    from s3io.parquet.footer import parse_footer
+    from s3io.parquet.decode import open_whole, read_batches
     from s3io.s3.types import ObjectInfo
     from spark_ext.compact.checksum import TableChecksum
-    from spark_ext.compact.rewrite import RewriteSettings, _checksum_row_groups, _Encoder  # the task's own steps
+    from spark_ext.compact.rewrite import RewriteSettings, _checksum_whole, _Encoder  # the task's own steps
 
     started = time.process_time()
     for key, body in landing.objects:
-        metadata = parse_footer(body, len(body), key)
-        for _ in decode(body, metadata, range(metadata.num_row_groups), None, url=key):
+        reader = open_whole(body, key)
+        for _ in read_batches(reader, range(reader.metadata.num_row_groups), None, url=key):
             pass
     decoded = time.process_time() - started
     by_partition: dict[str, list[tuple[str, bytes]]] = {}
@@ -257,10 +256,7 @@ def _parquet_costs(landing: Landing, groups: int) -> tuple[float, float]:
             encoded = [encoder.add_file(ObjectInfo(BUCKET, k, len(b), f'"{k}"'), b) for k, b in chunk]
             output = b"".join([*encoded, encoder.finish()])
             assert encoder.schema is not None
-            metadata = parse_footer(output, len(output), "output")
-            readback = TableChecksum.for_schema(encoder.schema)
-            row_groups = range(metadata.num_row_groups)
-            _checksum_row_groups(readback, output, metadata, row_groups, encoder.schema, "output")
+            _checksum_whole(TableChecksum.for_schema(encoder.schema), output, encoder.schema, "output")
     return decoded, time.process_time() - started
 
 

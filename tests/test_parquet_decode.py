@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,7 +11,8 @@ import pytest
 
 from s3io.errors import CorruptFile
 from s3io.parquet.chunks import chunk_range
-from s3io.parquet.decode import decode, present_columns
+from s3io.parquet.decode import decode, open_whole, present_columns, read_batches
+from s3io.parquet.footer import parse_footer
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -65,3 +67,50 @@ def test_row_group_out_of_range_is_an_index_error(two_column_file: Path) -> None
     metadata = pq.read_metadata(two_column_file)
     with pytest.raises(IndexError, match="row group 3"):
         list(decode(two_column_file.read_bytes(), metadata, [3], None, url=URL))
+
+
+def test_a_whole_file_opened_once_reads_the_same_batches_as_decode(two_column_file: Path) -> None:
+    data = two_column_file.read_bytes()
+    metadata = pq.read_metadata(two_column_file)
+    reader = open_whole(data, URL)
+    assert reader.metadata.equals(metadata)
+    for row_groups, columns in (([0, 1, 2], None), ([2, 0], ["b"]), ([1], ["zzz", "a"])):
+        expected = list(decode(data, metadata, row_groups, columns, url=URL, batch_size=150))
+        got = list(read_batches(reader, row_groups, columns, url=URL, batch_size=150))
+        assert [b.num_rows for b in got] == [b.num_rows for b in expected]
+        assert all(g.equals(e) for g, e in zip(got, expected, strict=True))
+    with pytest.raises(IndexError, match="row group 3"):
+        list(read_batches(reader, [3], None, url=URL))
+
+
+def _bad_files(good: bytes) -> dict[str, bytes]:
+    """Whole files that ``parse_footer`` rejects, each for its own reason."""
+    garbage = b"\xff" * 40
+    return {
+        "too short": b"PAR1PAR1",
+        "does not fit": b"PAR1" + b"\x00" * 20 + struct.pack("<I", 1000) + b"PAR1",
+        "unreadable parquet footer": b"PAR1" + garbage + struct.pack("<I", len(garbage)) + b"PAR1",
+        "leading magic": b"XXXX" + good[4:],
+        "encrypted": b"PAR1" + b"\x00" * 20 + struct.pack("<I", 10) + b"PARE",
+        "trailing magic": good[:-4] + b"PAR2",
+    }
+
+
+def test_a_whole_file_opened_once_is_checked_as_parse_footer_checks_it(two_column_file: Path) -> None:
+    for reason, data in _bad_files(two_column_file.read_bytes()).items():
+        with pytest.raises(CorruptFile, match=reason) as by_footer:
+            parse_footer(data, len(data), URL)
+        with pytest.raises(CorruptFile, match=reason) as by_open:
+            open_whole(data, URL)
+        assert str(by_open.value) == str(by_footer.value), reason
+        assert (by_open.value.bucket, by_open.value.key) == ("bucket", "decode.parquet")
+
+
+def test_a_corrupt_page_read_through_an_open_file_names_the_file_and_the_column(two_column_file: Path) -> None:
+    data = bytearray(two_column_file.read_bytes())
+    start, _ = chunk_range(pq.read_metadata(two_column_file), 1, 1)
+    data[start : start + 64] = b"\xff" * 64
+    reader = open_whole(bytes(data), URL)
+    with pytest.raises(CorruptFile) as info:
+        list(read_batches(reader, [0, 1], None, url=URL))
+    assert URL in str(info.value) and "row group 1" in str(info.value) and "column 'b'" in str(info.value)

@@ -93,10 +93,23 @@ def parse_footer(
     needed = needed_tail_bytes(tail, file_size, url, max_footer_bytes)
     if needed > len(tail):
         raise FooterNeedsMore(needed, url)
-    if len(tail) == file_size and bytes(tail[: len(MAGIC)]) != MAGIC:
-        raise file_error(CorruptFile, f"not a parquet file (no leading magic {MAGIC!r})", url)
+    if len(tail) == file_size:
+        check_leading_magic(tail, url)
     stand_in = MAGIC + bytes(tail[len(tail) - needed :])
     try:
         return pq.read_metadata(pa.BufferReader(stand_in))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise file_error(CorruptFile, "unreadable parquet footer", url, cause=exc) from exc
+
+
+def check_whole_file(data: Bytes, url: str | None = None, max_footer_bytes: int = MAX_FOOTER_BYTES) -> None:
+    """The checks ``parse_footer`` makes of a whole file (trailer, footer length and cap, both magics), without
+    parsing the footer: for a caller that hands the whole file to pyarrow, which parses it once."""
+    needed_tail_bytes(data, len(data), url, max_footer_bytes)
+    check_leading_magic(data, url)
+
+
+def check_leading_magic(data: Bytes, url: str | None = None) -> None:
+    """CorruptFile unless ``data``, the start of a file, begins with the parquet magic."""
+    if bytes(data[: len(MAGIC)]) != MAGIC:
+        raise file_error(CorruptFile, f"not a parquet file (no leading magic {MAGIC!r})", url)

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed, SchemaMismatch
 from s3io.parquet.chunks import row_group_byte_span
-from s3io.parquet.decode import decode
+from s3io.parquet.decode import decode, open_whole, read_batches
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import conform
 from s3io.parquet.sparse import SparseFile
@@ -336,10 +336,11 @@ class _Encoder:
     def add_file(self, info: ObjectInfo, data: bytes) -> bytes:
         """Take one input (or leave it out, noted in ``left_out``); the encoded bytes ready for the upload."""
         try:
-            metadata = parse_footer(data, len(data), info.url)
+            reader = open_whole(data, info.url)
         except CorruptFile as exc:
             self.left_out.append(FileFacts(info, error=exc.message))
             return b""
+        metadata = reader.metadata
         facts = footer_facts(info, metadata)
         assert facts.schema is not None
         conflict = self._fit(facts.schema.remove_metadata(), info.url)
@@ -348,7 +349,7 @@ class _Encoder:
             return b""
         self.taken.append(facts)
         rows = 0
-        for batch in decode(data, metadata, range(metadata.num_row_groups), None, url=info.url):
+        for batch in read_batches(reader, range(metadata.num_row_groups), None, url=info.url):
             rows += batch.num_rows
             if batch.num_rows:
                 self._pending.append((batch, info.url))
@@ -515,8 +516,7 @@ async def _read_back(
     size = staging.size
     if size <= WHOLE_OBJECT_VERIFY_BYTES:
         data = (await client.get_object(bucket, staging.key, if_match=staging.etag)).data
-        metadata = parse_footer(data, len(data), url)
-        await _on(cpu, _checksum_row_groups, checksum, data, metadata, range(metadata.num_row_groups), schema, url)
+        await _on(cpu, _checksum_whole, checksum, data, schema, url)
         return checksum
     start, end = tail_range(size)
     tail = (await client.get_object(bucket, staging.key, start, end, if_match=staging.etag)).data
@@ -534,9 +534,16 @@ async def _read_back(
     return checksum
 
 
+def _checksum_whole(checksum: TableChecksum, data: bytes, schema: pa.Schema, url: str) -> None:
+    """Add a whole object's rows to ``checksum``, as ``schema``."""
+    reader = open_whole(data, url)
+    for batch in read_batches(reader, range(reader.metadata.num_row_groups), None, url=url):
+        checksum.update(conform(batch, schema, url=url))
+
+
 def _checksum_row_groups(
     checksum: TableChecksum,
-    source: bytes | SparseFile,
+    source: SparseFile,
     metadata: pq.FileMetaData,
     row_groups: Sequence[int],
     schema: pa.Schema,
