@@ -3,12 +3,13 @@
 Why: landing zones fill with tiny files and the compaction job (``spark_ext.compact``) must get through them at a
 useful rate: files/s and MB/s of input, and few requests per input file (each input costs one whole GET, read by the
 task that rewrites it, and its share of a DELETE batch; plans are made from the listing). Rows: the job in-process
-(``spark=None``: groups run on the driver's event loop) and on Spark (``local[2]``, one Spark task per group), each
-against every server of the run (benchmarks/servers.py): moto, where moto's ~3 ms of CPU per request bounds the job,
-and the in-memory endpoint, where the job's own costs show. Each run compacts freshly uploaded data (compaction
-deletes its inputs), generated once and uploaded straight to the server before the clock starts; the job talks to
-moto through the keep-alive proxy, or to the endpoint directly, with no added latency, and that counts its requests.
-After each run the data is read back with ``s3io.read_parquet`` and its checksum compared with the generated data's.
+(``spark=None``: groups run on the driver's event loop), in worker processes (``processes=2``) and on Spark
+(``local[2]``, one Spark task per group), each against every server of the run (benchmarks/servers.py): moto, where
+moto's ~3 ms of CPU per request bounds the job, and the in-memory endpoint, where the job's own costs show. Each run
+compacts freshly uploaded data (compaction deletes its inputs), generated once and uploaded straight to the server
+before the clock starts; the job talks to moto through the keep-alive proxy, or to the endpoint directly, with no
+added latency, and that counts its requests. After each run the data is read back with ``s3io.read_parquet`` and its
+checksum compared with the generated data's.
 """
 
 from __future__ import annotations
@@ -114,9 +115,10 @@ class RunResult:
 @dataclass(frozen=True)
 class Row:
     name: str
-    kind: str  # "in-process" | "spark"
+    kind: str  # "in-process" | "processes" | "spark"
     spark: Callable[[], Any]  # the session to pass (None for in-process)
     max_runs: int | None = None  # fewer runs than the others (time budget)
+    processes: int = 0  # the job's `processes` option: groups in that many worker processes
 
 
 @dataclass
@@ -125,7 +127,9 @@ class Outcome:
     failure: str | None = None
 
 
-def _compact_once(server: Server, landing: Landing, spark: Any, prefix: str, *, read_before: bool = False) -> RunResult:
+def _compact_once(
+    server: Server, landing: Landing, spark: Any, prefix: str, *, read_before: bool = False, processes: int = 0
+) -> RunResult:
     """Upload fresh data under `prefix` (and, with `read_before`, read it back first), compact it (timed), then
     verify what is left and delete it."""
     import s3io
@@ -155,6 +159,7 @@ def _compact_once(server: Server, landing: Landing, spark: Any, prefix: str, *, 
                 target_file_size=TARGET_FILE_SIZE,
                 min_input_files=MIN_INPUT_FILES,
                 grace_period=0.0,
+                processes=processes,
                 progress=phases,
             )
         cpu_after = server.stack.server_cpu()
@@ -229,6 +234,7 @@ class Costs:
 
 
 SPARK_JOB_PROBES = 20
+PROCESSES = 2  # the machine's cores
 
 
 def _parquet_costs(landing: Landing, groups: int) -> tuple[float, float]:
@@ -295,7 +301,9 @@ def measure(server_list: tuple[Server, ...], landing: Landing, rows: tuple[Row, 
             first_on_server = not any(o.results for (label, _), o in outcomes.items() if label == server.label)
             try:
                 prefix = f"landing-{serial:02d}/"
-                result = _compact_once(server, landing, row.spark(), prefix, read_before=first_on_server)
+                result = _compact_once(
+                    server, landing, row.spark(), prefix, read_before=first_on_server, processes=row.processes
+                )
             except Exception as exc:  # one broken row must not hide the other's figures
                 outcome.failure = f"failed: {type(exc).__name__}: {exc}"[:300]
                 print(f"  run {repetition + 1}: {server.label}: {row.name}: {outcome.failure}", flush=True)
@@ -456,7 +464,8 @@ def _describe(
         "(the job's own costs, not network waits, are the subject here). The Spark row uses one "
         f"`{MASTER}` session (`spark_ext.session.local_session`, started in {session_seconds:.1f} s, not timed; "
         "both Python workers started and `spark_ext.compact` imported there by a warm-up job). Median of the runs "
-        f"stated per row ({runs} in-process; Spark {min(runs, SPARK_RUNS)} to keep the benchmark short), "
+        f"stated per row ({runs} in-process; Spark and worker processes {min(runs, SPARK_RUNS)} to keep the "
+        "benchmark short), "
         "rows of all servers interleaved with the order rotated each run."
     )
 
@@ -473,10 +482,10 @@ NOTES = """
   recovery before planning; the plan (from the listing: no footer is read); rewrite + verify + commit of every
   group; publish (copy), delete inputs, delete staging and journal, and the final listing. "Outside the
   report's `duration_s`": the call's wall minus the report's own duration (lock release, the client's close).
-- CPU: driver CPU is user+sys of the benchmark process (in-process: the whole job; Spark: the driver side only,
-  the groups run in Python workers, which are not counted); server CPU is the user+sys of moto and the proxy,
-  or of the endpoint, during the call (from /proc). All share the same 2 cores. moto is a Python server: about
-  one core's worth of its CPU per second of wall means the run was waiting on moto.
+- CPU: driver CPU is user+sys of the benchmark process (in-process: the whole job; Spark and worker processes:
+  the driver side only, the groups run in Python workers, which are not counted); server CPU is the user+sys of
+  moto and the proxy, or of the endpoint, during the call (from /proc). All share the same 2 cores. moto is a
+  Python server: about one core's worth of its CPU per second of wall means the run was waiting on moto.
 - Bytes served ÷ input bytes: response bodies the proxy or endpoint sent during the call (inputs, the read-back
   of every output) over the input's size.
 - Targets' "why": the parquet work alone is measured after the runs, on the benchmark's thread with no I/O
@@ -520,6 +529,14 @@ def _floor_verdict(
                     f"alone, on one thread with no I/O, takes {costs.parquet:.2f} CPU-s ({costs.parquet / floor:.1f}x "
                     f"the floor; decoding the inputs {costs.decode:.2f} of it)."
                 )
+            elif wall > 1.5 * floor and row.kind == "processes":
+                served = median([sum(r.server_cpu.values()) for r in results])
+                why = (
+                    f" Why: CPU, as in process: the parquet work alone takes {costs.parquet:.2f} CPU-s "
+                    f"({costs.parquet / floor:.1f}x the floor), here split over {PROCESSES} worker processes (each "
+                    f"group's own event loop and client, spawned at the start) on the same 2 cores as the server's "
+                    f"{served:.1f} CPU-s."
+                )
             elif wall > 1.5 * floor and row.kind == "spark":
                 groups = median([len(r.report.groups) for r in results])
                 why = (
@@ -545,6 +562,13 @@ def run(stack: Stack, options: Options) -> Report:
     session: dict[str, Any] = {}
     rows = (
         Row("in-process (`spark=None`, groups on the driver's event loop)", "in-process", lambda: None),
+        Row(
+            f"{PROCESSES} worker processes (`spark=None, processes={PROCESSES}`)",
+            "processes",
+            lambda: None,
+            max_runs=SPARK_RUNS,
+            processes=PROCESSES,
+        ),
         Row(f"Spark `{MASTER}` (one Spark task per group)", "spark", lambda: session["spark"], max_runs=SPARK_RUNS),
     )
     with environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):

@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--recover", action="store_true", help="only finish or roll back what a dead job left")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]); 'none': no Spark")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="with --master none: rewrite groups in this many worker processes (default 0: in this process)",
+    )
     parser.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
     parser.add_argument("--region", help="region (default: $AWS_REGION, else us-east-1)")
     parser.add_argument("--anonymous", action="store_true", help="unsigned requests")
@@ -51,7 +57,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.processes and args.master.lower() != "none":
+        parser.error("--processes runs groups in worker processes instead of Spark: add --master none")
     configure_cli_logging(args.verbose, "%(name)s: %(levelname)s: %(message)s")  # never the root logger
     spark = None
     try:
@@ -62,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             grace_period=parse_duration(args.grace_period, name="--grace-period"),
             dry_run=args.dry_run,
             read_footers=args.read_footers,
+            processes=args.processes,
         )
         policy = policy_from_args(args)
         if args.master.lower() != "none" and not args.dry_run and not args.recover:

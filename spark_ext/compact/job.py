@@ -1,19 +1,23 @@
 """``spark_ext.compact(spark, url, ...)``: the whole compaction job as one blocking call returning its report.
 
-Groups run as Spark tasks when a session is given (in-process otherwise). The driver side runs on s3io's
+Groups run as Spark tasks when a session is given, else in this process, or (``processes=N``) in N worker
+processes. The driver side runs on s3io's
 private background event loop, so the call also works where a loop is already running (Jupyter).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from s3io import Credentials, Policy
+from s3io.errors import InvalidConfig
 from s3io.sync import run as run_on_background_loop
 from spark_ext.compact.crash import CrashPoint
 from spark_ext.compact.driver import Progress, compact_prefix, recover_prefix
 from spark_ext.compact.options import CompactionOptions
+from spark_ext.compact.process_executor import process_executor
 from spark_ext.compact.report import CompactionReport
 from spark_ext.compact.spark_executor import ClientFactory, spark_executor
 
@@ -38,7 +42,13 @@ def compact(
     Options are a ``CompactionOptions`` or its fields as keywords (``target_file_size=128 << 20``,
     ``min_input_files=5``, ``max_concurrent_groups=4``, ``grace_period=60``, ``dry_run=True``, ...).
     """
+    _refuse_in_a_worker_importing_main()
     options = (options or CompactionOptions()).replace(**option_values)
+    if spark is not None and options.processes:
+        raise InvalidConfig(
+            f"processes={options.processes} runs groups in worker processes of this machine, but a Spark session "
+            "was given, whose executors run them: pass spark=None to use worker processes, or drop processes"
+        )
     make_client = ClientFactory(Policy.resolve(policy), endpoint_url, region, credentials, addressing)
 
     async def main() -> CompactionReport:
@@ -48,8 +58,22 @@ def compact(
             executor = None
             if spark is not None:
                 executor = spark_executor(spark, make_client, options.max_concurrent_groups)
+            elif options.processes:
+                executor = process_executor(make_client, options.processes, options.max_concurrent_groups)
             return await compact_prefix(
                 client, url, options, execute_groups=executor, crash_at=crash_at, progress=progress
             )
 
     return run_on_background_loop(main())
+
+
+def _refuse_in_a_worker_importing_main() -> None:
+    """InvalidConfig when called from a script's top level as a spawned worker imports it (multiprocessing's own
+    ``_inheriting`` flag, which it checks before starting a process): the script lacks its main guard, and running
+    the job again there would compact the prefix from every worker."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise InvalidConfig(
+            "spark_ext.compact was called while a worker process was importing the main module: the calling script "
+            "runs the job at its top level; start it under `if __name__ == '__main__':` (processes=N spawns "
+            "workers, which import the main module)"
+        )

@@ -19,6 +19,9 @@ Defaults, and where they come from:
   truncated); pass None to keep nanoseconds.
 - schema_mode "unify": files whose schemas unify by s3io.parquet.schema's rules share groups (outputs are
   written with the unified schema); "exact": only files with identical schemas share a group.
+- processes 0: groups run on the driver's event loop, their CPU work on one thread (about one core; a Spark
+  session spreads groups over executors instead). N >= 1 runs them in N spawned worker processes, for a machine
+  with cores to spare and no Spark (``spark_ext.compact.process_executor``).
 - read_footers False: plans are made from the listing, and each input is read once, by the task that rewrites it
   (which checks its schema there); True reads every candidate's footer while planning (one more GET per file),
   so a dry run can report unreadable files and schema conflicts before anything is rewritten.
@@ -61,6 +64,7 @@ class CompactionOptions:
     compression: str = "snappy"
     coerce_timestamps: str | None = "us"  # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
     read_footers: bool = False  # True: read every candidate's footer while planning (see the module doc)
+    processes: int = 0  # without Spark: 0 runs groups in this process, N >= 1 in N worker processes
     # driver-side request concurrency
     footer_concurrency: int = 32
     delete_concurrency: int = 16
@@ -83,6 +87,11 @@ class CompactionOptions:
         for name in ("max_concurrent_groups", "upload_concurrency", "footer_concurrency", "delete_concurrency"):
             if getattr(self, name) < 1:
                 raise InvalidConfig(f"{name}: must be at least 1, got {getattr(self, name)!r}")
+        if not isinstance(self.processes, int) or self.processes < 0:
+            raise InvalidConfig(
+                f"processes: must be 0 (groups run in this process) or a number of worker processes, "
+                f"got {self.processes!r}"
+            )
         for name in ("grace_period", "clock_skew"):
             if getattr(self, name) < 0:
                 raise InvalidConfig(f"{name}: must not be negative, got {getattr(self, name)!r}")

@@ -1,0 +1,98 @@
+"""Run compaction groups in worker processes (``processes=N``): the CPU of more than one core without Spark.
+
+In process, every group's decode, checksum and encode holds the GIL most of the time, so a run uses about one
+core whatever the machine has. Here each group runs in one of N spawned worker processes, as it would in a Spark
+task: its own event loop, client and GIL (``execute_group_task``), while the driver's event loop only plans,
+commits and publishes. Workers are spawned (not forked: the driver has threads running), so a calling script needs
+the usual ``if __name__ == "__main__":`` guard. When the run ends early (a failure, a lost lock, a cancel) the
+workers still running a group are terminated: no group keeps writing after the driver gave up, as Spark's
+``cancelJobGroup`` does for the Spark executor. A worker that dies fails the groups that were running or waiting,
+with an error saying so; nothing of theirs is committed, and the next run compacts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task
+from spark_ext.compact.spark_executor import ClientFactory
+
+WORKER_DIED = "WorkerDied"
+JOIN_SECONDS = 10.0  # how long stopping waits for each terminated worker to be reaped
+PRELOAD = ("spark_ext.compact.rewrite",)  # the workers' code; not "__main__": the server never runs the caller's script
+MAIN_GUARD_HINT = (
+    "; if this happened before any group finished, check that the calling script starts the job under "
+    "`if __name__ == '__main__':` (spawned workers import the main module: see multiprocessing's "
+    "'Safe importing of main module')"
+)
+
+
+def process_executor(make_client: ClientFactory, processes: int, max_concurrent_groups: int) -> ExecuteGroups:
+    """An ``ExecuteGroups`` that runs every group in a pool of ``processes`` spawned workers and yields results as
+    they finish; at most ``max_concurrent_groups`` groups are submitted at once."""
+
+    async def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
+        if not tasks:
+            return
+        loop = asyncio.get_running_loop()
+        pool = ProcessPoolExecutor(max_workers=min(processes, len(tasks)), mp_context=worker_context())
+        slots = asyncio.Semaphore(max_concurrent_groups)
+        finished = 0
+
+        async def one(task: GroupTask) -> GroupResult:
+            async with slots:
+                try:
+                    return await loop.run_in_executor(pool, execute_group_task, task, make_client)
+                except BrokenProcessPool as exc:
+                    hint = MAIN_GUARD_HINT if finished == 0 else ""
+                    return GroupResult(
+                        task.group.group_id,
+                        error=f"a compaction worker process died while this group ran or waited ({exc}); the group "
+                        f"was not committed and the next run compacts its inputs{hint}",
+                        error_kind=WORKER_DIED,
+                    )
+
+        running = [asyncio.create_task(one(task)) for task in tasks]
+        try:
+            for next_result in asyncio.as_completed(running):
+                result = await next_result
+                finished += 1
+                yield result
+        finally:
+            early = finished < len(running)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            await asyncio.to_thread(_stop, pool, terminate=early)
+
+    return execute
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """Forkserver where the platform has it: the worker code is imported once, in the server, and each worker is
+    forked from it (spawning imports pyarrow and s3io again in every worker: about a second each here). A plain fork
+    is never used: the driver has threads running. The preload is the forkserver's global setting; it replaces the
+    default ("__main__") so that the server itself never runs the caller's script."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([*PRELOAD])  # takes effect when the server starts (once per driver process)
+    return context
+
+
+def _stop(pool: ProcessPoolExecutor, *, terminate: bool) -> None:
+    """Shut the pool down; with ``terminate``, kill the workers still running a group first, and reap them."""
+    if not terminate:
+        pool.shutdown(wait=True)
+        return
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    for worker in workers:
+        worker.join(JOIN_SECONDS)

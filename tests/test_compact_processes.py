@@ -1,0 +1,217 @@
+"""``processes=N``: compaction groups run in spawned worker processes (no Spark), and every worker ends with the run:
+when it succeeds, when a worker dies mid-group, and when the driver gives up while groups are still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_compact_support import (
+    FAST_POLICY,
+    TEST_OPTIONS,
+    plain_table,
+    same_rows,
+    write_landing_zone,
+)
+
+import spark_ext
+from s3io import Policy
+from s3io.errors import InvalidConfig
+from s3io.s3.types import ObjectInfo
+from spark_ext.compact.__main__ import main as cli_main
+from spark_ext.compact.crash import CrashPoint
+from spark_ext.compact.grouping import CompactionGroup
+from spark_ext.compact.options import CompactionOptions
+from spark_ext.compact.process_executor import WORKER_DIED, process_executor
+from spark_ext.compact.rewrite import GroupTask
+from spark_ext.compact.spark_executor import ClientFactory
+
+pytestmark = pytest.mark.timeout(180)
+
+PREFIX = "procs/"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_the_forkserver() -> Iterator[None]:
+    """The workers' forkserver outlives a run (the next run forks from it); the tests stop it when they are done.
+    ``_stop`` is how CPython's own tests stop it (there is no public way)."""
+    yield
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
+
+
+def wait_for_no_children(seconds: float) -> list[multiprocessing.process.BaseProcess]:
+    """The worker processes still alive after up to ``seconds`` (active_children also reaps the dead)."""
+    deadline = time.monotonic() + seconds
+    while (alive := multiprocessing.active_children()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
+
+
+def test_groups_run_in_worker_processes_which_end_with_the_run(s3_endpoint: Any, s3_client: Any, bucket: str) -> None:
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6, "date=3": 6})
+    assert not multiprocessing.active_children()
+    seen: set[int] = set()
+
+    def progress(event: Any) -> None:  # on the driver's loop thread, after each group is committed
+        if event.phase == "rewriting":
+            seen.update(p.pid for p in multiprocessing.active_children() if p.pid is not None)
+
+    report = spark_ext.compact(
+        None,
+        f"s3://{bucket}/{PREFIX}",
+        options=TEST_OPTIONS.replace(processes=2),
+        policy=FAST_POLICY,
+        endpoint_url=s3_endpoint.url,
+        progress=progress,
+    )
+    assert report.status == "ok" and report.files_after == 3 and report.groups_done == 3, report.to_text()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert 1 <= len(seen) <= 2, seen  # the groups' workers were alive while groups were committed
+    assert not wait_for_no_children(10.0)
+
+
+def test_a_worker_that_dies_mid_group_fails_its_groups_clearly_and_the_next_run_compacts_them(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
+    url = f"s3://{bucket}/{PREFIX}"
+    common: dict[str, Any] = {"policy": FAST_POLICY, "endpoint_url": s3_endpoint.url}
+    started = time.monotonic()
+    # Every group's worker SIGKILLs itself once its output is in staging, as an OOM kill would end it.
+    report = spark_ext.compact(
+        None, url, options=TEST_OPTIONS.replace(processes=2), crash_at=CrashPoint.AFTER_STAGING_WRITE, **common
+    )
+    assert time.monotonic() - started < 120
+    assert report.status == "partial" and report.groups_done == 0, report.to_text()
+    errors = [group.error or "" for group in report.groups]
+    assert len(errors) == 2 and all(e.startswith(f"{WORKER_DIED}: ") and "not committed" in e for e in errors)
+    assert not wait_for_no_children(10.0)
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)  # nothing lost, nothing doubled
+
+    again = spark_ext.compact(None, url, options=TEST_OPTIONS.replace(processes=2), **common)
+    assert again.status == "ok" and again.files_after == 2 and again.groups_done == 2, again.to_text()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert not wait_for_no_children(10.0)
+
+
+class SilentServer:
+    """Accepts connections on loopback and never answers: a group's first GET waits on it."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.accepted = 0
+        self._held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            self._held.append(connection)
+            self.accepted += 1
+
+    def __enter__(self) -> SilentServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for connection in self._held:
+            connection.close()
+        self.listener.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[SilentServer]:
+    with SilentServer() as server:
+        yield server
+
+
+async def test_a_run_that_ends_early_terminates_the_workers_still_running_a_group(
+    silent_server: SilentServer,
+) -> None:
+    patient = Policy(first_byte_timeout=600.0, attempt_timeout=600.0, operation_timeout=600.0)
+    make_client = ClientFactory(patient, endpoint_url=silent_server.url, region="us-east-1")
+    tasks = [
+        GroupTask(
+            "job",
+            CompactionGroup(f"g{n}", "bucket", "", (ObjectInfo("bucket", f"f{n}.parquet", 100, '"e"'),), None),
+        )
+        for n in range(3)
+    ]
+    results = process_executor(make_client, processes=2, max_concurrent_groups=2)(tasks)
+    assert hasattr(results, "__anext__")
+    first = asyncio.ensure_future(results.__anext__())
+    deadline = time.monotonic() + 120
+    while silent_server.accepted < 2 and time.monotonic() < deadline:  # both workers are inside a group's GET
+        await asyncio.sleep(0.1)
+    assert silent_server.accepted >= 2 and not first.done()
+    assert len(multiprocessing.active_children()) == 2
+    first.cancel()  # the driver gives up (a failure, a lost lock, a cancel)
+    with pytest.raises((asyncio.CancelledError, StopAsyncIteration)):
+        await first
+    await results.aclose()
+    assert not await asyncio.to_thread(wait_for_no_children, 15.0)
+
+
+def test_processes_must_be_a_count_and_cannot_be_combined_with_a_spark_session(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(InvalidConfig, match="processes: must be 0"):
+        CompactionOptions(processes=-1)
+    with pytest.raises(InvalidConfig, match="spark=None"):
+        spark_ext.compact(object(), "s3://bucket/prefix/", processes=2)
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["s3://bucket/prefix/", "--processes", "2"])
+    assert exit_info.value.code == 2 and "--master none" in capsys.readouterr().err
+
+
+UNGUARDED_SCRIPT = """
+import sys
+import spark_ext
+from s3io import Policy
+report = spark_ext.compact(
+    None, sys.argv[1], endpoint_url=sys.argv[2], processes=2, grace_period=0.2, clock_skew=0.0,
+    policy=Policy(backoff_base=0.001, backoff_cap=0.05),
+)
+print("STATUS", report.status)
+print(report.to_text())
+"""
+
+
+def test_a_script_without_a_main_guard_gets_a_clear_error_and_its_files_are_left_as_they_were(
+    s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Any
+) -> None:
+    import subprocess
+    import sys
+
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6})
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), f"s3://{bucket}/{PREFIX}", s3_endpoint.url],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == 0 and "STATUS partial" in done.stdout, (done.stdout, done.stderr[-3000:])
+    assert "WorkerDied" in done.stdout and "if __name__ == '__main__':" in done.stdout  # the report's hint
+    assert "was importing the main module" in done.stderr  # each worker says why it stopped
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
