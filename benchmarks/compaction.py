@@ -533,9 +533,9 @@ def _floor_verdict(
                 served = median([sum(r.server_cpu.values()) for r in results])
                 why = (
                     f" Why: CPU, as in process: the parquet work alone takes {costs.parquet:.2f} CPU-s "
-                    f"({costs.parquet / floor:.1f}x the floor), here split over {PROCESSES} worker processes (each "
-                    f"group's own event loop and client, spawned at the start) on the same 2 cores as the server's "
-                    f"{served:.1f} CPU-s."
+                    f"({costs.parquet / floor:.1f}x the floor), here split over {PROCESSES} worker processes (forked "
+                    f"from a forkserver at the start; each group has its own event loop and client) on the same 2 "
+                    f"cores as the server's {served:.1f} CPU-s."
                 )
             elif wall > 1.5 * floor and row.kind == "spark":
                 groups = median([len(r.report.groups) for r in results])

@@ -1,10 +1,12 @@
 """Run compaction groups in worker processes (``processes=N``): the CPU of more than one core without Spark.
 
 In process, every group's decode, checksum and encode holds the GIL most of the time, so a run uses about one
-core whatever the machine has. Here each group runs in one of N spawned worker processes, as it would in a Spark
-task: its own event loop, client and GIL (``execute_group_task``), while the driver's event loop only plans,
-commits and publishes. Workers are spawned (not forked: the driver has threads running), so a calling script needs
-the usual ``if __name__ == "__main__":`` guard. When the run ends early (a failure, a lost lock, a cancel) the
+core whatever the machine has. Here each group runs in one of N worker processes, as it would in a Spark task:
+its own event loop, client and GIL (``execute_group_task``), while the driver's event loop only plans, commits and
+publishes. Workers are forked from a forkserver (spawned where there is none; never forked from the driver, which
+has threads running) and import the caller's main module, so a calling script needs the usual
+``if __name__ == "__main__":`` guard; a job started at a script's top level is refused in the workers
+(``job.compact``), and its groups fail with a hint. When the run ends early (a failure, a lost lock, a cancel) the
 workers still running a group are terminated: no group keeps writing after the driver gave up, as Spark's
 ``cancelJobGroup`` does for the Spark executor. A worker that dies fails the groups that were running or waiting,
 with an error saying so; nothing of theirs is committed, and the next run compacts them.
@@ -26,14 +28,14 @@ JOIN_SECONDS = 10.0  # how long stopping waits for each terminated worker to be 
 PRELOAD = ("spark_ext.compact.rewrite",)  # the workers' code; not "__main__": the server never runs the caller's script
 MAIN_GUARD_HINT = (
     "; if this happened before any group finished, check that the calling script starts the job under "
-    "`if __name__ == '__main__':` (spawned workers import the main module: see multiprocessing's "
+    "`if __name__ == '__main__':` (worker processes import the main module: see multiprocessing's "
     "'Safe importing of main module')"
 )
 
 
 def process_executor(make_client: ClientFactory, processes: int, max_concurrent_groups: int) -> ExecuteGroups:
-    """An ``ExecuteGroups`` that runs every group in a pool of ``processes`` spawned workers and yields results as
-    they finish; at most ``max_concurrent_groups`` groups are submitted at once."""
+    """An ``ExecuteGroups`` that runs every group in a pool of ``processes`` workers and yields results as they
+    finish; at most ``max_concurrent_groups`` groups are submitted at once."""
 
     async def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
         if not tasks:
