@@ -398,7 +398,10 @@ def test_hedging_is_bounded_and_counted(s3_endpoint: Any, bucket: str, s3_client
     client_hedges, engine_hedges = run(fault_proxy.url, config, work)
     assert client_hedges == engine_hedges
     assert 1 <= engine_hedges <= 4  # at most 20 % of 20 GETs
-    assert fault_proxy.count(method="GET", path="hedge/") == 20 + engine_hedges
+    # The server sees every GET and every hedge that got onto the wire: a hedge cancelled because its first GET
+    # answered before the hedge's request was sent is counted by the engine (it was started) but never seen there
+    # (one CI run saw 23 of 20 + 4). That hedges reach the server and win is test_hedge_wins_over_a_stuck_first_get.
+    assert 20 <= fault_proxy.count(method="GET", path="hedge/") <= 20 + engine_hedges
 
 
 def test_hedge_wins_over_a_stuck_first_get(

@@ -1,8 +1,8 @@
 """``spark_ext.compact(spark, url, ...)``: the whole compaction job as one blocking call returning its report.
 
 Groups run as Spark tasks when a session is given, else in this process, or (``processes=N``) in N worker
-processes. The driver side runs on s3io's
-private background event loop, so the call also works where a loop is already running (Jupyter).
+processes. The driver side runs on s3io's private background event loop, so the call also works where a loop is
+already running (Jupyter).
 """
 
 from __future__ import annotations
@@ -68,12 +68,12 @@ def compact(
 
 
 def _refuse_in_a_worker_importing_main() -> None:
-    """InvalidConfig when called from a script's top level as a spawned worker imports it (multiprocessing's own
+    """InvalidConfig when called from a script's top level as a worker process imports it (multiprocessing's own
     ``_inheriting`` flag, which it checks before starting a process): the script lacks its main guard, and running
     the job again there would compact the prefix from every worker."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         raise InvalidConfig(
             "spark_ext.compact was called while a worker process was importing the main module: the calling script "
-            "runs the job at its top level; start it under `if __name__ == '__main__':` (processes=N spawns "
-            "workers, which import the main module)"
+            "runs the job at its top level; start it under `if __name__ == '__main__':` (processes=N starts "
+            "worker processes, which import the main module)"
         )
