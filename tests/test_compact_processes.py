@@ -16,6 +16,7 @@ import pytest
 from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
+    data_keys,
     plain_table,
     same_rows,
     write_landing_zone,
@@ -215,3 +216,18 @@ def test_a_script_without_a_main_guard_gets_a_clear_error_and_its_files_are_left
     assert "WorkerDied" in done.stdout and "if __name__ == '__main__':" in done.stdout  # the report's hint
     assert "was importing the main module" in done.stderr  # each worker says why it stopped
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+def test_the_command_line_runs_groups_in_worker_processes(s3_endpoint: Any, s3_client: Any, bucket: str) -> None:
+    import subprocess
+    import sys
+
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
+    command = [sys.executable, "-m", "spark_ext.compact", f"s3://{bucket}/{PREFIX}", "--master", "none"]
+    command += ["--processes", "2", "--grace-period", "0s", "--endpoint-url", s3_endpoint.url, "--no-progress", "-vv"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, (done.stdout, done.stderr[-3000:])
+    assert "status          ok" in done.stdout and "groups          2 done, 0 failed" in done.stdout, done.stdout
+    assert "2 group(s) in 2 worker process(es)" in done.stderr, done.stderr[-3000:]
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert len(data_keys(s3_client, bucket, PREFIX)) == 2

@@ -15,6 +15,7 @@ with an error saying so; nothing of theirs is committed, and the next run compac
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -22,6 +23,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task
 from spark_ext.compact.spark_executor import ClientFactory
+
+log = logging.getLogger("spark_ext.compact")
 
 WORKER_DIED = "WorkerDied"
 JOIN_SECONDS = 10.0  # how long stopping waits for each terminated worker to be reaped
@@ -41,7 +44,11 @@ def process_executor(make_client: ClientFactory, processes: int, max_concurrent_
         if not tasks:
             return
         loop = asyncio.get_running_loop()
-        pool = ProcessPoolExecutor(max_workers=min(processes, len(tasks)), mp_context=worker_context())
+        context = worker_context()
+        workers = min(processes, len(tasks))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        method = context.get_start_method()
+        log.debug("%d group(s) in %d worker process(es), started by %s", len(tasks), workers, method)
         slots = asyncio.Semaphore(max_concurrent_groups)
         finished = 0
 
