@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.faultproxy import FaultProxy, FaultRule, StallBeforeHeaders
 from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
@@ -106,50 +105,10 @@ def test_a_worker_that_dies_mid_group_fails_its_groups_clearly_and_the_next_run_
     assert not wait_for_no_children(10.0)
 
 
-class SilentServer:
-    """Accepts connections on loopback and never answers: a group's first GET waits on it."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.accepted = 0
-        self._held: list[socket.socket] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            self._held.append(connection)
-            self.accepted += 1
-
-    def __enter__(self) -> SilentServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        for connection in self._held:
-            connection.close()
-        self.listener.close()
-
-
-@pytest.fixture
-def silent_server() -> Iterator[SilentServer]:
-    with SilentServer() as server:
-        yield server
-
-
-async def test_a_run_that_ends_early_terminates_the_workers_still_running_a_group(
-    silent_server: SilentServer,
-) -> None:
+async def test_a_run_that_ends_early_terminates_the_workers_still_running_a_group(fault_proxy: FaultProxy) -> None:
+    fault_proxy.add_rule(FaultRule(StallBeforeHeaders(), method="GET"))  # a group's first GET is never answered
     patient = Policy(first_byte_timeout=600.0, attempt_timeout=600.0, operation_timeout=600.0)
-    make_client = ClientFactory(patient, endpoint_url=silent_server.url, region="us-east-1")
+    make_client = ClientFactory(patient, endpoint_url=fault_proxy.url, region="us-east-1")
     tasks = [
         GroupTask(
             "job",
@@ -160,10 +119,9 @@ async def test_a_run_that_ends_early_terminates_the_workers_still_running_a_grou
     results = process_executor(make_client, processes=2, max_concurrent_groups=2)(tasks)
     assert hasattr(results, "__anext__")
     first = asyncio.ensure_future(results.__anext__())
-    deadline = time.monotonic() + 120
-    while silent_server.accepted < 2 and time.monotonic() < deadline:  # both workers are inside a group's GET
-        await asyncio.sleep(0.1)
-    assert silent_server.accepted >= 2 and not first.done()
+    # Both workers are inside a group's GET.
+    await asyncio.to_thread(fault_proxy.wait_for_requests, 2, 120.0, "GET")
+    assert not first.done()
     assert len(multiprocessing.active_children()) == 2
     first.cancel()  # the driver gives up (a failure, a lost lock, a cancel)
     with pytest.raises((asyncio.CancelledError, StopAsyncIteration)):
@@ -231,3 +189,33 @@ def test_the_command_line_runs_groups_in_worker_processes(s3_endpoint: Any, s3_c
     assert "2 group(s) in 2 worker process(es)" in done.stderr, done.stderr[-3000:]
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
     assert len(data_keys(s3_client, bucket, PREFIX)) == 2
+
+
+async def test_every_executor_cancels_what_is_unfinished_when_closed_early_and_then_cleans_up() -> None:
+    """``results_as_finished``, the loop the in-process, Spark and process executors share."""
+    from spark_ext.compact.rewrite import GroupResult, results_as_finished
+
+    tasks = [GroupTask("job", CompactionGroup(f"g{n}", "bucket", "", (), None)) for n in range(4)]
+    release = asyncio.Event()
+    started: list[str] = []
+    cancelled: list[str] = []
+    cleanups: list[bool] = []
+
+    async def run_one(task: GroupTask) -> GroupResult:
+        started.append(task.group.group_id)
+        try:
+            if task.group.group_id != "g0":
+                await release.wait()
+            return GroupResult(task.group.group_id)
+        except asyncio.CancelledError:
+            cancelled.append(task.group.group_id)
+            raise
+
+    results = results_as_finished(tasks, run_one, 2, cleanups.append)
+    assert (await results.__anext__()).group_id == "g0"
+    await results.aclose()  # g1 and g2 are running, g3 waits for a slot
+    assert started == ["g0", "g1", "g2"] and sorted(cancelled) == ["g1", "g2"] and cleanups == [True]
+
+    release.set()
+    done = [r.group_id async for r in results_as_finished(tasks, run_one, 2, cleanups.append)]
+    assert sorted(done) == ["g0", "g1", "g2", "g3"] and cleanups == [True, False]

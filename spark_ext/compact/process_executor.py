@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task
+from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task, results_as_finished
 from spark_ext.compact.spark_executor import ClientFactory
 
 log = logging.getLogger("spark_ext.compact")
@@ -40,43 +40,28 @@ def process_executor(make_client: ClientFactory, processes: int, max_concurrent_
     """An ``ExecuteGroups`` that runs every group in a pool of ``processes`` workers and yields results as they
     finish; at most ``max_concurrent_groups`` groups are submitted at once."""
 
-    async def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
-        if not tasks:
-            return
-        loop = asyncio.get_running_loop()
+    def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
         context = worker_context()
-        workers = min(processes, len(tasks))
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        workers = max(1, min(processes, len(tasks)))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)  # workers start on the first submit
         method = context.get_start_method()
         log.debug("%d group(s) in %d worker process(es), started by %s", len(tasks), workers, method)
-        slots = asyncio.Semaphore(max_concurrent_groups)
-        finished = 0
 
-        async def one(task: GroupTask) -> GroupResult:
-            async with slots:
-                try:
-                    return await loop.run_in_executor(pool, execute_group_task, task, make_client)
-                except BrokenProcessPool as exc:
-                    hint = MAIN_GUARD_HINT if finished == 0 else ""
-                    return GroupResult(
-                        task.group.group_id,
-                        error=f"a compaction worker process died while this group ran or waited ({exc}); the group "
-                        f"was not committed and the next run compacts its inputs{hint}",
-                        error_kind=WORKER_DIED,
-                    )
+        async def run_one(task: GroupTask) -> GroupResult:
+            try:
+                return await asyncio.get_running_loop().run_in_executor(pool, execute_group_task, task, make_client)
+            except BrokenProcessPool as exc:
+                return GroupResult(
+                    task.group.group_id,
+                    error=f"a compaction worker process died while this group ran or waited ({exc}); the group "
+                    f"was not committed and the next run compacts its inputs{MAIN_GUARD_HINT}",
+                    error_kind=WORKER_DIED,
+                )
 
-        running = [asyncio.create_task(one(task)) for task in tasks]
-        try:
-            for next_result in asyncio.as_completed(running):
-                result = await next_result
-                finished += 1
-                yield result
-        finally:
-            early = finished < len(running)
-            for task in running:
-                task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+        async def cleanup(early: bool) -> None:
             await asyncio.to_thread(_stop, pool, terminate=early)
+
+        return results_as_finished(tasks, run_one, max_concurrent_groups, cleanup)
 
     return execute
 

@@ -260,27 +260,52 @@ def execute_group_task(task: GroupTask, make_client: Callable[[], S3Client]) -> 
 ExecuteGroups = Callable[[Sequence[GroupTask]], AsyncIterator[GroupResult] | Awaitable[Sequence[GroupResult]]]
 
 
+async def results_as_finished(
+    tasks: Sequence[GroupTask],
+    run_one: Callable[[GroupTask], Awaitable[GroupResult]],
+    limit: int,
+    cleanup: Callable[[bool], Awaitable[None] | None] | None = None,
+) -> AsyncIterator[GroupResult]:
+    """``run_one(task)`` for every task, at most ``limit`` at once, yielding results as they finish: what every
+    executor shares. On exit (done, failed or closed early) the unfinished are cancelled and awaited, then
+    ``cleanup(early)`` runs (awaited if it returns an awaitable); ``early``: not every result was handed out."""
+    slots = asyncio.Semaphore(limit)
+
+    async def one(task: GroupTask) -> GroupResult:
+        async with slots:
+            return await run_one(task)
+
+    running = [asyncio.create_task(one(t)) for t in tasks]
+    handed_out = 0
+    try:
+        for finished in asyncio.as_completed(running):
+            result = await finished
+            handed_out += 1
+            yield result
+    finally:
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        if cleanup is not None:
+            pending = cleanup(handed_out < len(running))
+            if pending is not None:
+                await pending
+
+
 def in_process_executor(client: S3Client, max_concurrent_groups: int) -> ExecuteGroups:
     """Run groups on this event loop, at most ``max_concurrent_groups`` at once, yielding results as they finish;
     their CPU work shares one thread (see the module doc)."""
 
-    async def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
-        slots = asyncio.Semaphore(max_concurrent_groups)
-        cpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CPU_THREAD_NAME)
+    def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
+        cpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CPU_THREAD_NAME)  # threads start on first use
 
-        async def one(task: GroupTask) -> GroupResult:
-            async with slots:
-                return await run_group_task(client, task, cpu)
-
-        running = [asyncio.create_task(one(t)) for t in tasks]
-        try:
-            for finished in asyncio.as_completed(running):
-                yield await finished
-        finally:
-            for t in running:
-                t.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+        def cleanup(early: bool) -> None:
             cpu.shutdown(wait=False, cancel_futures=True)  # a cancelled group's last step finishes on its own
+
+        def run_one(task: GroupTask) -> Awaitable[GroupResult]:
+            return run_group_task(client, task, cpu)
+
+        return results_as_finished(tasks, run_one, max_concurrent_groups, cleanup)
 
     return execute
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from s3io import Credentials, Policy, S3Client
-from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task
+from spark_ext.compact.rewrite import (
+    ExecuteGroups,
+    GroupResult,
+    GroupTask,
+    execute_group_task,
+    results_as_finished,
+)
 
 _job_ids = itertools.count(1)
 
@@ -44,25 +50,17 @@ def spark_executor(spark: Any, make_client: ClientFactory, max_concurrent_groups
     """An ``ExecuteGroups`` that runs every group as a Spark task and yields results as they finish."""
     context = spark.sparkContext
 
-    async def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
+    def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
         job_group = f"s3io-compact-{next(_job_ids)}"
-        slots = asyncio.Semaphore(max_concurrent_groups)
 
-        async def one(task: GroupTask) -> GroupResult:
-            async with slots:
-                return await asyncio.to_thread(_run_one, context, job_group, task, make_client)
+        def run_one(task: GroupTask) -> Awaitable[GroupResult]:
+            return asyncio.to_thread(_run_one, context, job_group, task, make_client)
 
-        running = [asyncio.create_task(one(task)) for task in tasks]
-        try:
-            for finished in asyncio.as_completed(running):
-                yield await finished
-        finally:
-            unfinished = [task for task in running if not task.done()]
-            if unfinished:
+        def cleanup(early: bool) -> None:
+            if early:
                 context.cancelJobGroup(job_group)
-            for task in unfinished:
-                task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+
+        return results_as_finished(tasks, run_one, max_concurrent_groups, cleanup)
 
     return execute
 
