@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from support.faultproxy import ErrorResponse, FaultRule
 from support.moto_wsgi import Gate, GatedRequest, MotoWsgiServer
 from test_compact_support import (
     TEST_OPTIONS,
@@ -26,7 +27,9 @@ from test_compact_support import (
     write_landing_zone,
 )
 
+from s3io.errors import S3IOError
 from spark_ext.compact import GroupResult, GroupTask, compact_prefix, in_process_executor, read_journal, recover_prefix
+from spark_ext.stream.lease import Lease, StreamLease
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -48,6 +51,11 @@ def _by_job_a(*paths: str) -> Any:
             return False
 
     return matches
+
+
+def _lease(stream: str, bucket: str) -> Lease:
+    """A live lease of a stream that has consumed nothing yet: it needs every file."""
+    return Lease(stream, "test-stream", f"s3://{bucket}/streams/{stream}/", -1, ttl=600.0, max_file_age=None)
 
 
 @pytest.fixture
@@ -224,3 +232,59 @@ async def test_inputs_a_late_claim_names_are_left_out_of_the_next_plan(
             gate_b.release()
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
     assert _control_keys(s3_client, bucket) == []
+
+
+async def test_a_stream_whose_lease_lands_after_planning_keeps_its_unread_files(
+    client: Any, s3_client: Any, bucket: str
+) -> None:
+    """A stream starts (writes its lease) after the job planned and before its group commits: the group is not
+    committed, its staging object is removed, the inputs stay; the next run leaves them out while the lease lives,
+    and compacts them once the stream is gone."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    url = f"s3://{bucket}/{PREFIX}"
+    late = _lease("late", bucket)
+
+    async def lease_lands_then_rewrite(tasks: list[GroupTask]) -> AsyncIterator[GroupResult]:
+        await StreamLease(client, bucket, PREFIX, late).write()
+        async for result in in_process_executor(client, 1)(tasks):
+            yield result
+
+    report = await compact_prefix(client, url, TEST_OPTIONS, execute_groups=lease_lands_then_rewrite)
+    assert report.status == "partial" and report.groups_done == 0, report.to_text()
+    (group,) = report.groups
+    assert group.state == "failed" and group.error.startswith("leased: stream 'late'"), group.error
+    assert _control_keys(s3_client, bucket) == [f"{PREFIX}_s3io_compaction/leases/late.json"]  # no staging, no entry
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+    again = await compact_prefix(client, url, TEST_OPTIONS)
+    assert again.status == "nothing_to_do" and again.leased_files == 5, again.to_text()
+
+    s3_client.delete_object(Bucket=bucket, Key=f"{PREFIX}_s3io_compaction/leases/late.json")
+    last = await compact_prefix(client, url, TEST_OPTIONS)
+    assert last.status == "ok" and last.groups_done == 1, last.to_text()
+    assert same_rows(await visible_table(client, bucket, PREFIX), original)
+
+
+async def test_a_lease_renewed_between_compactions_head_and_get_is_read_again_never_skipped(
+    client: Any, fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    """The stream renews its lease (at every commit) just as compaction reads it: the GET pinned to the HEAD's ETag
+    answers 412. Compaction reads the lease again instead of planning as if the stream were not there, at planning
+    and again before committing: the stream's unread files stay."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    url = f"s3://{bucket}/{PREFIX}"
+    await StreamLease(client, bucket, PREFIX, _lease("renewing", bucket)).write()
+    renewed = ErrorResponse(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+    rule = fault_proxy.add_rule(FaultRule(renewed, method="GET", path=r"/leases/renewing\.json", times=2))
+    async with make_client(fault_proxy.url) as through_proxy:
+        report = await compact_prefix(through_proxy, url, TEST_OPTIONS)
+    assert fault_proxy.fired(rule) == 2
+    assert report.status == "nothing_to_do" and report.leased_files == 5, report.to_text()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert _control_keys(s3_client, bucket) == [f"{PREFIX}_s3io_compaction/leases/renewing.json"]
+
+    fault_proxy.add_rule(FaultRule(renewed, method="GET", path=r"/leases/renewing\.json"))  # rewritten on every read
+    async with make_client(fault_proxy.url) as through_proxy:
+        with pytest.raises(S3IOError, match=r"changed between its HEAD and GET on each of 5 reads.*renewing\.json"):
+            await compact_prefix(through_proxy, url, TEST_OPTIONS)
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)

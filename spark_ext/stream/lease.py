@@ -36,6 +36,7 @@ log = logging.getLogger("spark_ext.stream")
 LEASES_DIR = "_s3io_compaction/leases/"
 FORMAT = "s3io-stream-lease/1"
 STORE_CLOCK_RESOLUTION = 1.0  # Last-Modified has whole seconds
+READ_ATTEMPTS = 5  # reads of one lease that a renewal between HEAD and GET may spoil before it is an error
 
 
 def leases_prefix(prefix: str) -> str:
@@ -162,12 +163,7 @@ class StreamLease:
         self._etag = result.etag
 
     async def _read(self) -> Lease | None:
-        try:
-            head = await self.client.head_object(self.bucket, self.key)
-            data = (await self.client.get_object(self.bucket, self.key, if_match=head.etag)).data
-        except (NotFound, PreconditionFailed):
-            return None
-        return Lease.decode(data, head.etag, head.last_modified)
+        return await read_lease(self.client, self.bucket, self.key)
 
     def _check(self, current: Lease) -> None:
         if current.broken:
@@ -252,13 +248,27 @@ async def read_leases(
     keys.update(o.key for o in listed or () if is_lease_key(o.key))
     leases = []
     for key in sorted(keys):
+        lease = await read_lease(client, bucket, key)
+        if lease is not None:  # None: deleted since the listing
+            leases.append(lease)
+    return leases
+
+
+async def read_lease(client: S3Client, bucket: str, key: str) -> Lease | None:
+    """The lease at ``key`` with the ETag and Last-Modified it was read with, or None if there is none.
+
+    HEAD for Last-Modified, then GET pinned to its ETag; a lease renewed in between (its stream renews at every
+    commit) is read again, never skipped: compaction would otherwise plan files the stream still needs."""
+    for _ in range(READ_ATTEMPTS):
         try:
             head = await client.head_object(bucket, key)
             data = (await client.get_object(bucket, key, if_match=head.etag)).data
-        except (NotFound, PreconditionFailed):
-            continue  # deleted or renewed while we looked: the renewed one is read on the next check
+        except NotFound:
+            return None
+        except PreconditionFailed:
+            continue
         try:
-            leases.append(Lease.decode(data, head.etag, head.last_modified, key))
+            return Lease.decode(data, head.etag, head.last_modified, key)
         except (ValueError, KeyError, TypeError) as exc:
             raise S3IOError(
                 f"unreadable stream lease ({exc}): compaction cannot tell what the stream still needs; delete the "
@@ -266,7 +276,12 @@ async def read_leases(
                 bucket=bucket,
                 key=key,
             ) from exc
-    return leases
+    raise S3IOError(
+        f"stream lease changed between its HEAD and GET on each of {READ_ATTEMPTS} reads: something rewrites it "
+        "continuously; look for two drivers running the same streamName",
+        bucket=bucket,
+        key=key,
+    )
 
 
 def _roots(prefix: str) -> list[str]:
