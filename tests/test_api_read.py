@@ -240,8 +240,9 @@ def test_iter_batches_streams_and_closing_early_cancels_the_reading(
     assert background_tasks() == 0
     time.sleep(0.3)  # the proxy logs a request when it has read it: let those sent before the close arrive
     after_close = fault_proxy.count(method="GET")
-    time.sleep(0.6)  # an uncancelled read would add ~20 GETs/s here (4 at a time, 0.2 s each)
-    assert fault_proxy.count(method="GET") == after_close < 30
+    time.sleep(1.0)  # an uncancelled read would add ~20 GETs/s here (4 at a time, 0.2 s each)
+    late = fault_proxy.count(method="GET") - after_close
+    assert after_close < 30 and late <= 4, (after_close, late)  # at most the 4 in flight at the close, logged late
 
 
 @pytest.mark.timeout(120)

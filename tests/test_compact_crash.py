@@ -32,7 +32,7 @@ from test_compact_support import (
 from spark_ext.compact import CrashPoint, compact_prefix, read_journal, recover_prefix
 
 PREFIX = "zone/"
-LOCK_TTL = 1.0
+LOCK_TTL = 2.5  # renewed every ttl/3: a renewal has 1.7 s to land on a loaded machine before the lease ends
 OPTIONS = TEST_OPTIONS.replace(grace_period=0.2, lock_ttl=LOCK_TTL, max_concurrent_groups=1, owner="doomed")
 
 JOB = """

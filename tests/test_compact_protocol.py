@@ -250,7 +250,7 @@ async def test_a_reader_looping_during_compaction_always_sees_the_exact_rows(
             assert checksum_of(await visible_table(reader, bucket, PREFIX)) == expected
             observed += 1
     assert (await job).status == "ok"
-    assert observed >= 5
+    assert observed >= 2  # it read while the job ran (each protocol step alone: the test above)
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
 
 
@@ -492,10 +492,13 @@ async def test_of_two_jobs_racing_for_an_expired_lock_exactly_one_wins(
 async def test_the_holder_renews_and_fencing_detects_a_stolen_lock(
     client: S3Client, s3_client: Any, bucket: str
 ) -> None:
-    lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=0.6, clock_skew=0)
+    lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
     async with lock:
         first = lock.info
-        await asyncio.sleep(0.5)  # renewed every ttl/3
+        for _ in range(100):  # renewed every ttl/3: polled, at most 10 s
+            if lock.info.etag != first.etag:
+                break
+            await asyncio.sleep(0.1)
         assert lock.info.etag != first.etag and lock.info.expires_at > first.expires_at
         await lock.ensure_held()
         other = CompactionLock(client, bucket, PREFIX, owner="other", job_id="K", ttl=30, clock_skew=0)

@@ -58,6 +58,18 @@ def _lease(stream: str, bucket: str) -> Lease:
     return Lease(stream, "test-stream", f"s3://{bucket}/streams/{stream}/", -1, ttl=600.0, max_file_age=None)
 
 
+def _hold_commits_then_renewals_of_job_a() -> Gate:
+    """A gate for job A's journal writes and, once one of those is held, A's lock renewals too: a renewal sent before
+    the commit passes (held, it would stall the commit behind the lock's mutex), so the commit is always held."""
+    journal, lock = _by_job_a("/_s3io_compaction/journal/"), _by_job_a("/_s3io_compaction/LOCK")
+
+    def matches(request: GatedRequest) -> bool:
+        return journal(request) or (lock(request) and any(journal(held) for held in gate.held))
+
+    gate = Gate(matches)
+    return gate
+
+
 @pytest.fixture
 async def client(s3_endpoint: Any) -> Any:
     async with make_client(s3_endpoint.url) as c:
@@ -112,7 +124,7 @@ async def test_a_holder_that_lost_its_lease_mid_commit_never_commits_and_its_lat
     A's clock ran ahead, and A's late write was a committed entry that published every row a second time.)"""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
     url = f"s3://{bucket}/{PREFIX}"
-    gate = Gate(_by_job_a("/_s3io_compaction/journal/", "/_s3io_compaction/LOCK"))
+    gate = _hold_commits_then_renewals_of_job_a()
     with MotoWsgiServer(gate.middleware) as gated_url:
         try:
             async with make_client(gated_url) as a, make_client(s3_endpoint.url) as b:
@@ -169,7 +181,7 @@ async def test_recovery_waits_the_grace_period_after_another_jobs_commit_on_the_
     async def note(seconds: float) -> None:  # the waits the recovery asks for; it does not need to sleep them here
         waits.append(seconds)
 
-    grace = 2.0
+    grace = 10.0  # the fake sleep costs nothing; the bounds below then allow seconds of delay on a busy machine
     recovered = await recover_prefix(client, url, OPTIONS_B.replace(grace_period=grace), sleep=note)
     assert recovered.status == "ok" and recovered.recovery.rolled_forward
     assert len(waits) == 2  # after the commit, then after the input deletes
@@ -185,7 +197,7 @@ async def test_inputs_a_late_claim_names_are_left_out_of_the_next_plan(
     B leaves the claimed files out and says why; the next run rolls the claim back and compacts them."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
     url = f"s3://{bucket}/{PREFIX}"
-    gate_a = Gate(_by_job_a("/_s3io_compaction/journal/", "/_s3io_compaction/LOCK"))
+    gate_a = _hold_commits_then_renewals_of_job_a()
     journal_lists = iter(range(1, 100))
 
     def second_journal_listing(request: GatedRequest) -> bool:  # B's: 1st in recovery, 2nd before planning

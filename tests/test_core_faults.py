@@ -71,7 +71,7 @@ async def test_stall_mid_body_recovers_within_stall_timeout_and_fetches_only_the
         elapsed = time.monotonic() - started
         stats = s3.stats()
     assert result.data == data
-    assert elapsed < FAST.stall_timeout + 3
+    assert elapsed < FAST.stall_timeout + 15  # bounded by the stall timer, not the kernel; generous for 2 busy cores
     first, retry = _gets(fault_proxy, "stall.bin")
     assert first.range is None
     assert retry.range is not None and retry.range.startswith("bytes=")

@@ -94,7 +94,8 @@ async def test_the_last_retryable_error_ends_the_operation_after_max_attempts() 
 async def test_each_phase_has_its_timer_inside_the_retry(phase: str) -> None:
     """A silent server (first_byte), a body that stops (stall), a drip past the per-attempt cap (attempt): each
     attempt is cancelled by its own timer, retried with fresh timers, and the last one's phase is reported."""
-    policy = FAST.replace(attempt_timeout=0.15) if phase == "attempt" else FAST
+    # the drip case: a stall watch far longer than its 10 ms steps, so a late wake-up cannot pass for a stall
+    policy = FAST.replace(attempt_timeout=0.15, stall_timeout=5.0) if phase == "attempt" else FAST
 
     async def attempt(watchdog: Watchdog) -> str:
         watchdog.start_phase("first_byte", policy.connect_timeout + policy.first_byte_timeout)

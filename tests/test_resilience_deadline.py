@@ -25,13 +25,13 @@ async def test_watchdog_fires_on_an_await_that_never_wakes() -> None:
 
 async def test_watchdog_spares_a_slow_drip_but_kills_a_stall() -> None:
     async with Watchdog() as watchdog:
-        watchdog.start_stall_watch(0.3)
-        for _ in range(8):  # 8 x 0.1 s = 0.8 s total, far beyond the stall timeout, but always progressing
+        watchdog.start_stall_watch(1.0)  # 10x the drip's step: a late wake-up on a busy machine is no stall
+        for _ in range(15):  # 15 x 0.1 s = 1.5 s total, beyond the stall timeout, but always progressing
             await asyncio.sleep(0.1)
             watchdog.progress()
     with pytest.raises(errors.DeadlineExceeded) as info:
         async with Watchdog() as watchdog:
-            watchdog.start_stall_watch(0.3)
+            watchdog.start_stall_watch(1.0)
             await asyncio.sleep(0.1)
             watchdog.progress()
             await asyncio.sleep(10)
@@ -61,10 +61,10 @@ async def test_watchdog_cap_and_outside_cancel_are_distinguished() -> None:
 async def test_watchdog_aimed_early_for_the_stall_watch_re_aims_and_still_fires() -> None:
     """A first-byte phase armed for the stall watch that follows fires early, re-aims, and still bounds it."""
     async with Watchdog() as watchdog:
-        watchdog.start_phase("first_byte", 0.8, then_stall=0.1)
+        watchdog.start_phase("first_byte", 3.0, then_stall=0.1)
         await asyncio.sleep(0.3)  # past the stall hint, within the first-byte limit: not a timeout
-        watchdog.start_stall_watch(0.2)
-        for _ in range(4):
+        watchdog.start_stall_watch(1.0)  # 10x the drip's step, then a drip that outlasts it
+        for _ in range(12):
             await asyncio.sleep(0.1)
             watchdog.progress()
     started = time.monotonic()
@@ -93,7 +93,7 @@ async def test_watchdogs_sharing_one_alarm_each_fire_at_their_own_deadline() -> 
             assert exc.phase == "first_byte"
             fired[name] = time.monotonic() - started
 
-    await asyncio.gather(attempt("short", 0.3, 30), attempt("long", 0.9, 30), attempt("done", 0.2, 0.05))
+    await asyncio.gather(attempt("short", 0.3, 30), attempt("long", 0.9, 30), attempt("done", 2.0, 0.05))
     assert set(fired) == {"short", "long"}  # "done" finished before its deadline and was left alone
     assert 0.25 < fired["short"] < fired["long"] and 0.85 < fired["long"] < 5
     assert alarm.watchdogs == set()

@@ -29,7 +29,10 @@ CLUSTER_DRIVER = textwrap.dedent(
     builder = SparkSession.builder.master("local-cluster[2,1,1024]").appName("cluster-test")
     for key, value in LOCAL_CONF.items():
         builder = builder.config(key, value)
-    spark = builder.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable).getOrCreate()
+    builder = builder.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+    # jobs start once both executors have registered (standalone's default ratio, 0, would start with one)
+    builder = builder.config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+    spark = builder.config("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s").getOrCreate()
     spark_ext.register(spark)
     s3 = {"endpoint": endpoint, "accessKeyId": "%(key)s", "secretAccessKey": "%(secret)s"}
     batch = spark.read.format("s3parquet").options(**s3).load(f"s3://{bucket}/table/")
