@@ -300,3 +300,16 @@ async def test_a_lease_renewed_between_compactions_head_and_get_is_read_again_ne
         with pytest.raises(S3IOError, match=r"changed between its HEAD and GET on each of 5 reads.*renewing\.json"):
             await compact_prefix(through_proxy, url, TEST_OPTIONS)
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+async def test_an_unreadable_lease_stops_compaction_with_an_error_naming_it(
+    client: Any, s3_client: Any, bucket: str
+) -> None:
+    """A lease object that is not a lease: compaction cannot tell what it protects, so it compacts nothing."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    key = f"{PREFIX}_s3io_compaction/leases/garbled.json"
+    s3_client.put_object(Bucket=bucket, Key=key, Body=b"{not json")
+    with pytest.raises(S3IOError, match=r"unreadable stream lease.*delete the object.*garbled\.json"):
+        await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+    assert _control_keys(s3_client, bucket) == [key]

@@ -271,8 +271,8 @@ async def read_lease(client: S3Client, bucket: str, key: str) -> Lease | None:
             return Lease.decode(data, head.etag, head.last_modified, key)
         except (ValueError, KeyError, TypeError) as exc:
             raise S3IOError(
-                f"unreadable stream lease ({exc}): compaction cannot tell what the stream still needs; delete the "
-                "object if no stream of that name runs",
+                f"unreadable stream lease ({exc}): neither compaction nor the stream can tell which files it "
+                "protects; delete the object if no stream of that name runs",
                 bucket=bucket,
                 key=key,
             ) from exc
