@@ -29,7 +29,7 @@ from test_compact_support import (
 
 from s3io.errors import S3IOError
 from spark_ext.compact import GroupResult, GroupTask, compact_prefix, in_process_executor, read_journal, recover_prefix
-from spark_ext.stream.lease import Lease, StreamLease
+from spark_ext.stream.lease import Lease, StreamLease, read_lease
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -53,9 +53,9 @@ def _by_job_a(*paths: str) -> Any:
     return matches
 
 
-def _lease(stream: str, bucket: str) -> Lease:
-    """A live lease of a stream that has consumed nothing yet: it needs every file."""
-    return Lease(stream, "test-stream", f"s3://{bucket}/streams/{stream}/", -1, ttl=600.0, max_file_age=None)
+def _lease(stream: str, bucket: str, ttl: float = 600.0) -> Lease:
+    """A lease of a stream that has consumed nothing yet: it needs every file while it lives."""
+    return Lease(stream, "test-stream", f"s3://{bucket}/streams/{stream}/", -1, ttl=ttl, max_file_age=None)
 
 
 def _hold_commits_then_renewals_of_job_a() -> Gate:
@@ -313,3 +313,20 @@ async def test_an_unreadable_lease_stops_compaction_with_an_error_naming_it(
         await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
     assert _control_keys(s3_client, bucket) == [key]
+
+
+async def test_a_lease_broken_by_this_run_does_not_hold_back_the_files_it_was_broken_for(
+    client: Any, s3_client: Any, bucket: str
+) -> None:
+    """An expired lease is marked broken at planning, which rewrites it (a fresh Last-Modified): the check before
+    each commit must not take it for a new live lease, or the files it was broken for are never compacted."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    url = f"s3://{bucket}/{PREFIX}"
+    await StreamLease(client, bucket, PREFIX, _lease("stopped", bucket, ttl=0.0)).write()
+    await asyncio.sleep(2.5)  # ttl 0 + Last-Modified's whole second (+ resolution): expired on the store's clock
+    report = await compact_prefix(client, url, TEST_OPTIONS)
+    assert report.status == "ok" and report.groups_done == 1, report.to_text()
+    assert any("marked broken" in w for w in report.warnings), report.to_text()
+    lease = await read_lease(client, bucket, f"{PREFIX}_s3io_compaction/leases/stopped.json")
+    assert lease is not None and lease.broken is not None and lease.broken["count"] == 5
+    assert same_rows(await visible_table(client, bucket, PREFIX), original)

@@ -577,16 +577,15 @@ class _Job:
         """A stream whose lease appeared after planning and still needs one of ``inputs``, or None (``replaced``:
         the origins of inputs that are earlier outputs).
 
-        One LIST per commit: leases known at planning only ever consume more (their committed batch grows), so
-        only a stream not seen then needs its state read."""
-        known = {live.lease.stream for live in self._leases}
-        fresh = [
-            lease for lease in await read_leases(self.client, self.bucket, self.prefix) if lease.stream not in known
-        ]
-        if not fresh:
-            return None
+        The lease folders are listed again, but leases known at planning are not read again: they only ever
+        consume more (their committed batch grows). A broken lease protects nothing (as at planning), including
+        one this run broke, whose rewrite gave it a fresh Last-Modified."""
+        known = {live.lease.key for live in self._leases}
+        fresh = await read_leases(self.client, self.bucket, self.prefix, skip=known)
         store_now = self._store_now
         for lease in fresh:
+            if lease.broken:
+                continue
             ends = lease.expires_at(self.options.clock_skew)
             if store_now is not None and ends is not None and ends < await store_now():
                 continue

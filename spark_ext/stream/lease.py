@@ -20,7 +20,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
@@ -133,7 +133,7 @@ class StreamLease:
 
     async def adopt(self) -> None:
         """Read the lease an earlier run of this stream left: keep its committed batch; a broken one stops us."""
-        current = await self._read()
+        current = await read_lease(self.client, self.bucket, self.key)
         if current is None:
             return
         self._check(current)
@@ -153,7 +153,7 @@ class StreamLease:
                 self.bucket, self.key, data, if_match=self._etag, content_type="application/json"
             )
         except (PreconditionFailed, NotFound):
-            current = await self._read()
+            current = await read_lease(self.client, self.bucket, self.key)
             if current is not None:
                 self._check(current)
             log.warning(
@@ -161,9 +161,6 @@ class StreamLease:
             )
             result = await self.client.put_object(self.bucket, self.key, data, content_type="application/json")
         self._etag = result.etag
-
-    async def _read(self) -> Lease | None:
-        return await read_lease(self.client, self.bucket, self.key)
 
     def _check(self, current: Lease) -> None:
         if current.broken:
@@ -236,18 +233,23 @@ class LiveLease:
 
 
 async def read_leases(
-    client: S3Client, bucket: str, prefix: str, listed: Iterable[ObjectInfo] | None = None
+    client: S3Client,
+    bucket: str,
+    prefix: str,
+    listed: Iterable[ObjectInfo] | None = None,
+    *,
+    skip: Collection[str | None] = (),
 ) -> list[Lease]:
     """Every lease that covers ``prefix``: in the compaction folder of ``prefix`` and of each ancestor (a stream on
     a parent prefix reads this one too; one LIST each), and, from ``listed`` (a recursive listing of ``prefix``),
-    those of directories below it (a stream on a sub-prefix). A lease that cannot be read is an error naming it:
-    compaction must not guess what a stream still needs."""
+    those of directories below it (a stream on a sub-prefix); keys in ``skip`` are not read. A lease that cannot
+    be read is an error naming it: compaction must not guess what a stream still needs."""
     keys: set[str] = set()
     for root in _roots(prefix):
         keys.update([o.key async for o in client.list_objects(bucket, leases_prefix(root))])
     keys.update(o.key for o in listed or () if is_lease_key(o.key))
     leases = []
-    for key in sorted(keys):
+    for key in sorted(keys.difference(skip)):
         lease = await read_lease(client, bucket, key)
         if lease is not None:  # None: deleted since the listing
             leases.append(lease)
