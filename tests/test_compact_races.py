@@ -246,18 +246,22 @@ async def test_inputs_a_late_claim_names_are_left_out_of_the_next_plan(
     assert _control_keys(s3_client, bucket) == []
 
 
+@pytest.mark.parametrize("stream_dir", ["", "day=1/", "day=1/hour=2/"], ids=["same-prefix", "sub-prefix", "deeper"])
 async def test_a_stream_whose_lease_lands_after_planning_keeps_its_unread_files(
-    client: Any, s3_client: Any, bucket: str
+    client: Any, s3_client: Any, bucket: str, stream_dir: str
 ) -> None:
     """A stream starts (writes its lease) after the job planned and before its group commits: the group is not
     committed, its staging object is removed, the inputs stay; the next run leaves them out while the lease lives,
-    and compacts them once the stream is gone."""
-    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    and compacts them once the stream is gone. Also for a stream on a directory below the compaction's prefix, which
+    the listing at planning could not have seen."""
+    files_dir = "day=1/hour=2" if stream_dir else ""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {files_dir: 5}, rows_per_file=10)
     url = f"s3://{bucket}/{PREFIX}"
     late = _lease("late", bucket)
+    lease = f"{PREFIX}{stream_dir}_s3io_compaction/leases/late.json"
 
     async def lease_lands_then_rewrite(tasks: list[GroupTask]) -> AsyncIterator[GroupResult]:
-        await StreamLease(client, bucket, PREFIX, late).write()
+        await StreamLease(client, bucket, PREFIX + stream_dir, late).write()
         async for result in in_process_executor(client, 1)(tasks):
             yield result
 
@@ -265,13 +269,13 @@ async def test_a_stream_whose_lease_lands_after_planning_keeps_its_unread_files(
     assert report.status == "partial" and report.groups_done == 0, report.to_text()
     (group,) = report.groups
     assert group.state == "failed" and group.error.startswith("leased: stream 'late'"), group.error
-    assert _control_keys(s3_client, bucket) == [f"{PREFIX}_s3io_compaction/leases/late.json"]  # no staging, no entry
+    assert _control_keys(s3_client, bucket) == [lease]  # no staging, no entry
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
 
     again = await compact_prefix(client, url, TEST_OPTIONS)
     assert again.status == "nothing_to_do" and again.leased_files == 5, again.to_text()
 
-    s3_client.delete_object(Bucket=bucket, Key=f"{PREFIX}_s3io_compaction/leases/late.json")
+    s3_client.delete_object(Bucket=bucket, Key=lease)
     last = await compact_prefix(client, url, TEST_OPTIONS)
     assert last.status == "ok" and last.groups_done == 1, last.to_text()
     assert same_rows(await visible_table(client, bucket, PREFIX), original)

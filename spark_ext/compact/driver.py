@@ -577,11 +577,14 @@ class _Job:
         """A stream whose lease appeared after planning and still needs one of ``inputs``, or None (``replaced``:
         the origins of inputs that are earlier outputs).
 
-        The lease folders are listed again, but leases known at planning are not read again: they only ever
-        consume more (their committed batch grows). A broken lease protects nothing (as at planning), including
-        one this run broke, whose rewrite gave it a fresh Last-Modified."""
+        The lease folders are listed again (the prefix's, its ancestors', and those of the directories from the
+        prefix down to the inputs': a stream on a sub-prefix that started after planning), but leases known at
+        planning are not read again: they only ever consume more (their committed batch grows). A broken lease
+        protects nothing (as at planning), including one this run broke, whose rewrite gave it a fresh
+        Last-Modified."""
         known = {live.lease.key for live in self._leases}
-        fresh = await read_leases(self.client, self.bucket, self.prefix, skip=known)
+        below = [info.key for info in inputs]
+        fresh = await read_leases(self.client, self.bucket, self.prefix, skip=known, within=below)
         store_now = self._store_now
         for lease in fresh:
             if lease.broken:

@@ -28,6 +28,7 @@ from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from s3io.urls import split_s3_url
+from spark_ext.journal import layout
 from spark_ext.stream.seen import SeenFiles
 from spark_ext.stream.store import StreamStore
 
@@ -239,13 +240,16 @@ async def read_leases(
     listed: Iterable[ObjectInfo] | None = None,
     *,
     skip: Collection[str | None] = (),
+    within: Iterable[str] = (),
 ) -> list[Lease]:
     """Every lease that covers ``prefix``: in the compaction folder of ``prefix`` and of each ancestor (a stream on
     a parent prefix reads this one too; one LIST each), and, from ``listed`` (a recursive listing of ``prefix``),
-    those of directories below it (a stream on a sub-prefix); keys in ``skip`` are not read. A lease that cannot
-    be read is an error naming it: compaction must not guess what a stream still needs."""
+    those of directories below it (a stream on a sub-prefix). ``within``: keys below ``prefix`` whose directories'
+    lease folders are listed too (one LIST each), for a stream on a sub-prefix that started after ``listed`` was
+    taken. Keys in ``skip`` are not read. A lease that cannot be read is an error naming it: compaction must not
+    guess what a stream still needs."""
     keys: set[str] = set()
-    for root in _roots(prefix):
+    for root in [*layout.journal_roots(prefix), *_directories_below(prefix, within)]:
         keys.update([o.key async for o in client.list_objects(bucket, leases_prefix(root))])
     keys.update(o.key for o in listed or () if is_lease_key(o.key))
     leases = []
@@ -254,6 +258,18 @@ async def read_leases(
         if lease is not None:  # None: deleted since the listing
             leases.append(lease)
     return leases
+
+
+def _directories_below(prefix: str, keys: Iterable[str]) -> list[str]:
+    """Each directory strictly below ``prefix`` that holds one of ``keys``, or one of their ancestors, in order."""
+    found: dict[str, None] = {}
+    for key in keys:
+        if not key.startswith(prefix):
+            continue
+        parts = key[len(prefix) :].split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            found[prefix + "".join(part + "/" for part in parts[:depth])] = None
+    return list(found)
 
 
 async def read_lease(client: S3Client, bucket: str, key: str) -> Lease | None:
@@ -284,15 +300,6 @@ async def read_lease(client: S3Client, bucket: str, key: str) -> Lease | None:
         bucket=bucket,
         key=key,
     )
-
-
-def _roots(prefix: str) -> list[str]:
-    """``prefix`` and each of its ancestor directories."""
-    roots = [prefix]
-    parts = prefix.rstrip("/").split("/") if prefix else []
-    for i in range(len(parts) - 1, -1, -1):
-        roots.append("".join(p + "/" for p in parts[:i]))
-    return list(dict.fromkeys(roots))
 
 
 async def stream_leases(
