@@ -145,15 +145,11 @@ async def _ls(s3: S3Client, url: str, recursive: bool) -> None:
         async for obj in s3.list_objects(bucket, prefix):
             print(f"{_date(obj.last_modified)} {obj.size:>12} {obj.key}")
         return
-    token = None
-    while True:
-        objects, prefixes, token = await s3.list_page(bucket, prefix, delimiter="/", continuation_token=token)
+    async for objects, prefixes in s3.list_pages(bucket, prefix, delimiter="/"):
         for p in prefixes:
             print(f"{'':19} {'PRE':>12} {p}")
         for obj in objects:
             print(f"{_date(obj.last_modified)} {obj.size:>12} {obj.key}")
-        if token is None:
-            return
 
 
 async def _stat(s3: S3Client, url: str) -> None:

@@ -340,19 +340,36 @@ class S3FileSystem(s3fs.S3FileSystem):
     ) -> GetResult:
         """A whole object: the first chunk tells size and ETag; the rest follow in parallel, pinned to it."""
         chunk = chunksize or self.default_block_size
-        first = await self._s3io_get(path, bucket, key, GetRange.bounded(0, chunk), if_match)
-        size = first.object_size
-        if size is None or size <= len(first.data):
-            return first
-        ranges = [(offset, min(offset + chunk, size)) for offset in range(len(first.data), size, chunk)]
+        leading: list[bytes] = []
+        etag, position, size = await self._read_until_sized(path, bucket, key, chunk, if_match, leading.append)
+        ranges = [(offset, min(offset + chunk, size)) for offset in range(position, size, chunk)]
         limit = asyncio.Semaphore(max_concurrency or self.max_concurrency)
 
         async def part(start: int, end: int) -> bytes:
             async with limit:
-                return (await self._s3io_get(path, bucket, key, GetRange.bounded(start, end), first.etag)).data
+                return (await self._s3io_get(path, bucket, key, GetRange.bounded(start, end), etag)).data
 
         parts = await gather_all([part(s, e) for s, e in ranges])
-        return GetResult(b"".join([first.data, *parts]), first.etag, size, 0)
+        data = b"".join([*leading, *parts])
+        return GetResult(data, etag, size, 0)
+
+    async def _read_until_sized(
+        self, path: str, bucket: str, key: str, chunk: int, if_match: str | None, keep: Callable[[bytes], Any]
+    ) -> tuple[str | None, int, int]:
+        """Chunks from byte 0, each given to ``keep``, until an answer states the object's size (the first, from
+        S3) or a chunk comes back short; (ETag, bytes read, size). An answer that does not state the size (a 206
+        of total "*", a 200 of unstated length cut at the chunk's end) is never taken for the whole object."""
+        position = 0
+        etag = if_match
+        while True:
+            got = await self._s3io_get(path, bucket, key, GetRange.bounded(position, position + chunk), etag)
+            etag = etag or got.etag
+            keep(got.data)
+            position += len(got.data)
+            if got.object_size is not None:
+                return etag, position, got.object_size
+            if len(got.data) < chunk:
+                return etag, position, position
 
     async def _resolve_limits(self, path: str, start: int | None, end: int | None) -> GetRange:
         """fsspec limits as a GetRange: a negative start alone is the last -start bytes (the S3Client sends
@@ -462,23 +479,21 @@ class S3FileSystem(s3fs.S3FileSystem):
             )
             return
         chunk = chunksize or self.default_block_size
-        first = await self._s3io_get(rpath, bucket, key, GetRange.bounded(0, chunk))
-        size = first.object_size if first.object_size is not None else len(first.data)
-        callback.set_size(size)
         limit = asyncio.Semaphore(max_concurrency or self.max_concurrency)
         try:
             with open(lpath, "wb") as out:
-                out.write(first.data)
-                callback.relative_update(len(first.data))
+                etag, position, size = await self._read_until_sized(rpath, bucket, key, chunk, None, out.write)
+                callback.set_size(size)
+                callback.relative_update(position)
 
                 async def part(start: int, end: int) -> None:
                     async with limit:
-                        data = (await self._s3io_get(rpath, bucket, key, GetRange.bounded(start, end), first.etag)).data
+                        data = (await self._s3io_get(rpath, bucket, key, GetRange.bounded(start, end), etag)).data
                     out.seek(start)
                     out.write(data)
                     callback.relative_update(len(data))
 
-                await gather_all([part(s, min(s + chunk, size)) for s in range(len(first.data), size, chunk)])
+                await gather_all([part(s, min(s + chunk, size)) for s in range(position, size, chunk)])
         except BaseException:
             with suppress(OSError):
                 os.remove(lpath)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-from support.scripted_s3 import Reply, Request, ScriptedS3, etag_of, list_body, repeated
+from support.scripted_s3 import Reply, Request, ScriptedS3, error_reply, etag_of, list_body, repeated
 
 import s3io
 from s3io import Credentials, Policy, S3Client, errors
+from s3io.engine import UNKNOWN_SIZE, RangeEngine
+from s3io.engine.config import EngineConfig
+from s3io.s3.etags import multipart_etag
 from s3io.transport.exchange import ERROR_BODY_LIMIT, XML_BODY_LIMIT
 
 pytestmark = pytest.mark.timeout(120)
@@ -321,3 +324,246 @@ def test_a_credentials_string_is_never_echoed() -> None:
     with pytest.raises(errors.InvalidConfig, match="not shown") as info:
         S3Client(credentials=secret)
     assert secret not in str(info.value) and "wJalr" not in repr(info.value)
+
+
+# ---------------------------------------------------------------- answers that leave out what they must say
+
+
+def _chunked(data: bytes, step: int = 1000, *, break_after: int | None = None) -> Callable[[], Iterator[bytes]]:
+    """A chunked body of ``data``; with ``break_after``, the connection dies after that many bytes (no last chunk)."""
+
+    def chunks() -> Iterator[bytes]:
+        end = len(data) if break_after is None else break_after
+        for start in range(0, end, step):
+            part = data[start : min(start + step, end)]
+            yield f"{len(part):x}\r\n".encode() + part + b"\r\n"
+        if break_after is None:
+            yield b"0\r\n\r\n"
+        else:
+            yield b"1000\r\n" + data[end : end + 100]  # a chunk that never ends, then the server closes
+
+    return chunks
+
+
+@pytest.mark.parametrize("end", [5_000, None], ids=["bounded", "to-the-end"])
+async def test_a_200_of_unstated_length_that_breaks_is_never_resumed_onto_what_it_gave(
+    server: ScriptedS3, end: int | None
+) -> None:
+    """A proxy ignores Range and sends the whole object chunked, which breaks after 3,000 bytes; the retry gets an
+    honest 206. The bytes kept from the unsized answer are dropped, not glued in front of the 206's."""
+    lie_once(
+        server,
+        Reply(
+            200, {"ETag": etag_of(DATA), "Transfer-Encoding": "chunked"}, body_chunks=_chunked(DATA, break_after=3_000)
+        ),
+    )
+    async with client(server) as s3:
+        got = await s3.get_object("bucket", "obj.bin", 1_000, end)
+    assert got.data == DATA[1_000:end]
+    assert [r.range for r in server.requests] == [f"bytes=1000-{'' if end is None else end - 1}"] * 2
+
+
+async def test_an_answer_without_an_etag_is_never_resumed_unpinned(server: ScriptedS3) -> None:
+    """The first answer names no ETag and breaks after 4,000 bytes; the object is replaced meanwhile. A resume could
+    not be pinned, so the range is asked again whole: the result is one version, never old bytes then new ones."""
+    new = bytes(255 - b for b in DATA)
+    answers: list[Request] = []
+
+    def script(request: Request) -> Reply | None:
+        if request.method != "GET":
+            return None
+        answers.append(request)
+        if len(answers) == 1:
+            return Reply(
+                206, {"Content-Range": f"bytes 0-{SIZE - 1}/{SIZE}"}, DATA[:4_000], content_length=SIZE, close=True
+            )
+        first, last = (int(x) for x in request.range.removeprefix("bytes=").split("-"))
+        return Reply(
+            206, {"Content-Range": f"bytes {first}-{last}/{SIZE}", "ETag": etag_of(new)}, new[first : last + 1]
+        )
+
+    server.script = script
+    async with client(server) as s3:
+        got = await s3.get_object("bucket", "obj.bin", 0, SIZE)
+    assert got.data == new and got.etag == etag_of(new)
+    assert [(r.range, r.headers.get("if-match")) for r in answers] == [(f"bytes=0-{SIZE - 1}", None)] * 2
+
+
+async def test_whole_object_reads_do_not_take_an_unsized_first_part_for_the_whole_object(
+    server: ScriptedS3, tmp_path
+) -> None:
+    """A proxy ignores Range and answers every GET with the whole object, chunked (no size). Reads that learn the
+    size from their first part (the engine's unknown-size read, s3fs's cat_file and get_file) read on until the
+    object ends, instead of returning the first part as if it were all."""
+    big = bytes((i * 13) % 251 for i in range(300_000))
+    server.objects["big.bin"] = big
+    server.script = lambda r: (
+        Reply(200, {"ETag": etag_of(big), "Transfer-Encoding": "chunked"}, body_chunks=_chunked(big, 10_000))
+        if r.method == "GET" and "list-type" not in r.query
+        else None
+    )
+    async with client(server) as s3:
+        engine = RangeEngine(s3, EngineConfig(part_size=64 * 1024))
+        assert await engine.fetch_object(s3io.ObjectInfo("bucket", "big.bin", UNKNOWN_SIZE, None, None)) == big
+    fs = s3io.S3FileSystem(
+        key="AKIDEXAMPLE",
+        secret="secret",
+        endpoint_url=server.url,
+        client_kwargs={"region_name": "us-east-1"},
+        default_block_size=64 * 1024,
+        skip_instance_cache=True,
+        max_attempts=3,
+    )
+    assert fs.cat_file("bucket/big.bin") == big
+    fs.get_file("bucket/big.bin", str(tmp_path / "big.bin"))
+    assert (tmp_path / "big.bin").read_bytes() == big
+
+
+async def test_a_truncated_listing_without_a_continuation_token_is_a_protocol_error(server: ScriptedS3) -> None:
+    """IsTruncated says there is more, but no NextContinuationToken says how to ask for it: taking the page for
+    the last would silently miss objects."""
+    objects = {f"k{i:03d}": b"x" for i in range(10)}
+
+    def script(request: Request) -> Reply | None:
+        if request.query.get("list-type") == "2":
+            body = list_body(sorted(objects)[:3], objects, "", True, True)
+            return Reply(200, {}, body.replace(b"<NextContinuationToken>k002</NextContinuationToken>", b""))
+        return None
+
+    server.script = script
+    async with client(server) as s3:
+        with pytest.raises(errors.ProtocolError, match="truncated but gives no NextContinuationToken"):
+            await _drain(s3.list_objects("bucket"))
+        with pytest.raises(errors.ProtocolError, match="truncated"):
+            await s3.list_prefixes("bucket")
+
+
+async def test_garbage_in_a_head_or_a_listing_is_a_protocol_error_naming_the_object(server: ScriptedS3) -> None:
+    answers = {
+        "a Last-Modified of 'yesterday'": Reply(200, {"ETag": '"x"', "Last-Modified": "yesterday"}, content_length=10),
+        "no Content-Length": Reply(200, {"ETag": '"x"'}, body_chunks=lambda: iter(())),  # sent without one
+    }
+    for what, reply in answers.items():
+        server.script = lambda r, reply=reply: reply if r.method == "HEAD" else None
+        async with client(server) as s3:
+            with pytest.raises(errors.ProtocolError, match=f"a HEAD answer with {what}") as info:
+                await s3.head_object("bucket", "obj.bin")
+        assert info.value.key == "obj.bin"
+
+    def listing(request: Request) -> Reply | None:
+        if request.query.get("list-type") == "2":
+            body = list_body(["obj.bin"], server.objects, "", False, True)
+            return Reply(200, {}, body.replace(f"<Size>{SIZE}</Size>".encode(), b"<Size>big</Size>"))
+        return None
+
+    server.script = listing
+    async with client(server) as s3:
+        with pytest.raises(errors.ProtocolError, match="<Size> that is not a number of bytes: 'big'"):
+            await _drain(s3.list_objects("bucket"))
+
+
+def test_the_command_line_listing_stops_when_the_server_loops(server: ScriptedS3, capsys, monkeypatch) -> None:
+    """``s3io ls`` (not recursive) pages through the same loop check as every listing."""
+    from s3io.cli import main
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    server.script = _looping_listing
+    code = main(["ls", "s3://bucket/land/", "--endpoint-url", server.url, "--max-attempts", "2"])
+    assert code != 0
+    assert "ListingLoop" in capsys.readouterr().err
+    assert server.count("GET") == 2
+
+
+# ---------------------------------------------------------------- writes whose 200 does not say they were done
+
+_PADDED_ERROR = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n'
+    + b" " * 600  # S3's keep-alive spaces while a slow copy or complete runs
+    + b"<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>"
+)
+_PART = '"' + "ab" * 16 + '"'
+
+
+def _writes(server: ScriptedS3, body: bytes) -> None:
+    server.script = lambda r: (
+        Reply(200, {"Content-Type": "application/xml"}, body) if r.method in ("PUT", "POST") else None
+    )
+
+
+@pytest.mark.parametrize(
+    "body, error, message",
+    [
+        (_PADDED_ERROR, errors.ServerError, "internal error"),
+        (b'<?xml version="1.0" encoding="UTF-8"?><Nothing/>', errors.ProtocolError, "root <Nothing>"),
+        (b"<CopyObjectResult><LastModified>x</LastModified></CopyObjectResult>", errors.ProtocolError, "with an ETag"),
+    ],
+    ids=["error-after-keep-alive-spaces", "other-document", "no-etag"],
+)
+async def test_a_copy_or_complete_whose_200_is_not_a_result_with_an_etag_is_an_error_and_retried(
+    server: ScriptedS3, body: bytes, error: type, message: str
+) -> None:
+    _writes(server, body)
+    async with client(server) as s3:
+        with pytest.raises(error, match=message):
+            await s3.copy_object("bucket", "obj.bin", "bucket", "copy.bin")
+        with pytest.raises(error, match=message):
+            await s3.complete_multipart_upload("bucket", "big.bin", "upload", [(1, _PART)])
+    assert server.count("PUT") == server.count("POST") == QUICK.max_attempts
+
+
+@pytest.mark.parametrize(
+    "body, error, message",
+    [
+        (
+            b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>",
+            errors.ServerError,
+            "internal error",
+        ),
+        (
+            b'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></DeleteResult>',
+            errors.ProtocolError,
+            "nothing of 2 of the 2 keys",
+        ),
+        (
+            b"<DeleteResult><Deleted><Key>a</Key></Deleted></DeleteResult>",
+            errors.ProtocolError,
+            "nothing of 1 of the 2 keys .*'b'",
+        ),
+    ],
+    ids=["error-in-200", "empty-result", "one-key-missing"],
+)
+async def test_a_delete_objects_answer_must_account_for_every_key(
+    server: ScriptedS3, body: bytes, error: type, message: str
+) -> None:
+    """A DeleteObjects 200 that is an error, or says nothing of some keys sent, is not an empty success."""
+    _writes(server, body)
+    async with client(server) as s3:
+        with pytest.raises(error, match=message):
+            await s3.delete_objects("bucket", ["a", "b"])
+    assert server.count("POST") == QUICK.max_attempts
+
+
+async def test_a_lost_complete_answer_is_looked_up_outside_the_attempt_even_with_one_connection(
+    server: ScriptedS3,
+) -> None:
+    """The upload completes but its answer is lost; the retry finds NoSuchUpload, and the object is looked up with a
+    HEAD. With one connection, a HEAD sent from inside the attempt would wait for the slot that attempt holds."""
+    posts: list[int] = []
+
+    def script(request: Request) -> Reply | None:
+        if request.method == "POST":
+            posts.append(request.seq)
+            if len(posts) == 1:
+                return Reply(200, {}, b"", content_length=500, close=True)  # done, but the answer is lost
+            return error_reply(404, "NoSuchUpload", "The specified upload does not exist.")
+        if request.method == "HEAD":
+            return Reply(200, {"ETag": multipart_etag([_PART])}, content_length=123)
+        return None
+
+    server.script = script
+    one = QUICK.replace(max_connections=1, stall_timeout=20, first_byte_timeout=20)
+    async with client(server, one) as s3:
+        result = await asyncio.wait_for(s3.complete_multipart_upload("bucket", "big.bin", "upload", [(1, _PART)]), 15)
+    assert result.etag == multipart_etag([_PART])
+    assert [r.method for r in server.requests] == ["POST", "POST", "HEAD"]

@@ -410,16 +410,32 @@ class RangeEngine:
         return data
 
     async def _read_unknown_size(self, obj: ObjectInfo, identity: _Identity, lease: Lease) -> bytes:
-        """First part learns the size from Content-Range; the rest follow in parallel, pinned to its ETag."""
+        """First part learns the size from Content-Range; the rest follow in parallel, pinned to its ETag.
+
+        An answer that does not state the size (a 206 of total "*", a 200 of unstated length cut at the part's
+        end) is not taken for the whole object: the next parts are read one at a time, each reserved before it is
+        asked for, until one is short or states the size."""
         part_size = self.config.part_size
         first = await self._get_or_whole(obj, GetRange.bounded(0, part_size), identity)
-        size = identity.size if identity.size is not None else len(first.data)
-        if size <= part_size:
-            await lease.resize(len(first.data))
-            return first.data
+        parts = [first.data]
+        position = len(first.data)
+        while identity.size is None and len(parts[-1]) == part_size:
+            await lease.resize(position + part_size)
+            try:
+                more = await self._get(obj, GetRange.bounded(position, position + part_size), identity, exact=False)
+            except errors.RequestError as exc:
+                if exc.status != 416:
+                    raise
+                break  # S3 refuses a range that starts at the object's end
+            parts.append(more.data)
+            position += len(more.data)
+        size = identity.size if identity.size is not None else position
+        if size <= position:
+            await lease.resize(size)
+            return b"".join(parts)[:size]
         await lease.resize(size)
-        rest = await self._read_span(obj, part_size, size, identity)
-        return first.data + rest
+        rest = await self._read_span(obj, position, size, identity)
+        return b"".join([*parts, rest])
 
     async def _read_tail(self, obj: ObjectInfo, n: int, lease: Lease) -> tuple[bytes, int]:
         self._counters.calls += 1

@@ -274,36 +274,34 @@ class S3Client:
 
         return await self._runner.run("list", bucket, prefix, attempt)
 
-    async def list_objects(
+    async def list_pages(
         self, bucket: str, prefix: str = "", *, delimiter: str | None = None, start_after: str | None = None
-    ) -> AsyncIterator[ObjectInfo]:
-        """Every object under ``prefix``, page by page (each page is its own operation with its own deadline).
-
-        A server that hands back a continuation token it gave before is looping: ListingLoop, not an endless read.
-        """
+    ) -> AsyncIterator[tuple[list[ObjectInfo], list[str]]]:
+        """(objects, common prefixes) of each ListObjectsV2 page under ``prefix``, each page its own operation with
+        its own deadline. A server that hands back a continuation token it gave before is looping: ListingLoop
+        after that page, not an endless read."""
         token: str | None = None
         seen = _PageMarkers(bucket, prefix, "continuation token")
         while True:
-            objects, _, token = await self.list_page(
+            objects, prefixes, token = await self.list_page(
                 bucket, prefix, delimiter=delimiter, continuation_token=token, start_after=start_after
             )
-            for obj in objects:
-                yield obj
+            yield objects, prefixes
             if token is None:
                 return
             seen.check(token)
 
+    async def list_objects(
+        self, bucket: str, prefix: str = "", *, delimiter: str | None = None, start_after: str | None = None
+    ) -> AsyncIterator[ObjectInfo]:
+        """Every object under ``prefix``, page by page (``list_pages``: ListingLoop if the server loops)."""
+        async for objects, _ in self.list_pages(bucket, prefix, delimiter=delimiter, start_after=start_after):
+            for obj in objects:
+                yield obj
+
     async def list_prefixes(self, bucket: str, prefix: str = "", delimiter: str = "/") -> list[str]:
         """The common prefixes ("directories") directly under ``prefix`` (ListingLoop if the server loops)."""
-        result: list[str] = []
-        token: str | None = None
-        seen = _PageMarkers(bucket, prefix, "continuation token")
-        while True:
-            _, prefixes, token = await self.list_page(bucket, prefix, delimiter=delimiter, continuation_token=token)
-            result.extend(prefixes)
-            if token is None:
-                return result
-            seen.check(token)
+        return [p async for _, prefixes in self.list_pages(bucket, prefix, delimiter=delimiter) for p in prefixes]
 
     async def list_multipart_uploads(
         self, bucket: str, prefix: str = "", *, page_size: int = 1000
@@ -415,8 +413,9 @@ class S3Client:
         ordered = sorted(parts)
         body = xml.complete_multipart_request(ordered)
         tries = 0
+        gone: list[errors.NotFound] = []
 
-        async def attempt(watchdog: Watchdog) -> PutResult:
+        async def attempt(watchdog: Watchdog) -> PutResult | None:
             nonlocal tries
             tries += 1
             try:
@@ -435,10 +434,14 @@ class S3Client:
             except errors.NotFound as exc:
                 if tries == 1 or exc.code != "NoSuchUpload":
                     raise
-                return await self._completed_by_lost_answer(bucket, key, ordered, exc)
-            return PutResult(xml.parse(response.body, "CompleteMultipartUpload answer").findtext("ETag"))
+                gone.append(exc)
+                return None
+            return _put_result(response.body, "CompleteMultipartUploadResult", bucket, key)
 
-        return await self._runner.run("complete_multipart", bucket, key, attempt)
+        result = await self._runner.run("complete_multipart", bucket, key, attempt)
+        if result is None:  # looked up once the attempt is over: it holds a connection slot and a stall timer
+            return await self._completed_by_lost_answer(bucket, key, ordered, gone[-1])
+        return result
 
     async def _completed_by_lost_answer(
         self, bucket: str, key: str, parts: list[tuple[int, str]], exc: errors.NotFound
@@ -546,7 +549,9 @@ class S3Client:
             batch = keys[i : i + DELETE_BATCH]
             body = xml.delete_request(batch, etags)
 
-            async def attempt(watchdog: Watchdog, body: bytes = body) -> tuple[list[str], list[DeleteError]]:
+            async def attempt(
+                watchdog: Watchdog, body: bytes = body, batch: list[str] = batch
+            ) -> tuple[list[str], list[DeleteError]]:
                 response = await self._send(
                     watchdog,
                     S3Request(
@@ -556,9 +561,19 @@ class S3Client:
                         query={"delete": ""},
                         headers={"content-md5": _md5(body)},
                         body=body,
+                        error_in_200=True,
                     ),
                 )
-                return xml.parse_delete_result(response.body)
+                ok, bad = xml.parse_delete_result(response.body)
+                answered = set(ok).union(e.key for e in bad)
+                missing = [k for k in batch if k not in answered]
+                if missing:
+                    raise errors.ProtocolError(
+                        f"a DeleteObjects answer says nothing of {len(missing)} of the {len(batch)} keys sent (e.g. "
+                        f"{xml.shorten(missing[0], 128)!r}): neither deleted nor failed",
+                        bucket=bucket,
+                    )
+                return ok, bad
 
             ok, bad = await self._runner.run("delete_many", bucket, None, attempt)
             deleted.extend(ok)
@@ -581,7 +596,7 @@ class S3Client:
                 watchdog,
                 S3Request("copy", "PUT", dst_bucket, dst_key, headers=dict(headers), error_in_200=True),
             )
-            return PutResult(xml.parse(response.body, "CopyObject answer").findtext("ETag"))
+            return _put_result(response.body, "CopyObjectResult", dst_bucket, dst_key)
 
         return await self._runner.run("copy", dst_bucket, dst_key, attempt)
 
@@ -629,14 +644,38 @@ def _check_key(bucket: str, key: str) -> None:
 
 
 def _info_from_headers(bucket: str, key: str, headers: CIMultiDictProxy[str]) -> ObjectInfo:
+    """A HEAD's answer as an ObjectInfo; a size or date that is not one is a ProtocolError naming the header."""
+    length = headers.get("Content-Length")
+    if length is None or not length.isdigit():
+        what = "no Content-Length" if length is None else f"a Content-Length of {xml.shorten(length, 64)!r}"
+        raise errors.ProtocolError(f"a HEAD answer with {what}: the object's size is unknown", bucket=bucket, key=key)
     modified = headers.get("Last-Modified")
+    try:
+        last_modified = parsedate_to_datetime(modified).timestamp() if modified else None
+    except (TypeError, ValueError):
+        raise errors.ProtocolError(
+            f"a HEAD answer with a Last-Modified of {xml.shorten(modified, 64)!r}, not an HTTP date",
+            bucket=bucket,
+            key=key,
+        ) from None
     return ObjectInfo(
-        bucket=bucket,
-        key=key,
-        size=int(headers.get("Content-Length", "0")),
-        etag=headers.get("ETag") or None,
-        last_modified=parsedate_to_datetime(modified).timestamp() if modified else None,
+        bucket=bucket, key=key, size=int(length), etag=headers.get("ETag") or None, last_modified=last_modified
     )
+
+
+def _put_result(body: bytes, root: str, bucket: str, key: str) -> PutResult:
+    """The ETag of a CopyObject or CompleteMultipartUpload answer; an answer that is not ``root`` with an ETag (an
+    error or a truncated body inside a 200) is a ProtocolError, never a write taken as done."""
+    element = xml.parse(body, f"{root} answer")
+    etag = element.findtext("ETag")
+    if element.tag != root or not etag:
+        raise errors.ProtocolError(
+            f"a 200 whose body is not a {root} with an ETag ({len(body)} bytes, root <{element.tag}>): the write "
+            "cannot be taken as done",
+            bucket=bucket,
+            key=key,
+        )
+    return PutResult(etag)
 
 
 def _md5(data: bytes) -> str:

@@ -5,7 +5,9 @@ Every answer is judged before a byte of it is kept:
 - a 206 must carry exactly the Content-Range asked for (``GetRange.content_range_error``), else ProtocolError;
 - a 200 to a ranged request (a proxy that ignores Range) is the whole object from byte 0: the bytes before the
   range are dropped, and once the range is in, reading stops (``add`` returns False) and the connection is closed;
-- a size or ETag that differs from an earlier answer's is ObjectChanged or ProtocolError, never mixed bytes.
+- a size or ETag that differs from an earlier answer's is ObjectChanged or ProtocolError, never mixed bytes;
+- bytes are only ever resumed under a pin: after an answer that named no ETag (nothing to pin the rest to) or a 200
+  of unstated length, the next attempt drops what was kept and asks for the whole range again.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class RangeRead:
         "asked",
         "bucket",
         "chunks",
+        "cut",
         "etag",
         "first",
         "key",
@@ -33,6 +36,7 @@ class RangeRead:
         "skip",
         "stop",
         "unsized",
+        "unsized_seen",
         "want",
     )
 
@@ -42,6 +46,11 @@ class RangeRead:
         self.want = want
         self.asked = want
         self.etag = etag
+        self._start()
+
+    def _start(self) -> None:
+        """Nothing kept yet: the state before the first answer (and after a restart)."""
+        want = self.want
         self.chunks: list[bytes] = []
         self.received = 0  # bytes kept
         self.first: int | None = None if want.kind not in (BOUNDED, FROM) else want.start  # offset of data[0]
@@ -49,10 +58,17 @@ class RangeRead:
         self.size: int | None = None  # the object's size, once an answer tells it
         self.skip = 0  # bytes of the current answer to drop before keeping (a 200 to a ranged request)
         self.unsized = False  # a 200 of unstated length (chunked, or ended by close)
+        self.unsized_seen = 0  # body bytes of that answer, kept or dropped: the object's size if it ends by itself
+        self.cut = False  # reading stopped once the range was in (the answer had more)
 
     def request_range(self) -> GetRange:
-        """What this attempt asks for: the original range, or the rest of it after ``received`` bytes."""
-        if not self.received or self.unsized:
+        """What this attempt asks for: the original range, or the rest of it after ``received`` bytes.
+
+        Bytes are resumed only under a pin: after an answer without an ETag (the rest could come from another
+        version) or a 200 of unstated length, what was kept is dropped and the whole range asked again."""
+        if self.unsized or (self.received and self.etag is None):
+            self._start()
+        if not self.received:
             self.asked = self.want
         else:
             assert self.first is not None
@@ -119,6 +135,8 @@ class RangeRead:
 
     def add(self, chunk: bytes) -> bool:
         """Keep the wanted part of a chunk; False once everything wanted is in (the rest need not be read)."""
+        if self.unsized:
+            self.unsized_seen += len(chunk)
         if self.skip:
             dropped = min(self.skip, len(chunk))
             chunk = chunk[dropped:]
@@ -132,6 +150,7 @@ class RangeRead:
                 if remaining > 0:
                     self.chunks.append(chunk[:remaining])
                     self.received += remaining
+                self.cut = True  # whether the answer had more is unknown: its size is not learnt from it
                 return False
         self.chunks.append(chunk)
         self.received += len(chunk)
@@ -155,8 +174,8 @@ class RangeRead:
             first, stop = self.want.span(total)
             return GetResult(data[first:stop], self.etag, total, first)
         size = self.size
-        if self.unsized and self.want.kind == FROM:
-            size = (self.first or 0) + len(data)
+        if self.unsized and not self.cut:
+            size = self.unsized_seen  # the whole object from byte 0, to its end
         return GetResult(data, self.etag, size, self.first or 0)
 
 

@@ -30,7 +30,9 @@ class GetResult:
 
     data: bytes
     etag: str | None
-    object_size: int | None  # total size of the object, from Content-Range or Content-Length
+    # total size of the object, from Content-Range or Content-Length; None when the answer did not say (a 206 of
+    # total "*", a 200 of unstated length cut once the range was in): the object may go on past ``data``
+    object_size: int | None
     start: int  # offset of data[0] in the object
 
 

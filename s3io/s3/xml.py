@@ -21,6 +21,7 @@ from s3io.s3.types import DeleteError, MultipartUpload, ObjectInfo
 MAX_MESSAGE_CHARS = 512
 _CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,128})</Code>")
 _MESSAGE = re.compile(rb"<Message>([^<]{0,2048})")
+_PROLOG = re.compile(rb"\s*(?:<\?xml[^>]{0,256}\?>)?\s*")  # before the root: declaration, keep-alive spaces
 
 
 def _strip(tag: str) -> str:
@@ -48,7 +49,10 @@ def _stand_in_ref(match: re.Match[bytes]) -> bytes:
 
 
 def parse(body: bytes, what: str = "answer") -> ET.Element:
-    """The root element, tags without namespaces; ProtocolError (naming ``what``) if the body is not XML."""
+    """The root element, tags without namespaces; ProtocolError (naming ``what``) if the body is not XML.
+
+    Leading whitespace (S3's keep-alive spaces before a slow answer's document) is skipped."""
+    body = body.lstrip()
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
@@ -75,13 +79,18 @@ def error_fields(body: bytes) -> tuple[str | None, str | None]:
     """(Code, Message) of an <Error> body, the message shortened; (None, None) if the body is not one.
 
     A body cut at the transport's cap does not parse: its Code and the start of its Message are still found.
+    Leading whitespace is skipped: S3 sends spaces to keep a slow CopyObject or CompleteMultipartUpload alive
+    before the document that says how it ended.
     """
-    if not body or b"<Error" not in body[:512]:
+    body = body.lstrip()
+    prolog = _PROLOG.match(body)
+    start = prolog.end() if prolog else 0
+    if not body or b"<Error" not in body[start : start + 512]:
         return None, None
     try:
         root = ET.fromstring(body)
     except ET.ParseError:
-        code, message = _CODE.search(body[:4096]), _MESSAGE.search(body)
+        code, message = _CODE.search(body, start, start + 4096), _MESSAGE.search(body, start)
         if code is None:
             return None, None
         text = message.group(1).decode("utf-8", "replace") if message else None
@@ -125,20 +134,38 @@ def parse_list_page(bucket: str, body: bytes) -> tuple[list[ObjectInfo], list[st
     root, ns = _parse_named(body, "ListObjectsV2 answer")
     decode = _decoder(root, ns)
     key, size, etag, modified = ns + "Key", ns + "Size", ns + "ETag", ns + "LastModified"
-    objects = [
-        ObjectInfo(
-            bucket,
-            decode(item.findtext(key) or ""),
-            int(item.findtext(size) or 0),
-            item.findtext(etag) or None,  # an empty <ETag/> is no ETag, never a pin to ""
-            parse_timestamp(item.findtext(modified)),
-        )
-        for item in root.iterfind(ns + "Contents")
-    ]
+    try:
+        objects = [
+            ObjectInfo(
+                bucket,
+                decode(item.findtext(key) or ""),
+                _size(item.findtext(size)),
+                item.findtext(etag) or None,  # an empty <ETag/> is no ETag, never a pin to ""
+                parse_timestamp(item.findtext(modified)),
+            )
+            for item in root.iterfind(ns + "Contents")
+        ]
+    except ValueError as exc:
+        raise ProtocolError(f"a ListObjectsV2 answer with {exc}", bucket=bucket) from None
     prefixes = [decode(p.findtext(ns + "Prefix") or "") for p in root.iterfind(ns + "CommonPrefixes")]
     truncated = (root.findtext(ns + "IsTruncated") or "false").lower() == "true"
     token = root.findtext(ns + "NextContinuationToken") if truncated else None
+    if truncated and not token:
+        raise ProtocolError(
+            "a ListObjectsV2 answer says it is truncated but gives no NextContinuationToken: the rest of the listing "
+            "cannot be asked for, and taking this page for the last would miss objects",
+            bucket=bucket,
+        )
     return objects, prefixes, token
+
+
+def _size(text: str | None) -> int:
+    """An object's <Size>: a whole number of bytes (a missing one is 0, as an empty object's)."""
+    if text is None:
+        return 0
+    if not text.isdigit():
+        raise ValueError(f"an object <Size> that is not a number of bytes: {shorten(text, 64)!r}")
+    return int(text)
 
 
 def _parse_named(body: bytes, what: str) -> tuple[ET.Element, str]:
@@ -168,7 +195,14 @@ def parse_uploads_page(bucket: str, body: bytes) -> tuple[list[MultipartUpload],
     truncated = (root.findtext("IsTruncated") or "false").lower() == "true"
     if not truncated:
         return uploads, None
-    return uploads, (decode(root.findtext("NextKeyMarker") or ""), root.findtext("NextUploadIdMarker") or "")
+    markers = (decode(root.findtext("NextKeyMarker") or ""), root.findtext("NextUploadIdMarker") or "")
+    if not any(markers):
+        raise ProtocolError(
+            "a ListMultipartUploads answer says it is truncated but gives no NextKeyMarker or NextUploadIdMarker: the "
+            "rest of the listing cannot be asked for",
+            bucket=bucket,
+        )
+    return uploads, markers
 
 
 def parse_delete_result(body: bytes) -> tuple[list[str], list[DeleteError]]:

@@ -11,6 +11,7 @@ Old manifests and checkpoints (more than batchesToRetain behind) are deleted whe
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from s3io.engine.tasks import map_bounded
@@ -19,6 +20,8 @@ from s3io.s3.client import S3Client
 from spark_ext.compact.conditional import put_if_absent
 from spark_ext.stream.manifest import Manifest, batch_of, manifest_key
 from spark_ext.stream.seen import SeenFiles
+
+log = logging.getLogger("spark_ext.stream")
 
 FETCH_CONCURRENCY = 16
 
@@ -118,7 +121,15 @@ class StreamStore:
                 break
             old.append(obj.key)
         if old:
-            await self.client.delete_objects(self.bucket, old)
+            result = await self.client.delete_objects(self.bucket, old)
+            for failure in result.errors[:3]:
+                log.warning(
+                    "stream state: could not delete s3://%s/%s (%s: %s); it is retried at the next checkpoint",
+                    self.bucket,
+                    failure.key,
+                    failure.code,
+                    failure.message,
+                )
 
     async def read_schema(self) -> bytes | None:
         try:
