@@ -212,10 +212,12 @@ def test_a_driver_killed_between_manifest_and_commit_replays_the_batch_exactly_o
     assert len(manifests(s3_client, bucket, "kill/_s3io_streams/killed/")) == 2
 
 
-def _compact(endpoint: str, url: str) -> Any:
+def _compact(endpoint: str, url: str, **options: Any) -> Any:
     import spark_ext
 
-    return spark_ext.compact(None, url, endpoint_url=endpoint, grace_period=0, min_input_files=2, clock_skew=0.5)
+    return spark_ext.compact(
+        None, url, endpoint_url=endpoint, grace_period=0, min_input_files=2, clock_skew=0.5, **options
+    )
 
 
 def test_compaction_never_takes_what_a_live_stream_has_not_read_and_breaks_an_expired_lease_loudly(
@@ -352,3 +354,48 @@ def test_stream_and_compaction_running_together_while_files_land_read_every_row_
     assert sink_ids(spark, tmp_path / "sink") == sorted(written)
     assert all(r.status in ("ok", "nothing_to_do") for r in reports), [r.to_text() for r in reports]
     assert sum(r.groups_done for r in reports) >= 1  # compaction did run, on files the stream had read
+
+
+def test_keys_sort_by_arrival_keeps_one_high_key_per_prefix_and_never_jumps_to_a_compaction_output(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
+) -> None:
+    """keysSortByArrival over two prefixes (``{a,b}``), with compaction between runs: keys grow with time within
+    each prefix, so a new ``a/`` key sorts below the ``b/`` keys already read, and every new ``f-`` key sorts below
+    the ``part-c-`` outputs. One high-water key per prefix, never an output's: every row exactly once. (A checkpoint
+    at every batch: each run starts from the high keys the last one stored.)"""
+    url = f"s3://{bucket}/sk/{{a,b}}/"
+    options = stream_options(s3_endpoint.url, "sorted", keysSortByArrival="true", stateCheckpointInterval=1)
+    sink, checkpoint = tmp_path / "sink", tmp_path / "cp"
+    written = land(s3_client, bucket, "sk/a/", 0, 3) + land(s3_client, bucket, "sk/b/", 3, 3)
+    assert run_available_now(spark, url, options, sink, checkpoint).exception() is None
+    assert sink_ids(spark, sink) == sorted(written)
+    report = _compact(s3_endpoint.url, f"s3://{bucket}/sk/")
+    assert report.status == "ok" and report.groups_done == 2, report.to_text()
+    assert run_available_now(spark, url, options, sink, checkpoint).exception() is None  # the outputs: skipped
+    assert sink_ids(spark, sink) == sorted(written)
+    written += land(s3_client, bucket, "sk/a/", 6, 2) + land(s3_client, bucket, "sk/b/", 8, 2)
+    assert run_available_now(spark, url, options, sink, checkpoint).exception() is None
+    assert sink_ids(spark, sink) == sorted(written)
+
+
+def test_files_the_stream_forgot_by_max_file_age_are_not_read_again_from_a_compaction_output(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
+) -> None:
+    """The stream reads 5 files, then newer files move its maxFileAge horizon past them and its checkpoint forgets
+    them. Compaction (the lease is live) may take them: the stream has no more use for them. The output's footer
+    records their Last-Modified, so the stream knows them for read-or-ignored, not new: no row twice."""
+    url = f"s3://{bucket}/age/"
+    options = stream_options(s3_endpoint.url, "aging", maxFileAge="3s", stateCheckpointInterval=1)
+    sink, checkpoint = tmp_path / "sink", tmp_path / "cp"
+    written = land(s3_client, bucket, "age/", 0, 5)
+    assert run_available_now(spark, url, options, sink, checkpoint).exception() is None
+    time.sleep(5)  # Last-Modified has whole seconds: the next files are more than maxFileAge newer
+    big = list(range(100_000, 120_000))  # too big to be compacted: only the forgotten files are
+    table = pa.table({"id": pa.array(big, pa.int64()), "v": pa.array([i / 2 for i in big], pa.float64())})
+    put_parquet(s3_client, bucket, "age/new-00000.parquet", table)
+    assert run_available_now(spark, url, options, sink, checkpoint).exception() is None
+    assert sink_ids(spark, sink) == sorted(written + big)
+    report = _compact(s3_endpoint.url, url, target_file_size=64 << 10)
+    assert report.status == "ok" and report.groups_done == 1 and report.leased_files == 0, report.to_text()
+    assert run_available_now(spark, url, options, sink, checkpoint).exception() is None
+    assert sink_ids(spark, sink) == sorted(written + big)

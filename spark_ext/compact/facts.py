@@ -57,8 +57,11 @@ async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
 def footer_facts(info: ObjectInfo, metadata: pq.FileMetaData) -> FileFacts:
     """What a parsed footer says of a file: its schema, row count and, for an earlier output, its origins."""
     replaces = layout.inputs_from_metadata(metadata.metadata)
+    if replaces is None:
+        return FileFacts(info, file_schema(metadata), metadata.num_rows)
+    modified = layout.inputs_modified_from_metadata(metadata.metadata, len(replaces))
     return FileFacts(
-        info, file_schema(metadata), metadata.num_rows, replaces=None if replaces is None else tuple(replaces)
+        info, file_schema(metadata), metadata.num_rows, replaces=tuple(replaces), replaces_modified=tuple(modified)
     )
 
 

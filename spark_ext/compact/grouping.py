@@ -51,6 +51,7 @@ class FileFacts:
     num_rows: int | None = None
     error: str | None = None  # e.g. "not a parquet file (trailing magic b'abcd')"
     replaces: tuple[tuple[str, str | None], ...] | None = None  # an earlier output: the files its rows came from
+    replaces_modified: tuple[float | None, ...] | None = None  # and their Last-Modified, in the same order
     conflict: str | None = None  # why a task kept it out of its group: the schema mismatch, naming the column
 
     @property
@@ -61,6 +62,12 @@ class FileFacts:
     def refs(self) -> tuple[tuple[str, str | None], ...]:
         """The original files this file's rows came from: itself, or those an earlier compaction replaced."""
         return self.replaces if self.replaces is not None else ((self.info.key, self.info.etag),)
+
+    def refs_modified(self) -> tuple[float | None, ...]:
+        """The Last-Modified of each of ``refs()``, in order (None where an earlier output did not record it)."""
+        if self.replaces is None:
+            return (self.info.last_modified,)
+        return self.replaces_modified if self.replaces_modified is not None else (None,) * len(self.replaces)
 
 
 @dataclass(frozen=True, slots=True)

@@ -396,7 +396,8 @@ class _Encoder:
         self._flush(last=True)
         assert self._writer is not None
         origins = tuple(ref for f in self.taken for ref in f.refs())
-        self._writer.add_key_value_metadata(layout.inputs_metadata(origins))
+        modified = tuple(when for f in self.taken for when in f.refs_modified())
+        self._writer.add_key_value_metadata(layout.inputs_metadata(origins, modified))
         self._writer.close()
         return self._sink.take()
 

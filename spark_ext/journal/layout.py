@@ -28,6 +28,9 @@ CONTROL_DIR = "_s3io_compaction/"
 # Footer key-value metadata of every compacted output: the inputs it replaces, [[key, ETag], ...] as JSON. A stream
 # that meets an output later (the journal entry may be gone) learns from it which rows it has already read.
 INPUTS_METADATA_KEY = b"s3io.compaction.inputs"
+# The same inputs' Last-Modified (store clock, seconds; null if unknown), in the same order: a stream that has
+# forgotten an input (older than its maxFileAge) can still tell it was read or ignored, not new.
+INPUTS_MODIFIED_METADATA_KEY = b"s3io.compaction.inputs_modified"
 STAGING_DIR = "_s3io_staging/"
 LOCK_NAME = "LOCK"
 JOURNAL_DIR = "journal/"
@@ -136,9 +139,17 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def inputs_metadata(refs: Sequence[tuple[str, str | None]]) -> dict[bytes, bytes]:
-    """The footer metadata that names an output's original files (key and ETag; earlier outputs flattened)."""
-    return {INPUTS_METADATA_KEY: json.dumps([list(r) for r in refs], separators=(",", ":")).encode()}
+def inputs_metadata(
+    refs: Sequence[tuple[str, str | None]], modified: Sequence[float | None] | None = None
+) -> dict[bytes, bytes]:
+    """The footer metadata that names an output's original files (key and ETag; earlier outputs flattened) and,
+    when given, their Last-Modified in the same order."""
+    metadata = {INPUTS_METADATA_KEY: json.dumps([list(r) for r in refs], separators=(",", ":")).encode()}
+    if modified is not None:
+        if len(modified) != len(refs):
+            raise ValueError(f"{len(modified)} Last-Modified values for {len(refs)} inputs")
+        metadata[INPUTS_MODIFIED_METADATA_KEY] = json.dumps(list(modified), separators=(",", ":")).encode()
+    return metadata
 
 
 def inputs_from_metadata(metadata: dict[bytes, bytes] | None) -> list[tuple[str, str | None]] | None:
@@ -147,3 +158,16 @@ def inputs_from_metadata(metadata: dict[bytes, bytes] | None) -> list[tuple[str,
     if raw is None:
         return None
     return [(str(key), etag) for key, etag in json.loads(raw)]
+
+
+def inputs_modified_from_metadata(metadata: dict[bytes, bytes] | None, count: int) -> list[float | None]:
+    """The Last-Modified of the ``count`` inputs an output's footer names, in order; None for each where unknown
+    (an output written before they were recorded, or a value that does not fit)."""
+    raw = (metadata or {}).get(INPUTS_MODIFIED_METADATA_KEY)
+    try:
+        values = json.loads(raw) if raw is not None else None
+    except ValueError:
+        values = None
+    if not isinstance(values, list) or len(values) != count:
+        return [None] * count
+    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in values]

@@ -285,7 +285,12 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         runtime.manifests[batch] = created
         runtime.seen.add(created.consumed(), batch)
         if options.keys_sort_by_arrival:
-            runtime.seen.advance_high_key([f.info for f in listed])
+            runtime.seen.advance_high_keys(
+                options.read.paths[0].listing_prefixes,
+                [f.info for f in listed],
+                max_age=options.max_file_age,
+                never={f.info.key for f in listed if _is_output(f)},
+            )
         logger.info("stream %s: planned batch %d: %s", options.stream_name, batch, created.stats)
         return created
 
@@ -296,7 +301,7 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         listed: list[ObjectInfo] = []
         visible: list[ObjectInfo] = []
         for prefix in path.listing_prefixes:
-            start_after = runtime.seen.high_key if options.keys_sort_by_arrival and runtime.seen.high_key else None
+            start_after = runtime.seen.start_after(prefix) if options.keys_sort_by_arrival else None
             before = await read_journal_before(runtime.client, path.bucket, prefix)
             raw = [o async for o in runtime.client.list_objects(path.bucket, prefix, start_after=start_after)]
             listed.extend(raw)
@@ -308,18 +313,27 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self, runtime: _Runtime, outputs: Sequence[ObjectInfo]
     ) -> tuple[dict[str, tuple[ObjectInfo, str]], dict[str, list[tuple[str, str | None, float | None]]]]:
         """Compaction outputs among the new files, by the inputs their footers name: (skipped, every input already
-        consumed; replacing: output key -> its inputs, none consumed, so the output is read instead of them).
+        consumed; replacing: output key -> its inputs, none consumed, so the output is read instead of them). An
+        input older than maxFileAge (by the Last-Modified the footer records) counts as consumed: the stream read it
+        and forgot it, or ignored it, and reads it now neither way.
         Some consumed and some not is a StreamConflict: reading would duplicate rows, skipping would lose them."""
         skipped: dict[str, tuple[ObjectInfo, str]] = {}
         replacing: dict[str, list[tuple[str, str | None, float | None]]] = {}
         if not outputs:
             return skipped, replacing
         reader = planning_reader(runtime.client, self.options.read)
+        seen, max_age = runtime.seen, self.options.max_file_age
         for output in outputs:
-            inputs = layout.inputs_from_metadata((await reader.metadata(output)).metadata)
+            metadata = (await reader.metadata(output)).metadata
+            inputs = layout.inputs_from_metadata(metadata)
             if inputs is None:
                 continue  # named like an output, but not one of ours: an ordinary new file
-            consumed = [not runtime.seen.is_new(ObjectInfo(output.bucket, k, 0, e)) for k, e in inputs]
+            modified = layout.inputs_modified_from_metadata(metadata, len(inputs))
+            # consumed: read in a batch, or older than maxFileAge (read, then forgotten, or ignored): never new
+            consumed = [
+                not seen.is_new(ObjectInfo(output.bucket, k, 0, e)) or seen.too_old(when, max_age)
+                for (k, e), when in zip(inputs, modified, strict=True)
+            ]
             if all(consumed):
                 skipped[output.key] = (output, "compaction output of files already read")
             elif not any(consumed):
@@ -415,7 +429,7 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             runtime.committed = (await runtime.store.load(up_to=end)).seen
         await runtime.lease.write(committed_batch=end)
         if end - runtime.last_checkpoint >= self.options.checkpoint_interval:
-            runtime.committed.high_key = runtime.seen.high_key  # every key up to it is in some manifest
+            runtime.committed.high_keys = dict(runtime.seen.high_keys)  # every key up to them is in some manifest
             runtime.committed.purge(self.options.max_file_age)
             runtime.seen.purge(self.options.max_file_age)
             await runtime.store.write_checkpoint(runtime.committed, self.options.batches_to_retain)

@@ -4,12 +4,16 @@ A file is new when its key was never seen, or was seen with another ETag (an obj
 key is new data). Like Spark's file source, ``maxFileAge`` is measured from the newest file seen (the store's
 Last-Modified, never the local clock): older files are ignored by the listing and dropped from the set, so the
 set, and the checkpoint that stores it, stay bounded however long the stream runs.
+
+With keysSortByArrival each listing prefix has its own high-water key (keys grow with time within a prefix, not
+across prefixes: a key of ``b/`` says nothing of ``a/``), and a compaction output's name never becomes one (its
+``part-c-`` name sorts anywhere among the keys that land after it).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from s3io.errors import CorruptFile
@@ -25,11 +29,21 @@ class SeenFiles:
 
     entries: dict[str, tuple[str | None, float | None]] = field(default_factory=dict)
     newest: float | None = None
-    high_key: str = ""  # the greatest key ever listed: where a StartAfter listing resumes
+    # listing prefix -> the greatest key under it that is accounted for, with every key below it: where a StartAfter
+    # listing of that prefix resumes ("": a checkpoint of the format's first version, one key for every prefix)
+    high_keys: dict[str, str] = field(default_factory=dict)
     batch: int = -1  # the last batch folded in
 
     def copy(self) -> SeenFiles:
-        return SeenFiles(dict(self.entries), self.newest, self.high_key, self.batch)
+        return SeenFiles(dict(self.entries), self.newest, dict(self.high_keys), self.batch)
+
+    def start_after(self, prefix: str) -> str | None:
+        """Where a StartAfter listing of ``prefix`` resumes, or None to list it whole."""
+        key = self.high_keys.get(prefix)
+        if key is None:
+            shared = self.high_keys.get("", "")  # an older checkpoint's one key: it speaks only for its own prefix
+            key = shared if shared.startswith(prefix) else None
+        return key or None
 
     def is_new(self, info: ObjectInfo) -> bool:
         seen = self.entries.get(info.key)
@@ -51,14 +65,25 @@ class SeenFiles:
                 self.newest = modified
         self.batch = max(self.batch, batch)
 
-    def advance_high_key(self, listed: Sequence[ObjectInfo]) -> None:
-        """Raise the high-water key (where a StartAfter listing resumes) over the listed keys, in key order, as
-        long as each is accounted for: never past a file not yet in a batch (a trigger's limit may leave some),
-        or the next listing would never see it again."""
-        for info in sorted((i for i in listed if i.key > self.high_key), key=lambda i: i.key):
-            if self.is_new(info):
-                return
-            self.high_key = info.key
+    def advance_high_keys(
+        self,
+        prefixes: Sequence[str],
+        listed: Sequence[ObjectInfo],
+        *,
+        max_age: float | None,
+        never: Collection[str] = (),
+    ) -> None:
+        """Raise each prefix's high-water key over its listed keys, in key order, as long as each is accounted for
+        (in a batch, or too old to be read): never past a file not yet in a batch (a trigger's limit may leave
+        some), or the next listing would never see it again. Keys in ``never`` (compaction outputs) are passed
+        over but never become the high-water key."""
+        for prefix in prefixes:
+            high = self.start_after(prefix) or ""
+            for info in sorted((i for i in listed if i.key.startswith(prefix) and i.key > high), key=lambda i: i.key):
+                if self.is_new(info) and not self.too_old(info.last_modified, max_age):
+                    break
+                if info.key not in never:
+                    self.high_keys[prefix] = info.key
 
     def purge(self, max_age: float | None) -> int:
         """Drop entries older than ``max_age`` before the newest; returns how many were dropped."""
@@ -74,7 +99,7 @@ class SeenFiles:
             "format": FORMAT,
             "batch": self.batch,
             "newest": self.newest,
-            "high_key": self.high_key,
+            "high_keys": dict(sorted(self.high_keys.items())),
             "entries": [[k, e, m] for k, (e, m) in sorted(self.entries.items())],
         }
         return json.dumps(body, separators=(",", ":")).encode()
@@ -85,10 +110,11 @@ class SeenFiles:
             body = json.loads(data)
             if body.get("format") != FORMAT:
                 raise ValueError(f"format {body.get('format')!r}, expected {FORMAT!r}")
+            high_keys = body["high_keys"] if "high_keys" in body else {"": body["high_key"]}
             return cls(
                 entries={k: (e, m) for k, e, m in body["entries"]},
                 newest=body["newest"],
-                high_key=body["high_key"],
+                high_keys={str(p): str(k) for p, k in high_keys.items() if k},
                 batch=int(body["batch"]),
             )
         except (ValueError, KeyError, TypeError) as exc:
