@@ -9,6 +9,7 @@ replaced by each side's root directory (``file:/...`` or ``s3://bucket/case``).
 from __future__ import annotations
 
 import io
+import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,6 +142,18 @@ def _not_null_kept(builtin: Outcome, ours: Outcome) -> None:
     assert builtin.rows == ours.rows
 
 
+def _user_schema_order_kept(builtin: Outcome, ours: Outcome) -> None:
+    assert not builtin.failed and not ours.failed, (builtin.error, ours.error)
+    assert builtin.schema.names == ["id", "v", "k"]  # Spark moves the partition column to the end
+    assert ours.schema.names == ["id", "k", "v"]  # the schema as given
+    assert builtin.rows is not None and ours.rows is not None
+
+    def by_name(rows: Counter[str]) -> Counter[str]:
+        return Counter(json.dumps(json.loads(row), sort_keys=True) for row in rows.elements())
+
+    assert by_name(builtin.rows) == by_name(ours.rows)
+
+
 def _not_null_enforced(builtin: Outcome, ours: Outcome) -> None:
     assert not builtin.failed, builtin.error
     assert ours.failed and "has nulls but the schema says not null" in ours.error, ours.error
@@ -183,6 +196,12 @@ def _partitions() -> list[Case]:
         ),
         Case("part_glob_without_base_path", {"k=1/a.parquet": small, "k=2/b.parquet": small}, path="{root}/k=*/"),
         Case("part_user_schema_types_it", {"k=1/a.parquet": small}, schema="id bigint, v string, k string"),
+        Case(
+            "part_user_schema_places_it_mid_schema",
+            {"k=1/a.parquet": small},
+            schema="id bigint, k string, v string",
+            difference=Difference("partition column in the middle", _user_schema_order_kept),
+        ),
         Case("part_subdirectory_below_partition", {"k=1/x/a.parquet": small, "k=2/b.parquet": small}),
         Case(
             "part_backup_directory_next_to_partitions_conflicts",
