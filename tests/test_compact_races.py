@@ -30,6 +30,8 @@ from test_compact_support import (
 from s3io.errors import S3IOError
 from spark_ext.compact import GroupResult, GroupTask, compact_prefix, in_process_executor, read_journal, recover_prefix
 from spark_ext.stream.lease import Lease, StreamLease, read_lease
+from spark_ext.stream.manifest import Manifest, ManifestFile
+from spark_ext.stream.store import StreamStore
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -334,3 +336,29 @@ async def test_a_lease_broken_by_this_run_does_not_hold_back_the_files_it_was_br
     lease = await read_lease(client, bucket, f"{PREFIX}_s3io_compaction/leases/stopped.json")
     assert lease is not None and lease.broken is not None and lease.broken["count"] == 5
     assert same_rows(await visible_table(client, bucket, PREFIX), original)
+
+
+async def test_a_stream_whose_state_was_deleted_does_not_take_the_old_leases_committed_batch(
+    client: Any, s3_client: Any, bucket: str
+) -> None:
+    """The stream's state was deleted (or a new one started under the same streamName) but its lease was left,
+    saying batch 5 was committed. The new run has planned batch 0 over the 5 files and not committed it: its lease
+    must not claim batch 5, or compaction would count batch 0 as read and take its files."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    state = f"s3://{bucket}/streams/reborn/"
+    await StreamLease(
+        client, bucket, PREFIX, Lease("reborn", "old-driver", state, 5, ttl=600.0, max_file_age=None)
+    ).write()
+    store = StreamStore(client, bucket, "streams/reborn/")
+    files = tuple([ManifestFile.of(o) async for o in client.list_objects(bucket, PREFIX) if "_s3io_" not in o.key])
+    await store.create_manifest(Manifest("reborn", 0, bucket, files, (), time.time()))
+    loaded = await store.load()
+    lease = StreamLease(
+        client, bucket, PREFIX, Lease("reborn", "new-driver", state, loaded.checkpoint, ttl=600.0, max_file_age=None)
+    )
+    await lease.adopt()
+    await lease.write()
+    assert lease.body.committed_batch == -1
+    report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert report.status == "nothing_to_do" and report.leased_files == 5, report.to_text()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)

@@ -133,13 +133,23 @@ class StreamLease:
         return f"s3://{self.bucket}/{self.key}"
 
     async def adopt(self) -> None:
-        """Read the lease an earlier run of this stream left: keep its committed batch; a broken one stops us."""
+        """Read the lease an earlier run of this stream left: a broken one stops us; its ETag is where our
+        conditional writes start. Its committed batch is not taken: the lease may have outlived its state (deleted,
+        or a new one under the same streamName), and compaction would count the new state's batches up to that
+        number as read. The lease starts at the state's checkpoint, and Spark's first offset request commits the
+        rest (until then compaction only keeps more files than it must)."""
         current = await read_lease(self.client, self.bucket, self.key)
         if current is None:
             return
         self._check(current)
-        if current.state == self.body.state and current.committed_batch > self.body.committed_batch:
-            self.body = _replace(self.body, committed_batch=current.committed_batch)
+        if current.committed_batch > self.body.committed_batch:
+            log.info(
+                "stream %s: its lease says batch %d was committed; it restarts from the state's checkpoint (batch %d) "
+                "until Spark says which batch it committed",
+                self.body.stream,
+                current.committed_batch,
+                self.body.committed_batch,
+            )
         self._etag = current.etag
 
     async def write(self, committed_batch: int | None = None) -> None:
