@@ -6,6 +6,7 @@ Readers: ``visible_table`` is the journal-aware reader (what s3parquet does); ``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from typing import Any
@@ -644,3 +645,37 @@ def test_a_journal_entry_is_stored_in_its_documented_json_and_reads_back_equal()
     )
     back = JournalEntry.decode(body, etag='"journal-etag"', url="s3://b/t/_s3io_compaction/journal/x")
     assert back == dataclasses.replace(entry, stored_at=None)
+
+
+def test_the_grace_before_publishing_never_compares_two_machines_clocks() -> None:
+    """On the store's clock when the journal object's time is known; on our clock for our own entry; and for
+    another job's entry whose store time is unknown (it changed between listing and reading), the whole grace:
+    that job's committed_at (here 1,000 s behind ours) says nothing on our clock."""
+    from spark_ext.compact.protocol import STORE_CLOCK_RESOLUTION, _until_published
+
+    ours_now, store_now, grace = 5_000.0, 7_000.0, 60.0
+    theirs = _entry_of("j-other", committed_at=ours_now - 1_000.0)
+    assert _until_published(theirs, grace, lambda: ours_now, lambda: store_now, "j-me") == grace
+    stored = dataclasses.replace(theirs, stored_at=store_now - 20.0)
+    assert _until_published(stored, grace, lambda: ours_now, lambda: store_now, "j-me") == pytest.approx(
+        grace - 20.0 + STORE_CLOCK_RESOLUTION
+    )
+    mine = _entry_of("j-me", committed_at=ours_now - 50.0)
+    assert _until_published(mine, grace, lambda: ours_now, lambda: store_now, "j-me") == pytest.approx(10.0)
+
+
+def _entry_of(job_id: str, committed_at: float) -> Any:
+    from spark_ext.journal.entries import JournalEntry, ObjectRef
+
+    return JournalEntry(
+        job_id=job_id,
+        group_id="g00000",
+        state="committed",
+        bucket="b",
+        prefix="t/",
+        partition_dir="t/",
+        inputs=(ObjectRef("t/a.parquet", '"e"', 10),),
+        staging=ObjectRef("t/_s3io_staging/x", '"s"', 10),
+        final_key="t/part-c-x-g00000.parquet",
+        committed_at=committed_at,
+    )

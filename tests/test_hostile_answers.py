@@ -567,3 +567,26 @@ async def test_a_lost_complete_answer_is_looked_up_outside_the_attempt_even_with
         result = await asyncio.wait_for(s3.complete_multipart_upload("bucket", "big.bin", "upload", [(1, _PART)]), 15)
     assert result.etag == multipart_etag([_PART])
     assert [r.method for r in server.requests] == ["POST", "POST", "HEAD"]
+
+
+async def test_a_listing_that_goes_back_with_fresh_tokens_ends_with_a_typed_error(server: ScriptedS3) -> None:
+    """A server that loops with a new continuation token every page (a counter in it) never repeats a token: the
+    keys going back is what shows the loop. No page that goes back reaches the caller."""
+    objects = {f"land/k{i}": b"x" for i in range(3)}
+    pages: list[int] = []
+
+    def script(request: Request) -> Reply | None:
+        if request.query.get("list-type") == "2":
+            pages.append(request.seq)
+            body = list_body(sorted(objects), objects, "land/", True, True, token=f"token-{len(pages)}")
+            return Reply(200, {}, body)
+        return None
+
+    server.script = script
+    async with client(server) as s3:
+        seen: list[str] = []
+        with pytest.raises(errors.ListingLoop, match=r"went back to 'land/k0' on page 2.*continuation token"):
+            async for obj in s3.list_objects("bucket", "land/"):
+                seen.append(obj.key)
+        assert seen == sorted(objects)
+    assert len(pages) == 2

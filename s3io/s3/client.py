@@ -279,13 +279,29 @@ class S3Client:
     ) -> AsyncIterator[tuple[list[ObjectInfo], list[str]]]:
         """(objects, common prefixes) of each ListObjectsV2 page under ``prefix``, each page its own operation with
         its own deadline. A server that hands back a continuation token it gave before is looping: ListingLoop
-        after that page, not an endless read."""
+        after that page, not an endless read. So is one whose page goes back to a key (or prefix) at or before one
+        an earlier page gave (S3 lists in key order), with fresh tokens: ListingLoop before that page."""
         token: str | None = None
         seen = _PageMarkers(bucket, prefix, "continuation token")
+        highest: str | None = None
+        pages = 0
         while True:
             objects, prefixes, token = await self.list_page(
                 bucket, prefix, delimiter=delimiter, continuation_token=token, start_after=start_after
             )
+            pages += 1
+            names = [o.key for o in objects] + prefixes
+            if names:
+                if highest is not None and min(names) <= highest:
+                    raise errors.ListingLoop(
+                        f"the listing of s3://{bucket}/{prefix} went back to {xml.shorten(min(names), 128)!r} on page "
+                        f"{pages}, at or before {xml.shorten(highest, 128)!r} of an earlier page: S3 lists in key "
+                        "order, so the server is looping (its continuation token does not move the listing); the "
+                        "listing was stopped",
+                        bucket=bucket,
+                        key=prefix,
+                    )
+                highest = max(names)
             yield objects, prefixes
             if token is None:
                 return

@@ -285,7 +285,7 @@ async def finish_entries(
 
     committed = [e for e in live if e.state == COMMITTED]
     if committed:
-        wait = max(_until_published(e, grace_period, clock, store_clock) for e in committed)
+        wait = max(_until_published(e, grace_period, clock, store_clock, lock.job_id) for e in committed)
         outcome.waited += await _wait_until(clock() + wait, clock, sleep)
 
     async def publish(entry: JournalEntry) -> JournalEntry | None:
@@ -398,13 +398,17 @@ async def _delete_copy(client: S3Client, bucket: str, key: str) -> None:
         await delete_if_match(client, bucket, key, head.etag)
 
 
-def _until_published(entry: JournalEntry, grace: float, clock: Clock, store_clock: Clock | None) -> float:
+def _until_published(entry: JournalEntry, grace: float, clock: Clock, store_clock: Clock | None, job_id: str) -> float:
     """Seconds from now until ``grace`` has passed since the entry's commit, judged without comparing two
-    machines' clocks: on the store's clock for an entry read from the store, else on the clock that wrote it."""
+    machines' clocks: on the store's clock for an entry read from the store, on our clock for an entry this job
+    wrote; another job's entry whose store time is unknown (it changed between the listing and the read) gets the
+    whole grace period: its ``committed_at`` is on a clock that cannot be compared with ours."""
     if store_clock is not None and entry.stored_at is not None:
         left = entry.stored_at + STORE_CLOCK_RESOLUTION + grace - store_clock()
-    else:
+    elif entry.job_id == job_id:
         left = entry.committed_at + grace - clock()
+    else:
+        left = grace
     return min(grace, max(0.0, left))
 
 
