@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.faultproxy import FaultProxy, FaultRule, Latency
 
+import s3io
 from s3io import CorruptFile, InvalidConfig, NotFound, ObjectInfo, Policy, S3Client, SchemaMismatch
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import EngineConfig, RangeEngine
@@ -527,3 +528,40 @@ async def test_decode_ahead_crosses_units_within_the_budget_and_closing_waits_fo
 
         table = await collect(reader, [FilePiece(obj) for obj in objs], schema=schema, batch_size=4_000)
         assert table.to_batches() == expected and reader.stats().peak_held <= budget
+
+
+@pytest.mark.timeout(60)
+async def test_a_read_resumed_from_a_fresh_task_per_batch_reads_every_row_and_a_lost_consumer_is_loud(
+    s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    """A per-batch timeout (``asyncio.wait_for(it.__anext__(), t)``) resumes the read from a new task each batch:
+    every row arrives (it used to stop after the first task ended, silently). A consumer cancelled between two
+    batches stops the read; resumed after that, it raises instead of ending early."""
+    objs = [
+        put(s3_client, bucket, f"handover/{i:02d}.parquet", parquet_bytes(make_table(100, start=100 * i)))
+        for i in range(20)
+    ]
+    schema = pa.schema([("id", pa.int64())])
+    async with open_reader(s3_endpoint.url, EngineConfig(max_concurrency=2)) as reader:
+        batches = reader.iter_batches([FilePiece(obj) for obj in objs], schema=schema)
+        ids: list[int] = []
+        with contextlib.suppress(StopAsyncIteration):
+            while True:
+                ids.extend((await asyncio.wait_for(batches.__anext__(), 20)).column("id").to_pylist())
+        assert ids == list(range(2_000))
+
+        lost = reader.iter_batches([FilePiece(obj) for obj in objs], schema=schema)
+
+        async def first_batch_then_wait() -> None:
+            await lost.__anext__()
+            await asyncio.sleep(3600)  # cancelled here, between two batches
+
+        task = asyncio.create_task(first_batch_then_wait())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        with pytest.raises(s3io.S3IOError, match="the parquet read was stopped"):
+            await asyncio.wait_for(lost.__anext__(), 20)
+        await lost.aclose()
+        assert reader._held.reserved == 0 and reader.engine.stats().reserved == 0

@@ -419,3 +419,39 @@ def test_hedge_wins_over_a_stuck_first_get(
     started = time.monotonic()
     run(fault_proxy.url, config, work)
     assert time.monotonic() - started < 25
+
+
+def test_a_stream_resumed_from_a_fresh_task_per_item_reads_every_item_and_a_lost_consumer_is_loud(
+    s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    """``asyncio.wait_for(stream.__anext__(), t)`` resumes the stream from a new task each item: a task that ends
+    normally hands the stream over, so every item arrives. A consumer cancelled between two items stops the reads;
+    resumed after that, the stream raises, never ends as if it had read everything."""
+    objects = [put(s3_client, bucket, f"handover/{i}.bin", data_of(KiB, seed=i)) for i in range(12)]
+
+    async def work(engine: RangeEngine) -> None:
+        stream = engine.stream([Request(o) for o in objects])
+        got = []
+        with contextlib.suppress(StopAsyncIteration):
+            while True:
+                request, _ = await asyncio.wait_for(stream.__anext__(), 20)
+                got.append(request.obj.key)
+        assert got == [o.key for o in objects]
+
+        lost = engine.stream([Request(o) for o in objects])
+
+        async def first_item_then_wait() -> None:
+            await lost.__anext__()
+            await asyncio.sleep(3600)  # cancelled here, between two items
+
+        task = asyncio.create_task(first_item_then_wait())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert engine.budget.reserved == 0  # its reads were stopped when the task was cancelled
+        with pytest.raises(s3io.S3IOError, match="the task iterating it was cancelled or failed between two items"):
+            await asyncio.wait_for(lost.__anext__(), 20)
+        await lost.aclose()
+
+    run(s3_endpoint.url, EngineConfig(max_concurrency=2), work)

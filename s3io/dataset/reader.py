@@ -46,6 +46,7 @@ from s3io.dataset.read_units import (
     split_predicates,
 )
 from s3io.engine import ByteBudget, Lease, RangeEngine, SingleFlight
+from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.tasks import map_bounded
 from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, match_names
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE, decode
@@ -445,17 +446,12 @@ class ParquetReader:
         loop = asyncio.get_running_loop()
         run.launcher = loop.create_task(self._launch(pieces, options, run))
         run.feeder = loop.create_task(self._feed(options, run))
-        consumer = asyncio.current_task()
-
-        def consumer_done(_: object) -> None:
-            run.abort()
-
-        if consumer is not None:
-            consumer.add_done_callback(consumer_done)
+        watch = ConsumerWatch("the parquet read", run.abort)
         skipping: int | None = None
         pending: list[pa.RecordBatch] = []
         try:
             while True:
+                watch.check()
                 job = await run.jobs.get()
                 if job is None:
                     return
@@ -471,6 +467,8 @@ class ParquetReader:
                         self._c.rows += batch.num_rows
                         self._c.batches += 1
                         yield batch
+                        watch.follow()
+                        watch.check()
                     if job.last:
                         run.release(unit)
                         if unit.last:
@@ -499,9 +497,10 @@ class ParquetReader:
                             self._c.rows += batch.num_rows
                             self._c.batches += 1
                             yield batch
+                            watch.follow()
+                            watch.check()
         finally:
-            if consumer is not None:
-                consumer.remove_done_callback(consumer_done)
+            watch.close()
             await asyncio.gather(*run.abort(), return_exceptions=True)
             if run.threads:  # a thread cannot be stopped: wait for it (not cancel), and drop what it decoded
                 await asyncio.gather(*run.threads, return_exceptions=True)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
 from s3io.engine.config import EngineConfig
+from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
 from s3io.engine.ranges import Range, check_range, merge_ranges, slice_merged, split_range
 from s3io.engine.singleflight import SingleFlight
@@ -273,25 +274,22 @@ class RangeEngine:
         count (2 x max_concurrency requests). Budget contract: the bytes of a result stay reserved until
         the consumer asks for the next item (or closes the stream); keeping a result longer than that is
         the consumer's own memory. An error stops the stream at the failed request (earlier results are
-        yielded first) and names the object; later requests are cancelled. The stream belongs to the task
-        that first iterates it: when that task ends (cancelled or not), or the stream is closed (``aclose``,
-        ``contextlib.aclosing``), every outstanding task is cancelled and its budget released. One task
-        consuming several streams in lockstep must keep their windows together below memory_budget.
+        yielded first) and names the object; later requests are cancelled. When the stream is closed
+        (``aclose``, ``contextlib.aclosing``), or the task iterating it is cancelled or fails (even between two
+        items), every outstanding task is cancelled and its budget released; resumed after that, the stream raises
+        instead of ending. A task that ends normally hands the stream to the next (``asyncio.wait_for`` per item
+        works). One task consuming several streams in lockstep must keep their windows together below
+        memory_budget.
         """
         window = ByteBudget(self.config.effective_stream_window)
         lookahead = asyncio.Semaphore(2 * self.config.max_concurrency)
         queue: asyncio.Queue[_Slot] = asyncio.Queue()
         state = _StreamState()
         state.launcher = asyncio.get_running_loop().create_task(self._launch(requests, window, lookahead, queue, state))
-        consumer = asyncio.current_task()
-
-        def consumer_done(_: object) -> None:
-            state.abort()
-
-        if consumer is not None:
-            consumer.add_done_callback(consumer_done)
+        watch = ConsumerWatch("the engine's stream", state.abort)
         try:
             while True:
+                watch.check()
                 slot = await queue.get()
                 if slot.end:
                     return
@@ -306,9 +304,9 @@ class RangeEngine:
                     lookahead.release()
                     if state.live and state.live[0] is slot:
                         state.live.popleft()
+                watch.follow()
         finally:
-            if consumer is not None:
-                consumer.remove_done_callback(consumer_done)
+            watch.close()
             await asyncio.gather(*state.abort(), return_exceptions=True)
 
     # ----------------------------------------------------------------- planning
