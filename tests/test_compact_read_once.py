@@ -4,6 +4,7 @@ and what a plan from the listing cannot know (unreadable files, other schemas) i
 
 from __future__ import annotations
 
+import decimal
 from collections import Counter
 from typing import Any
 from urllib.parse import unquote
@@ -244,3 +245,41 @@ async def test_groups_run_in_process_share_one_cpu_thread_which_ends_with_the_ru
             break
         await asyncio.sleep(0.1)
     assert not any(t.name.startswith(CPU_THREAD_NAME) for t in threading.enumerate())
+
+
+async def test_files_whose_union_would_round_values_are_never_compacted_together(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A decimal(38,18) and a double in one directory unify, for reading, to double (as in Spark): a rewrite to that
+    schema would round the decimals, and verification (both sides conformed alike) could not see it. They are kept
+    apart: each kind is compacted on its own, every decimal exact afterwards."""
+    exact = [decimal.Decimal(f"12345678901234567890.{i:018d}") for i in range(5)]
+    for i, value in enumerate(exact):
+        table = pa.table({"x": pa.array([value], pa.decimal128(38, 18))})
+        s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}dec-{i}.parquet", Body=parquet_bytes(table))
+    for i in range(5):
+        table = pa.table({"x": pa.array([i + 0.5], pa.float64())})
+        s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}dbl-{i}.parquet", Body=parquet_bytes(table))
+    async with make_client(s3_endpoint.url) as client:
+        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert report.status == "ok" and report.groups_done == 2 and report.files_after == 2, report.to_text()
+    outputs = [
+        pq.read_table(pa.BufferReader(s3_client.get_object(Bucket=bucket, Key=k)["Body"].read()))
+        for k in data_keys(s3_client, bucket, PREFIX)
+    ]
+    by_type = {str(t.schema.field("x").type): sorted(t.column("x").to_pylist()) for t in outputs}
+    assert by_type == {"decimal128(38, 18)": exact, "double": [0.5, 1.5, 2.5, 3.5, 4.5]}
+
+
+async def test_a_file_with_two_columns_of_one_name_is_left_alone_with_the_reason(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """No output schema holds two columns named ``a``: compacting would drop one. Such files stay as they are."""
+    for i in range(5):
+        table = pa.Table.from_arrays([pa.array([10 * i + 1]), pa.array([10 * i + 2])], names=["a", "a"])
+        s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}twice-{i}.parquet", Body=parquet_bytes(table))
+    before = sorted(data_keys(s3_client, bucket, PREFIX))
+    async with make_client(s3_endpoint.url) as client:
+        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert report.groups_done == 0 and sorted(data_keys(s3_client, bucket, PREFIX)) == before, report.to_text()
+    assert "two columns named 'a'" in report.to_text()

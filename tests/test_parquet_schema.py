@@ -10,7 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3io.errors import SchemaMismatch
-from s3io.parquet.schema import conform, file_schema, plain_type, unify_schemas
+from s3io.parquet.schema import (
+    conform,
+    duplicate_name,
+    file_schema,
+    plain_type,
+    unify_schemas,
+    widens_losslessly,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -163,3 +170,42 @@ def test_file_schema_is_what_pyarrow_reads(tmp_path: Path) -> None:
     table = pa.table({"t": pa.array([1], pa.timestamp("ms", "Europe/Paris")), "d": pa.array(["x"]).dictionary_encode()})
     pq.write_table(table, path)
     assert file_schema(pq.read_metadata(path)) == pq.read_table(path).schema
+
+
+@pytest.mark.parametrize(
+    "source, target, lossless",
+    [
+        (pa.int32(), pa.int64(), True),
+        (pa.uint32(), pa.int64(), True),
+        (pa.int64(), pa.int32(), False),
+        (pa.int32(), pa.float64(), True),
+        (pa.int64(), pa.float64(), False),  # 2**53 + 1 rounds
+        (pa.float32(), pa.float64(), True),
+        (pa.float64(), pa.float32(), False),
+        (pa.int64(), pa.decimal128(20, 0), True),
+        (pa.int64(), pa.decimal128(19, 0), False),
+        (pa.decimal128(10, 2), pa.decimal128(12, 4), True),
+        (pa.decimal128(10, 2), pa.decimal128(10, 4), False),  # two integer digits fewer
+        (pa.decimal128(38, 18), pa.float64(), False),
+        (pa.decimal128(38, 30), pa.decimal256(50, 30), False),  # Spark cannot read decimal256
+        (pa.timestamp("ms", "UTC"), pa.timestamp("us", "UTC"), True),
+        (pa.timestamp("ns"), pa.timestamp("us"), False),
+        (pa.dictionary(pa.int32(), pa.large_string()), pa.string(), True),
+        (pa.struct([("a", pa.int32())]), pa.struct([("a", pa.int64()), ("b", pa.string())]), True),
+        (pa.struct([("a", pa.int64())]), pa.struct([("a", pa.float64())]), False),
+        (pa.list_(pa.int16()), pa.list_(pa.int32()), True),
+        (pa.map_(pa.string(), pa.int64()), pa.map_(pa.string(), pa.float64()), False),
+        (pa.string(), pa.int64(), False),
+    ],
+)
+def test_widens_losslessly_says_whether_every_value_is_held_exactly(source, target, lossless) -> None:
+    assert widens_losslessly(source, target) is lossless
+
+
+def test_a_schema_with_two_columns_of_one_name_is_a_schema_mismatch_naming_the_file() -> None:
+    twice = pa.schema([("a", pa.int64()), ("a", pa.int64())])
+    nested = pa.schema([("s", pa.list_(pa.struct([("x", pa.int32()), ("x", pa.string())])))])
+    assert duplicate_name(twice) == "a" and duplicate_name(nested) == "s.x"
+    assert duplicate_name(pa.schema([("a", pa.int64()), ("b", pa.struct([("a", pa.int64())]))])) is None
+    with pytest.raises(SchemaMismatch, match=r"s3://b/t\.parquet has two columns named 'a'"):
+        unify_schemas([("s3://b/t.parquet", twice)])

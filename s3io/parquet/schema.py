@@ -48,11 +48,17 @@ def file_schema(metadata: pq.FileMetaData) -> pa.Schema:
 
 
 def unify_schemas(schemas: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:
-    """The read schema of files given as ``(url, schema)``: union of fields, widened types (see module doc)."""
+    """The read schema of files given as ``(url, schema)``: union of fields, widened types (see module doc).
+
+    A file with two columns (or two fields of one struct) of one name is a SchemaMismatch naming it, as in Spark:
+    no one read schema can hold both, and keeping one would drop the other's values."""
     fields: dict[str, pa.Field] = {}
     origin: dict[str, str] = {}
     seen_in: dict[str, int] = {}
     for url, schema in schemas:
+        twice = duplicate_name(schema)
+        if twice is not None:
+            raise SchemaMismatch(f"{url} has two columns named {twice!r}; a read schema holds one (rename one)")
         for field in schema:
             if field.name not in fields:
                 fields[field.name] = plain_field(field)
@@ -68,6 +74,75 @@ def unify_schemas(schemas: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:
             seen_in[field.name] += 1
     total = len(schemas)
     return pa.schema([field if seen_in[name] == total else field.with_nullable(True) for name, field in fields.items()])
+
+
+def duplicate_name(schema: pa.Schema | pa.StructType) -> str | None:
+    """The first name given to two columns (or two fields of one struct, as ``outer.inner``), or None."""
+    names: set[str] = set()
+    for field in schema:
+        if field.name in names:
+            return field.name
+        names.add(field.name)
+        inner = field.type
+        while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
+            inner = inner.value_type
+        if pa.types.is_struct(inner):
+            nested = duplicate_name(inner)
+            if nested is not None:
+                return f"{field.name}.{nested}"
+    return None
+
+
+def widens_losslessly(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether every value of ``source`` (a file's type) is held exactly by ``target`` (a unified type), and a
+    reader of the source can read the target (no decimal128 becomes a decimal256, which Spark cannot read).
+
+    Unification is Spark-like (integer + float -> double, decimal + float -> double, ...): right for reading,
+    but a rewrite that replaces the files must refuse what rounds a value."""
+    t = pa.types
+    source = plain_type(source)
+    if source == target or t.is_null(source):
+        return True
+    if t.is_integer(source):
+        if t.is_integer(target):
+            return _common_integer(source, target) == target
+        if t.is_floating(target):
+            return source.bit_width <= (32 if target.bit_width == 64 else 16 if target.bit_width == 32 else 8)
+        if t.is_decimal(target):
+            return _lossless_decimal(_as_decimal(source), target)
+        return False
+    if t.is_floating(source):
+        return t.is_floating(target) and target.bit_width >= source.bit_width
+    if t.is_decimal(source):
+        return t.is_decimal(target) and _lossless_decimal(source, target)
+    if t.is_timestamp(source) and t.is_timestamp(target):
+        return (source.tz is None) == (target.tz is None) and _finer(source.unit, target.unit) == target.unit
+    if (t.is_time(source) and t.is_time(target)) or (t.is_duration(source) and t.is_duration(target)):
+        return _finer(source.unit, target.unit) == target.unit
+    if t.is_struct(source) and t.is_struct(target):
+        names = {target.field(i).name: target.field(i) for i in range(target.num_fields)}
+        return all(
+            source.field(i).name in names and widens_losslessly(source.field(i).type, names[source.field(i).name].type)
+            for i in range(source.num_fields)
+        )
+    if t.is_fixed_size_list(source) and t.is_fixed_size_list(target):
+        return source.list_size == target.list_size and widens_losslessly(source.value_type, target.value_type)
+    if t.is_list(source) and t.is_list(target):
+        return widens_losslessly(source.value_type, target.value_type)
+    if t.is_map(source) and t.is_map(target):
+        return widens_losslessly(source.key_type, target.key_type) and widens_losslessly(
+            source.item_type, target.item_type
+        )
+    return False
+
+
+def _lossless_decimal(source: pa.DataType, target: pa.DataType) -> bool:
+    digits = source.precision - source.scale
+    return (
+        target.scale >= source.scale
+        and target.precision - target.scale >= digits
+        and (target.precision <= 38 or source.precision > 38)
+    )
 
 
 def plain_type(arrow_type: pa.DataType) -> pa.DataType:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
-from s3io.parquet.schema import file_schema
+from s3io.parquet.schema import duplicate_name, file_schema
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
@@ -56,13 +56,15 @@ async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
 
 def footer_facts(info: ObjectInfo, metadata: pq.FileMetaData) -> FileFacts:
     """What a parsed footer says of a file: its schema, row count and, for an earlier output, its origins."""
+    schema = file_schema(metadata)
+    twice = duplicate_name(schema)
+    if twice is not None:  # no output schema can hold both columns: compacting it would drop one
+        return FileFacts(info, error=f"two columns named {twice!r}; rename one to compact this file")
     replaces = layout.inputs_from_metadata(metadata.metadata)
     if replaces is None:
-        return FileFacts(info, file_schema(metadata), metadata.num_rows)
+        return FileFacts(info, schema, metadata.num_rows)
     modified = layout.inputs_modified_from_metadata(metadata.metadata, len(replaces))
-    return FileFacts(
-        info, file_schema(metadata), metadata.num_rows, replaces=tuple(replaces), replaces_modified=tuple(modified)
-    )
+    return FileFacts(info, schema, metadata.num_rows, replaces=tuple(replaces), replaces_modified=tuple(modified))
 
 
 async def fetch_file_facts(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from s3io.errors import SchemaMismatch
-from s3io.parquet.schema import unify_schemas
+from s3io.parquet.schema import unify_schemas, widens_losslessly
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.journal.layout import partition_dir
@@ -262,12 +262,25 @@ def first_schema(schema: pa.Schema, url: str, mode: str) -> pa.Schema:
 
 def join_schema(current: pa.Schema, example: str, schema: pa.Schema, url: str, mode: str) -> pa.Schema:
     """A class's schema (first seen in ``example``) once the file at ``url`` joins it: unchanged ("exact") or
-    unified with it ("unify"). Raises SchemaMismatch naming the column, or in exact mode both files."""
+    unified with it ("unify"), but only where every value of both converts exactly: the rewrite replaces the
+    files, so a widening that rounds (a decimal or a bigint into a double) is a SchemaMismatch, as is a type
+    that a reader of the inputs could not read (decimal256). Raises SchemaMismatch naming the column, or in
+    exact mode both files."""
     if mode == "exact":
         if not schema.equals(current):
             raise SchemaMismatch(f"{example} and {url} have different schemas (schema_mode=exact)")
         return current
-    return unify_schemas([(example, current), (url, schema)])
+    joined = unify_schemas([(example, current), (url, schema)])
+    targets = {f.name: f.type for f in joined}
+    for side, columns in ((example, current), (url, schema)):
+        for column in columns:
+            if not widens_losslessly(column.type, targets[column.name]):
+                raise SchemaMismatch(
+                    f"column {column.name!r} is {column.type} in {side} and would become {targets[column.name]} next "
+                    f"to {url if side == example else example}, which does not hold every value exactly: such files "
+                    "are not compacted together"
+                )
+    return joined
 
 
 def worth_a_group(count: int, total: int, min_input_files: int, threshold: int) -> bool:

@@ -367,7 +367,9 @@ class _Encoder:
             return b""
         metadata = reader.metadata
         facts = footer_facts(info, metadata)
-        assert facts.schema is not None
+        if facts.schema is None:  # a footer no output can hold (facts.error says why)
+            self.left_out.append(facts)
+            return b""
         conflict = self._fit(facts.schema.remove_metadata(), info.url)
         if conflict is not None:
             self.left_out.append(dataclasses.replace(facts, conflict=conflict or None))
