@@ -335,3 +335,31 @@ def test_date_and_timestamp_predicates_accept_iso_strings() -> None:
     assert by_string.column("d").to_pylist() == [dt.date(2024, 1, 3)]
     with pytest.raises(InvalidConfig, match="ISO-8601"):
         validate([("d", ">=", "yesterday")], schema)
+
+
+def _metadata(table: pa.Table, tmp_path: Path, **kwargs: Any) -> pq.FileMetaData:
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, **kwargs)
+    return pq.ParquetFile(path).metadata
+
+
+def test_a_predicate_finds_its_column_as_the_read_does_ignoring_case(tmp_path: Path) -> None:
+    """The file spells the column ``ID``, the read ``id`` with names matched ignoring case: the statistics are the
+    column's, not those of a column missing from the file (which pruned every row group)."""
+    from s3io.parquet.conversions import ReadConversions
+
+    metadata = _metadata(pa.table({"ID": pa.array(range(100), pa.int64())}), tmp_path, row_group_size=25)
+    read = pa.schema([("id", pa.int64())])
+    insensitive = ReadConversions(case_insensitive=True)
+    assert select_row_groups(metadata, [("id", ">=", 60)], read, insensitive) == [2, 3]
+    assert select_row_groups(metadata, [("id", ">=", 60)], read) == []  # matched exactly: the file has no ``id``
+
+
+def test_statistics_bound_nothing_across_a_cast_that_does_not_keep_the_order(tmp_path: Path) -> None:
+    """9 and 10 bound an int64 row group, but read as strings "10" < "9": the bounds would prune the row group
+    that holds "10". Numbers read as numbers (or dates as timestamps) keep their order and still prune."""
+    metadata = _metadata(pa.table({"n": pa.array([9, 10], pa.int64())}), tmp_path)
+    assert select_row_groups(metadata, [("n", "=", "10")], pa.schema([("n", pa.string())])) == [0]
+    assert select_row_groups(metadata, [("n", "=", 11.0)], pa.schema([("n", pa.float64())])) == []
+    decimals = _metadata(pa.table({"d": pa.array([Decimal("9.5"), Decimal("10.5")], pa.decimal128(5, 1))}), tmp_path)
+    assert select_row_groups(decimals, [("d", "=", "10.5")], pa.schema([("d", pa.string())])) == [0]

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from s3io.engine.ranges import merge_ranges
 from s3io.errors import CorruptFile, InvalidConfig
 from s3io.parquet.chunks import chunk_ranges, plan_row_group_splits, select_row_groups
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions
 from s3io.parquet.decode import present_columns
 from s3io.parquet.naming import file_error
 from s3io.parquet.predicates import Predicate, to_expression, validate
@@ -117,6 +118,7 @@ def select_groups(
     predicates: Predicates,
     schema: pa.Schema,
     url: str,
+    conversions: ReadConversions = DEFAULT_CONVERSIONS,
 ) -> list[int]:
     """The piece's row groups (all when ``wanted`` is None) that statistics do not rule out, in file order."""
     if wanted is not None:
@@ -124,7 +126,7 @@ def select_groups(
         if bad:
             message = f"row groups {bad} do not exist (the file has {metadata.num_row_groups})"
             raise file_error(InvalidConfig, message, url)
-    survivors = select_row_groups(metadata, predicates.data, schema) if predicates.data else None
+    survivors = select_row_groups(metadata, predicates.data, schema, conversions, url) if predicates.data else None
     if wanted is None:
         return survivors if survivors is not None else list(range(metadata.num_row_groups))
     keep = set(survivors) if survivors is not None else None

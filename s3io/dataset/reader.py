@@ -693,7 +693,9 @@ class ParquetReader:
         ]
 
     def _groups(self, footer: Footer, piece: FilePiece, options: _Options, *, count: bool = True) -> list[int]:
-        groups = select_groups(footer.metadata, piece.row_groups, options.predicates, options.schema, piece.url)
+        groups = select_groups(
+            footer.metadata, piece.row_groups, options.predicates, options.schema, piece.url, options.conversions
+        )
         if count:
             self._count_pruned(footer, piece, groups)
         return groups

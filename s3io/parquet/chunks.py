@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, match_names
 from s3io.parquet.leaves import leaf_indices, top_level_leaves
 from s3io.parquet.predicates import bind, may_match_with_leaves
 
@@ -94,22 +95,29 @@ def plan_row_group_splits(
 
 
 def select_row_groups(
-    metadata: pq.FileMetaData, predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema | None = None
+    metadata: pq.FileMetaData,
+    predicates: Iterable[Sequence[Any]] | None,
+    schema: pa.Schema | None = None,
+    conversions: ReadConversions = DEFAULT_CONVERSIONS,
+    url: str | None = None,
 ) -> list[int]:
     """Indices of the row groups whose statistics do not rule out every row; ``schema`` defaults to the file's.
 
-    Pass the read (unified) schema when there is one, so values and statistics compare in the read types.
+    Pass the read (unified) schema when there is one, so values and statistics compare in the read types, and the
+    read's conversions, so a predicate finds its column as the read does (ignoring case, if names are matched so).
     """
     read_schema = schema if schema is not None else metadata.schema.to_arrow_schema()
     bound = bind(predicates, read_schema)
     if not bound:
         return list(range(metadata.num_row_groups))
     by_name = top_level_leaves(metadata)
+    wanted = sorted({p.column for p in bound})
+    spelled = match_names(list(by_name), wanted, conversions, url=url)  # read name -> the file's name
     leaf_of: dict[str, int | None] = {}
-    for name in {p.column for p in bound}:
-        if name in by_name:
-            leaves = by_name[name]
-            flat = len(leaves) == 1 and metadata.schema.column(leaves[0]).path == name
+    for name in wanted:
+        if name in spelled:
+            leaves = by_name[spelled[name]]
+            flat = len(leaves) == 1 and metadata.schema.column(leaves[0]).path == spelled[name]
             leaf_of[name] = leaves[0] if flat else None
     return [
         rg for rg in range(metadata.num_row_groups) if may_match_with_leaves(metadata.row_group(rg), bound, leaf_of)

@@ -99,13 +99,35 @@ def _bounds(stats: pq.Statistics) -> tuple[pa.Scalar, pa.Scalar] | None:
 
 
 def _cast_bounds(bounds: tuple[pa.Scalar, pa.Scalar], target: pa.DataType) -> tuple[pa.Scalar, pa.Scalar] | None:
-    """Bounds in the column's read type (the value type of a dictionary); None when a safe cast fails."""
+    """Bounds in the column's read type (the value type of a dictionary); None when a safe cast fails, or when
+    the cast does not keep the order (a number read as a string: 9 < 10 but "10" < "9"), so they bound nothing."""
     if pa.types.is_dictionary(target):
         target = target.value_type
     low, high = bounds
     if low.type == target:
         return bounds
+    if _order_family(low.type) is None or _order_family(low.type) != _order_family(target):
+        return None
     try:
         return low.cast(target), high.cast(target)
     except (pa.ArrowException, ValueError, TypeError):
         return None
+
+
+def _order_family(arrow_type: pa.DataType) -> str | None:
+    """Types between which a cast keeps the order of values (never reverses two), or None."""
+    t = pa.types
+    if t.is_integer(arrow_type) or t.is_floating(arrow_type) or t.is_decimal(arrow_type):
+        return "number"
+    if t.is_date(arrow_type) or t.is_timestamp(arrow_type):
+        return "instant"
+    if (
+        t.is_string(arrow_type)
+        or t.is_large_string(arrow_type)
+        or t.is_binary(arrow_type)
+        or t.is_large_binary(arrow_type)
+    ):
+        return "bytes"
+    if t.is_time(arrow_type) or t.is_duration(arrow_type) or t.is_boolean(arrow_type):
+        return str(arrow_type).split("[")[0]
+    return None
