@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from support.faultproxy import ErrorResponse, FaultRule
 from support.moto_wsgi import Gate, GatedRequest, MotoWsgiServer
@@ -21,14 +22,16 @@ from test_compact_support import (
     TEST_OPTIONS,
     all_keys,
     make_client,
+    parquet_bytes,
     plain_table,
     same_rows,
     visible_table,
     write_landing_zone,
 )
 
-from s3io.errors import S3IOError
+from s3io.errors import InvalidConfig, S3IOError
 from spark_ext.compact import GroupResult, GroupTask, compact_prefix, in_process_executor, read_journal, recover_prefix
+from spark_ext.compact import driver as driver_module
 from spark_ext.stream.lease import Lease, StreamLease, read_lease
 from spark_ext.stream.manifest import Manifest, ManifestFile
 from spark_ext.stream.store import StreamStore
@@ -362,3 +365,45 @@ async def test_a_stream_whose_state_was_deleted_does_not_take_the_old_leases_com
     report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert report.status == "nothing_to_do" and report.leased_files == 5, report.to_text()
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+async def test_a_group_dropped_at_planning_leaves_no_group_id_for_the_second_round_to_reuse(
+    client: Any, s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Directories a/, b/, c/; the stream on b/ renews its expired lease just as compaction breaks it (the stream's
+    own write, sent first), so b/'s group is dropped and the ids have a gap. c/ holds two files of another schema,
+    which its task leaves out: the second round must number its group past every id in use, or its journal entry
+    collides with a committed one (the job stopped with PreconditionFailed and left groups unpublished). The lease
+    on b/ holds back b/ only (it held back a/ and c/ too: the stream cannot read them)."""
+    write_landing_zone(s3_client, bucket, PREFIX, {"a": 5, "b": 5, "c": 5}, rows_per_file=10)
+    for i in range(5):
+        odd = pa.table({"id": pa.array([1000 + i], pa.int64()), "name": pa.array([i], pa.int64())})
+        s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}c/z-{i}.parquet", Body=parquet_bytes(odd))
+    expired = Lease("st", "stream", f"s3://{bucket}/streams/st/", -1, ttl=0.0, max_file_age=None)
+    await StreamLease(client, bucket, PREFIX + "b/", expired).write()
+    await asyncio.sleep(2.5)  # ttl 0 + Last-Modified's whole second: expired on the store's clock
+    real_break = driver_module.break_lease
+
+    async def stream_renews_first(*args: Any) -> bool:
+        live = Lease("st", "stream", f"s3://{bucket}/streams/st/", -1, ttl=600.0, max_file_age=None)
+        await StreamLease(client, bucket, PREFIX + "b/", live).write()
+        return await real_break(*args)
+
+    monkeypatch.setattr(driver_module, "break_lease", stream_renews_first)
+    report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS.replace(min_input_files=2))
+    assert report.status == "ok", report.to_text()
+    ids = [g.group_id for g in report.groups]
+    assert len(ids) == len(set(ids)) and report.groups_done == 3, report.to_text()  # a/, c/ and c/'s odd files
+    assert _control_keys(s3_client, bucket) == [f"{PREFIX}b/_s3io_compaction/leases/st.json"]
+
+
+async def test_a_dry_run_of_a_recovery_is_refused_before_anything_changes(
+    client: Any, s3_client: Any, bucket: str
+) -> None:
+    """Recovery publishes, deletes and rolls back; it has no dry run, so dry_run with recover is an error (it used
+    to run the recovery for real and report ok)."""
+    write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    before = all_keys(s3_client, bucket)
+    with pytest.raises(InvalidConfig, match="dry_run with recover"):
+        await recover_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS.replace(dry_run=True))
+    assert all_keys(s3_client, bucket) == before

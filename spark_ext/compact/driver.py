@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from s3io.errors import NotFound
+from s3io.errors import InvalidConfig, NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
@@ -119,8 +119,15 @@ async def recover_prefix(
     clock: Clock = time.time,
     sleep: Sleep = asyncio.sleep,
 ) -> CompactionReport:
-    """Take the lock, roll back or forward whatever a dead job left (see recover.py), release; plan nothing."""
+    """Take the lock, roll back or forward whatever a dead job left (see recover.py), release; plan nothing.
+
+    Recovery publishes, deletes and rolls back: a dry run of it is refused rather than run for real."""
     options = options or CompactionOptions()
+    if options.dry_run:
+        raise InvalidConfig(
+            "dry_run with recover: recovery finishes or rolls back a dead job's groups, which changes objects, and "
+            "has no dry run; run the recovery without dry_run, or a dry run without recover to see the next plan"
+        )
     bucket, prefix = layout.parse_prefix(url)
     job = _Job(client, url, bucket, prefix, options, resolve(crash_at), None, clock, sleep, external=False)
     return await job.run(None)
@@ -476,7 +483,9 @@ class _Job:
         """A plan of the inputs tasks left out, from their footers' facts; its groups are numbered on, and it is
         added to the job's plan and report."""
         assert self._planned is not None
-        plan = plan_compaction(left_out, self.options, bucket=self.bucket, first_group=len(self._planned.groups))
+        used = [g.group_id for g in self._planned.groups] + [g.group_id for g in self.report.groups]
+        first = 1 + max((int(gid[1:]) for gid in used if gid[1:].isdigit()), default=-1)  # never an id in use
+        plan = plan_compaction(left_out, self.options, bucket=self.bucket, first_group=first)
         self._add_to_report(plan)
         self._planned = dataclasses.replace(
             self._planned,

@@ -100,6 +100,13 @@ class Lease:
             key=key,
         )
 
+    def covers(self, key: str) -> bool:
+        """Whether the stream can read ``key``: it lies under the stream's prefix, where the lease is kept (a lease
+        not read from the store covers everything)."""
+        if self.key is None:
+            return True
+        return key.startswith(self.key[: self.key.rfind(LEASES_DIR)])
+
     def expires_at(self, clock_skew: float) -> float | None:
         """When the lease ends on the store's clock (None: the store gave no Last-Modified, never judged ended)."""
         if self.last_modified is None:
@@ -227,8 +234,11 @@ class LiveLease:
     consumed: SeenFiles
 
     def needs(self, info: ObjectInfo, replaces: Sequence[tuple[str, str | None]] | None = None) -> bool:
-        """Whether the stream may still read ``info``: not consumed (by key and ETag) and not too old for it. An
-        earlier compaction output (``replaces``: the files its rows came from) is needed while any of those is."""
+        """Whether the stream may still read ``info``: under its prefix, not consumed (by key and ETag) and not too
+        old for it. An earlier compaction output (``replaces``: the files its rows came from) is needed while any of
+        those is."""
+        if not self.lease.covers(info.key):
+            return False
         seen = self.consumed.entries.get(info.key)
         if seen is not None and same_etag(seen[0], info.etag):
             return False
