@@ -679,3 +679,14 @@ def _entry_of(job_id: str, committed_at: float) -> Any:
         final_key="t/part-c-x-g00000.parquet",
         committed_at=committed_at,
     )
+
+
+async def test_an_unreadable_lock_says_to_delete_it_instead_of_promising_a_takeover(
+    client: S3Client, s3_client: Any, bucket: str
+) -> None:
+    """An unreadable lock object has no expiry that can be judged, so it is never taken over: the error says so and
+    names the object to delete (it used to say "until unknown; retry after that time")."""
+    s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=b"{not a lock")
+    lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
+    with pytest.raises(LockHeld, match=r"cannot be judged.*never taken over.*delete s3://.*/_s3io_compaction/LOCK"):
+        await lock.acquire()

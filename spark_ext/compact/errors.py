@@ -18,11 +18,17 @@ class LockHeld(CompactionError):
         self.owner = owner
         self.job_id = job_id
         self.expires_at = expires_at
-        known = expires_at is not None and math.isfinite(expires_at)
-        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_at)) if known else "unknown"
+        if expires_at is not None and math.isfinite(expires_at):
+            until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_at))
+            super().__init__(
+                f"{url} is being compacted: lock held by {owner} (job {job_id}) until {until}; "
+                "retry after that time (a dead job's lock is taken over once it expires)"
+            )
+            return
         super().__init__(
-            f"{url} is being compacted: lock held by {owner} (job {job_id}) until {until}; "
-            "retry after that time (a dead job's lock is taken over once it expires)"
+            f"{url} is locked by {owner} (job {job_id}), and when that lock ends cannot be judged (an unreadable "
+            "lock object, or a store that gives no Last-Modified), so it is never taken over: if no compaction is "
+            f"running on this prefix, delete {url.rstrip('/')}/_s3io_compaction/LOCK and run again"
         )
 
 
