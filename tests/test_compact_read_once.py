@@ -24,7 +24,7 @@ from test_compact_support import (
     write_landing_zone,
 )
 
-from spark_ext.compact import compact_prefix
+from spark_ext.compact import compact_prefix, recover_prefix
 from spark_ext.compact.grouping import SINGLE_FILE, UNCHECKED_NOTE, UNREADABLE
 
 pytestmark = pytest.mark.timeout(120)
@@ -283,3 +283,20 @@ async def test_a_file_with_two_columns_of_one_name_is_left_alone_with_the_reason
         report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert report.groups_done == 0 and sorted(data_keys(s3_client, bucket, PREFIX)) == before, report.to_text()
     assert "two columns named 'a'" in report.to_text()
+
+
+async def test_the_report_counts_every_request_the_job_sent_and_what_a_recovery_changed(
+    fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    """The requests the report states are those the store saw (the lock's release included); a recovery that
+    publishes a dead job's group reports the files before it and after it (it said 6 -> 6 for 5 -> 1)."""
+    write_landing_zone(s3_client, bucket, PREFIX, {"": 5})
+    url = f"s3://{bucket}/{PREFIX}"
+    async with make_client(fault_proxy.url) as client:
+        fault_proxy.reset_log()
+        stopped = await compact_prefix(client, url, TEST_OPTIONS.replace(finish=False))
+        assert stopped.status == "ok" and stopped.requests == len(fault_proxy.requests), stopped.to_text()
+        fault_proxy.reset_log()
+        recovered = await recover_prefix(client, url, TEST_OPTIONS)
+    assert recovered.requests == len(fault_proxy.requests), recovered.to_text()
+    assert (recovered.files_before, recovered.files_after) == (5, 1), recovered.to_text()

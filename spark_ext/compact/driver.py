@@ -163,6 +163,7 @@ class _Job:
         self.started = time.monotonic()
         self.stats_before = client.stats()
         self.extra_requests = 0
+        self._before_recovery: list[ObjectInfo] = []  # the data files listed before recovery ran
         self.extra_retries = 0
         self._leases: list[LiveLease] = []  # streams' live leases, read before planning
         self._store_now: Callable[[], Awaitable[float]] | None = None
@@ -203,11 +204,11 @@ class _Job:
             listing = await self._recover(lock, store, refuse_leftovers=execute is not None)
             if listing is None:
                 return self._finish_report(None)
-            data = self._data_files(listing)
             if execute is None:
                 failed = bool(self.report.recovery and self.report.recovery.errors)
                 message = "recovery left journal entries that need a person (see the warnings)" if failed else ""
-                return self._finish_unchanged(PARTIAL if failed else OK, message, None)
+                return await self._finish_recovery(PARTIAL if failed else OK, message)
+            data = self._data_files(listing)
             plan = await self._plan(listing, data)
             if not plan.groups:
                 return self._finish_unchanged(NOTHING_TO_DO, "no group of small files worth rewriting", plan)
@@ -223,6 +224,7 @@ class _Job:
             return self._finish_report(self._planned)
         finally:
             await asyncio.shield(lock.release())
+            self._count_requests()  # the release is one of the job's requests
 
     # ------------------------------------------------------------------ the steps of run()
 
@@ -273,6 +275,7 @@ class _Job:
         """Finish or roll back what a dead job left; the listing after it, or None (REFUSED) when another
         compaction root overlaps, or when ``refuse_leftovers`` and recovery left entries that need a person."""
         listing = await list_prefix(self.client, self.bucket, self.prefix)
+        self._before_recovery = [o for o in listing if layout.is_data_key(o.key, self.prefix)]
         problem = await self._other_roots(listing)
         if problem:
             self.report.status = REFUSED
@@ -382,6 +385,17 @@ class _Job:
         self._tick("done")
         maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
         return self._finish_report(plan)
+
+    async def _finish_recovery(self, status: str, message: str) -> CompactionReport:
+        """End a recovery-only run: "before" is what the prefix's listing held before recovery (inputs and outputs of
+        the groups it finished or rolled back), "after" what readers see now."""
+        self._count_before(self._before_recovery)
+        await self._count_after()
+        self.report.status = status
+        if message:
+            self.report.message = message
+        maybe_crash(CrashPoint.BEFORE_LOCK_RELEASE, self.crash)
+        return self._finish_report(None)
 
     def _finish_unchanged(self, status: str, message: str, plan: CompactionPlan | None) -> CompactionReport:
         """End a job that changed no data file (recovery only, nothing to do): the prefix holds what it held."""
@@ -506,6 +520,9 @@ class _Job:
         """Commit one executed group (or record its failure, or drop a dissolved group from the report)."""
         report = reports[result.group_id]
         group = groups[result.group_id]
+        if self.external:  # a task with a client of its own (Spark, worker processes): its requests, done or not
+            self.extra_requests += result.requests
+            self.extra_retries += result.retries
         if result.output is None:
             if result.left_out:
                 self.report.groups.remove(report)
@@ -517,9 +534,6 @@ class _Job:
             log.warning("group %s failed: %s", result.group_id, report.error)
             return
         output = result.output
-        if self.external:
-            self.extra_requests += output.requests
-            self.extra_retries += output.retries
         self.bytes_total -= report.input_bytes - output.input_bytes
         report.input_files, report.input_bytes = output.input_files, output.input_bytes
         stream = await self._newly_leased(output.inputs, output.replaced)
@@ -674,11 +688,14 @@ class _Job:
     def _finish_report(self, plan: CompactionPlan | None) -> CompactionReport:
         if plan is not None:
             self.report.plan = plan
+        self._count_requests()
+        return self.report
+
+    def _count_requests(self) -> None:
         spent = self.client.stats() - self.stats_before
         self.report.requests = spent.request_count + self.extra_requests
         self.report.retries = spent.retry_count + self.extra_retries
         self.report.duration_s = time.monotonic() - self.started
-        return self.report
 
 
 def _same_version(info: ObjectInfo, ref: ObjectRef) -> bool:

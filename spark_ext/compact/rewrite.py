@@ -155,6 +155,16 @@ class GroupResult:
     error: str | None = None
     error_kind: str | None = None
     left_out: tuple[FileFacts, ...] = ()  # a dissolved group: every input, for the driver to plan again
+    failed_requests: int = 0  # the task's requests and retries when it wrote no output (else the output's)
+    failed_retries: int = 0
+
+    @property
+    def requests(self) -> int:
+        return self.output.requests if self.output is not None else self.failed_requests
+
+    @property
+    def retries(self) -> int:
+        return self.output.retries if self.output is not None else self.failed_retries
 
     @property
     def leftovers(self) -> tuple[FileFacts, ...]:
@@ -236,14 +246,22 @@ async def rewrite_group(
 
 async def run_group_task(client: S3Client, task: GroupTask, cpu: Executor | None = None) -> GroupResult:
     """``rewrite_group`` for a task, with every failure turned into a GroupResult (never raises but on cancel)."""
+    before = client.stats()
     try:
         output = await rewrite_group(
             client, task.group, task.new_staging_key(), settings=task.settings, crash_at=task.crash_at, cpu=cpu
         )
-    except GroupDissolved as exc:
-        return GroupResult(task.group.group_id, error=str(exc), error_kind=type(exc).__name__, left_out=exc.left_out)
     except Exception as exc:
-        return GroupResult(task.group.group_id, error=str(exc), error_kind=type(exc).__name__)
+        spent = client.stats() - before
+        left_out = exc.left_out if isinstance(exc, GroupDissolved) else ()
+        return GroupResult(
+            task.group.group_id,
+            error=str(exc),
+            error_kind=type(exc).__name__,
+            left_out=left_out,
+            failed_requests=spent.request_count,
+            failed_retries=spent.retry_count,
+        )
     return GroupResult(task.group.group_id, output=output)
 
 
