@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from support import thrift_footer
 
 from s3io import CorruptFile, InvalidConfig, ObjectInfo
 from s3io.dataset import FilePiece
@@ -112,3 +113,15 @@ def test_file_piece_normalises_sequences() -> None:
     piece = FilePiece(ObjectInfo("b", "k", 1), row_groups=[2, 1], partition_values=["x"])  # type: ignore[arg-type]
     assert piece.row_groups == (2, 1) and piece.partition_values == ("x",) and piece.url == "s3://b/k"
     assert hash(piece) == hash(FilePiece(ObjectInfo("b", "k", 1), (2, 1), ("x",)))
+
+
+def test_a_column_chunk_of_negative_size_means_a_corrupt_footer() -> None:
+    """A footer whose chunk size is negative gives a chunk that ends before it starts: CorruptFile naming the file
+    (it was InvalidConfig from deep in the engine, naming nothing, and ignore_corrupt did not skip it)."""
+    sink = io.BytesIO()
+    table = pa.table({"a": pa.array(range(1000), pa.int64()), "b": pa.array(range(1000), pa.int64())})
+    pq.write_table(table, sink, use_dictionary=False, compression="none", row_group_size=500)
+    bad = thrift_footer.patch(sink.getvalue(), {(0, 1, thrift_footer.TOTAL_COMPRESSED_SIZE): -4073})
+    md = pq.ParquetFile(pa.BufferReader(bad)).metadata
+    with pytest.raises(CorruptFile, match=r"column chunk \[\d+, \d+\) lies outside.*object=s3://b/k"):
+        plan_units(md, len(bad), [0, 1], ["a", "b"], unit_bytes=1 << 20, coalesce_gap=0, url="s3://b/k")

@@ -152,7 +152,7 @@ def plan_units(
     for split in plan_row_group_splits(metadata, unit_bytes, row_groups, wanted):
         ranges = chunk_ranges(metadata, split, wanted, size) if wanted else []
         for start, end in ranges:
-            if start < 0 or end > size:
+            if start < 0 or end > size or end < start:
                 message = f"column chunk [{start}, {end}) lies outside the file ({size} bytes): corrupt footer"
                 raise file_error(CorruptFile, message, url)
         merged = merge_ranges(ranges, coalesce_gap)
