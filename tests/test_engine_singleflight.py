@@ -158,3 +158,34 @@ def test_cache_is_an_lru_bounded_in_bytes() -> None:
         assert "u" not in sf
 
     asyncio.run(main())
+
+
+def test_a_caller_arriving_as_the_fetch_fails_starts_a_fetch_of_its_own_not_the_old_error() -> None:
+    """The fetch failed, and its done-callback (which clears the in-flight entry) has not run yet: a caller that
+    comes now is not handed that error (a new fetch, as after the callback), while the first waiter gets it."""
+
+    async def main() -> None:
+        sf: SingleFlight[str, str] = SingleFlight()
+        calls = 0
+
+        async def fetch() -> str:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await asyncio.sleep(0)
+                raise RuntimeError("transient failure of the first fetch")
+            return "fresh"
+
+        first = asyncio.create_task(sf.get("k", fetch))
+        await asyncio.sleep(0)
+        flight_task = next(iter(sf._flights.values())).task
+        for _ in range(10):
+            if flight_task.done():
+                break
+            await asyncio.sleep(0)
+        assert flight_task.done() and sf.in_flight == 1
+        assert await sf.get("k", fetch) == "fresh" and calls == 2
+        with pytest.raises(RuntimeError, match="transient failure"):
+            await first
+
+    asyncio.run(main())

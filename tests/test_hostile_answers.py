@@ -590,3 +590,49 @@ async def test_a_listing_that_goes_back_with_fresh_tokens_ends_with_a_typed_erro
                 seen.append(obj.key)
         assert seen == sorted(objects)
     assert len(pages) == 2
+
+
+async def test_a_read_that_joins_another_reads_unpinned_get_never_gets_that_reads_conflict(
+    server: ScriptedS3,
+) -> None:
+    """Read A (no ETag known) gets part 1 from version 1, then part 2 from version 2: A's conflict. Read B asks for
+    part 2 meanwhile. An unpinned GET is pinned and checked by the read that started it, so B does not join it
+    (it used to, and got ObjectChanged for a version it never saw); B reads version 2 on its own."""
+    part = 1024
+    v1, v2 = bytes([1]) * (2 * part), bytes([2]) * (2 * part)
+
+    def script(request: Request) -> Reply | None:
+        if request.method != "GET" or not request.range:
+            return None
+        first, last = (int(x) for x in request.range.removeprefix("bytes=").split("-"))
+        data = v1 if first == 0 else v2  # replaced between A's two GETs
+        headers = {"ETag": etag_of(data), "Content-Range": f"bytes {first}-{last}/{2 * part}"}
+        return Reply(206, headers, data[first : last + 1])
+
+    class SecondPartLate:
+        """The real client, with the GET of part 2 held back so that part 1 answers first."""
+
+        def __init__(self, real: S3Client) -> None:
+            self.real, self.metrics, self.started = real, real.metrics, asyncio.Event()
+
+        def stats(self) -> s3io.MetricsSnapshot:
+            return self.real.stats()
+
+        async def get_range(self, bucket: str, key: str, want: s3io.GetRange, *, if_match: str | None = None):
+            if want.start == part:
+                self.started.set()
+                await asyncio.sleep(0.3)
+            return await self.real.get_range(bucket, key, want, if_match=if_match)
+
+    server.script = script
+    async with client(server) as real:
+        source = SecondPartLate(real)
+        config = EngineConfig(part_size=part, whole_object_threshold=0, coalesce_gap=0, max_concurrency=4)
+        engine = RangeEngine(source, config)  # type: ignore[arg-type]
+        obj = s3io.ObjectInfo("bucket", "obj.bin", 2 * part, None)
+        read_a = asyncio.ensure_future(engine.fetch_object(obj))
+        await asyncio.wait_for(source.started.wait(), 10)
+        read_b = asyncio.ensure_future(engine.fetch_ranges(obj, [(part, 2 * part)]))
+        with pytest.raises(errors.ObjectChanged):
+            await read_a
+        assert (await read_b) == [v2[part:]]

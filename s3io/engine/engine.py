@@ -487,9 +487,13 @@ class RangeEngine:
         return await self._get(obj, WHOLE_OBJECT, identity, exact=False)
 
     async def _get(self, obj: ObjectInfo, want: GetRange, identity: _Identity, *, exact: bool = True) -> GetResult:
-        """One GET through single-flight, pinned to the read's ETag; checked against the read's identity."""
+        """One GET through single-flight, pinned to the read's ETag; checked against the read's identity.
+
+        Reads share a GET only when its key pins the version: an unpinned GET is pinned, once it has a slot, to
+        whatever its read learnt meanwhile and checked against that read's identity, which another read that
+        joined it does not share (it got ObjectChanged for a version it never saw)."""
         pin = identity.etag
-        key = (obj.bucket, obj.key, pin, want)
+        key = (obj.bucket, obj.key, pin, want) if pin is not None else (obj.bucket, obj.key, None, want, id(identity))
         result = await self._flights.get(key, lambda: self._issue(obj, want, identity), cache=pin is not None)
         identity.verify(result)
         if exact and want.kind == BOUNDED and len(result.data) != want.expected_length:

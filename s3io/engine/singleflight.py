@@ -68,6 +68,8 @@ class SingleFlight(Generic[K, V]):
             self.hits += 1
             return value
         flight = self._flights.get(key)
+        if flight is not None and flight.task.done() and (flight.task.cancelled() or flight.task.exception()):
+            flight = None  # it failed just now (its callback has not run yet): a fetch of our own, not its error
         if flight is None:
             flight = self._start(key, fetch, cache)
         else:
