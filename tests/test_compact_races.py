@@ -407,3 +407,18 @@ async def test_a_dry_run_of_a_recovery_is_refused_before_anything_changes(
     with pytest.raises(InvalidConfig, match="dry_run with recover"):
         await recover_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS.replace(dry_run=True))
     assert all_keys(s3_client, bucket) == before
+
+
+async def test_a_conditional_write_that_meets_a_409_conflict_is_retried(
+    fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    """S3 answers 409 ConditionalRequestConflict when two conditional writes of one key race, and says to retry:
+    the lock's creation meets one and the job goes on (it used to stop with a RequestError)."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    conflict = ErrorResponse(409, "ConditionalRequestConflict", "A conflicting conditional operation is in progress")
+    rule = fault_proxy.add_rule(FaultRule(conflict, method="PUT", path=r"/_s3io_compaction/LOCK$", times=1))
+    async with make_client(fault_proxy.url) as through_proxy:
+        report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert fault_proxy.fired(rule) == 1
+    assert report.status == "ok" and report.groups_done == 1 and report.retries >= 1, report.to_text()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)

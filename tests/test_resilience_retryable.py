@@ -20,10 +20,17 @@ def test_retry_table_is_one_place() -> None:
         errors.DeadlineExceeded("x", phase="stall"),
         errors.Truncated("short"),
         errors.TransportError("reset"),
+        error_for_status(409, "ConditionalRequestConflict", "a conflicting operation occurred"),
     ]
     for exc in retried:
         assert classify(exc).retry, exc
-    for status, code in ((400, "InvalidArgument"), (403, "AccessDenied"), (404, "NoSuchKey"), (412, None)):
+    for status, code in (
+        (400, "InvalidArgument"),
+        (403, "AccessDenied"),
+        (404, "NoSuchKey"),
+        (412, None),
+        (409, "BucketNotEmpty"),
+    ):
         assert not classify(error_for_status(status, code, "no")).retry
     assert not classify(errors.DeadlineExceeded("x", phase="operation")).retry
     assert classify(error_for_status(400, "ExpiredToken", "expired")).refresh_credentials

@@ -2,8 +2,9 @@
 
 Retried: connection failures, timeouts of a phase, truncated bodies, answers that contradict the request (a wrong
 Content-Range, malformed XML: a bad node or proxy, ``ProtocolError``), HTTP 408/429/500/502/503/504 and the
-S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response). A listing
-that loops (``ListingLoop``) is not retried.
+S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response), and a 409
+ConditionalRequestConflict (two conditional writes of one key at once: S3 says to retry; the condition is judged
+again, so the loser then gets its 412). A listing that loops (``ListingLoop``) is not retried.
 Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credentials once, then retry. A 400
 with no error code (a HEAD's answer has no body, so S3 cannot say ExpiredToken there) is treated the same
 way: one refresh and one more attempt, then the error.
@@ -27,6 +28,7 @@ RETRYABLE_CODES = frozenset(
 THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
 EXPIRED_CREDENTIAL_CODES = frozenset({"ExpiredToken", "TokenRefreshRequired", "ExpiredTokenException"})
 NO_CODE_400 = "400"  # the code a 400 gets when its answer names none (always so for HEAD)
+CONDITIONAL_CONFLICT = "ConditionalRequestConflict"  # 409: a conditional write raced another on the same key
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,8 @@ def classify(exc: BaseException) -> Verdict:
             return Verdict(True, "unexplained_400", refresh_credentials=True)
         if exc.status in RETRYABLE_STATUS or exc.code in RETRYABLE_CODES:
             return Verdict(True, "request_timeout")
+        if exc.status == 409 and exc.code == CONDITIONAL_CONFLICT:
+            return Verdict(True, "conditional_conflict")
     return NO_RETRY
 
 
