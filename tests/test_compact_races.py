@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.faultproxy import ErrorResponse, FaultRule
+from support.faultproxy import ErrorResponse, FaultRule, Respond
 from support.moto_wsgi import Gate, GatedRequest, MotoWsgiServer
 from test_compact_support import (
     TEST_OPTIONS,
@@ -32,6 +32,7 @@ from test_compact_support import (
 from s3io.errors import InvalidConfig, S3IOError
 from spark_ext.compact import GroupResult, GroupTask, compact_prefix, in_process_executor, read_journal, recover_prefix
 from spark_ext.compact import driver as driver_module
+from spark_ext.compact import protocol as protocol_module
 from spark_ext.stream.lease import Lease, StreamLease, read_lease
 from spark_ext.stream.manifest import Manifest, ManifestFile
 from spark_ext.stream.store import StreamStore
@@ -421,4 +422,48 @@ async def test_a_conditional_write_that_meets_a_409_conflict_is_retried(
         report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert fault_proxy.fired(rule) == 1
     assert report.status == "ok" and report.groups_done == 1 and report.retries >= 1, report.to_text()
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+async def test_a_bulk_delete_that_fails_some_keys_transiently_deletes_them_one_by_one(
+    fault_proxy: Any, s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that honours per-object ETags in DeleteObjects gets one batch for a group's inputs; when the answer
+    reports InternalError for its keys, each gets a conditional DELETE of its own instead of the job stopping with
+    a CompactionError (and its report lost). moto ignores those ETags, so the probe is told the store honours them,
+    and the proxy answers the batch for the store."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    inputs = sorted(k for k in all_keys(s3_client, bucket, PREFIX) if "_s3io_" not in k)
+
+    async def honours_etags(*_: Any) -> bool:
+        return True
+
+    monkeypatch.setattr(protocol_module, "supports_bulk_conditional_delete", honours_etags)
+    errors_xml = "".join(
+        f"<Error><Key>{key}</Key><Code>InternalError</Code><Message>try again</Message></Error>" for key in inputs
+    )
+    answer = Respond(200, f'<?xml version="1.0" encoding="UTF-8"?><DeleteResult>{errors_xml}</DeleteResult>'.encode())
+    rule = fault_proxy.add_rule(FaultRule(answer, method="POST", path=r"\?delete", times=1))
+    async with make_client(fault_proxy.url) as through_proxy:
+        report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert fault_proxy.fired(rule) == 1
+    assert report.status == "ok" and report.groups_done == 1, report.to_text()
+    deletes = [r.path.rsplit("/", 1)[-1] for r in fault_proxy.requests if r.method == "DELETE" and "part-" in r.path]
+    assert sorted(deletes) == sorted(k.rsplit("/", 1)[-1] for k in inputs)
+    assert not set(inputs) & set(all_keys(s3_client, bucket, PREFIX))
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+async def test_a_lock_that_cannot_be_released_is_a_warning_not_a_lost_report(
+    fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    """The job is done when the lock's release fails (403 here, never retried): the report says ok, with a warning
+    that the lock ends by itself, instead of the job raising after its work was done."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
+    denied = ErrorResponse(403, "AccessDenied", "Access Denied")
+    rule = fault_proxy.add_rule(FaultRule(denied, method="DELETE", path=r"/_s3io_compaction/LOCK$"))
+    async with make_client(fault_proxy.url) as through_proxy:
+        report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert fault_proxy.fired(rule) == 1
+    assert report.status == "ok" and any("could not be released" in w for w in report.warnings), report.to_text()
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from s3io.errors import InvalidConfig, NotFound
+from s3io.errors import InvalidConfig, NotFound, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
@@ -223,7 +223,12 @@ class _Job:
             )
             return self._finish_report(self._planned)
         finally:
-            await asyncio.shield(lock.release())
+            try:
+                await asyncio.shield(lock.release())
+            except S3IOError as exc:  # the job's work is done or safe in the journal: report it, not this
+                warning = f"the lock could not be released ({exc}); it ends by itself when its lease runs out"
+                log.warning("%s", warning)
+                self.report.warnings.append(warning)
             self._count_requests()  # the release is one of the job's requests
 
     # ------------------------------------------------------------------ the steps of run()

@@ -161,32 +161,12 @@ async def delete_inputs(
     """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported.
 
     ``bulk`` (the store honours a per-object ETag in DeleteObjects, see store_probe): one DeleteObjects per 1,000
-    inputs, each object conditional on its ETag, instead of one conditional DELETE each."""
+    inputs, each object conditional on its ETag, instead of one conditional DELETE each; a key it reports failed
+    for another reason than "gone" or "changed" (InternalError, SlowDown, ...) gets a conditional DELETE of its own,
+    retried by the policy, so one transient per-key error does not stop the job."""
     if entry.state != PUBLISHED or entry.final is None:
         raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
     outcome = InputDeletion()
-    if bulk and all(ref.etag for ref in entry.inputs):
-        async with lock.fenced(f"the input deletes of {entry.key}"):
-            etags = {ref.key: ref.etag for ref in entry.inputs if ref.etag}
-            result = await client.delete_objects(entry.bucket, [ref.key for ref in entry.inputs], etags=etags)
-        for failure in result.errors:
-            if failure.code in ("NoSuchKey", "NotFound"):
-                outcome.already_gone.append(failure.key)
-            elif failure.code == "PreconditionFailed":
-                outcome.conflicts.append(
-                    f"input s3://{entry.bucket}/{failure.key} was replaced after it was compacted into "
-                    f"{entry.final_key} (its ETag is no longer {etags.get(failure.key)}); the new object was left"
-                )
-            else:
-                raise CompactionError(
-                    f"{entry.key}: deleting input s3://{entry.bucket}/{failure.key} failed: {failure.code} "
-                    f"{failure.message}; the next run (or --recover) deletes it"
-                )
-        outcome.deleted.extend(result.deleted)
-        if after_each is not None:
-            for key in result.deleted:
-                after_each(key)
-        return outcome
 
     async def one(ref: ObjectRef) -> None:
         try:
@@ -201,8 +181,31 @@ async def delete_inputs(
         if after_each is not None:
             after_each(ref.key)
 
+    inputs = list(entry.inputs)
+    if bulk and all(ref.etag for ref in inputs):
+        async with lock.fenced(f"the input deletes of {entry.key}"):
+            etags = {ref.key: ref.etag for ref in inputs if ref.etag}
+            result = await client.delete_objects(entry.bucket, [ref.key for ref in inputs], etags=etags)
+        again: set[str] = set()
+        for failure in result.errors:
+            if failure.code in ("NoSuchKey", "NotFound"):
+                outcome.already_gone.append(failure.key)
+            elif failure.code == "PreconditionFailed":
+                outcome.conflicts.append(
+                    f"input s3://{entry.bucket}/{failure.key} was replaced after it was compacted into "
+                    f"{entry.final_key} (its ETag is no longer {etags.get(failure.key)}); the new object was left"
+                )
+            else:  # InternalError, SlowDown, AccessDenied, ...: a DELETE of its own, under the policy's retries
+                again.add(failure.key)
+        outcome.deleted.extend(result.deleted)
+        if after_each is not None:
+            for key in result.deleted:
+                after_each(key)
+        inputs = [ref for ref in inputs if ref.key in again]
+        if not inputs:
+            return outcome
     async with lock.fenced(f"the input deletes of {entry.key}"):
-        await map_bounded(one, list(entry.inputs), concurrency)
+        await map_bounded(one, inputs, concurrency)
     return outcome
 
 

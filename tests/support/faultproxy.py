@@ -17,6 +17,7 @@ It runs its own asyncio loop in its own thread, so sync tests, async tests and S
 
 Faults (frozen dataclasses; one per rule):
     Latency(seconds)                       wait before the first byte of the response (after fetching upstream)
+    Respond(status, body)                  answer with this status and body, never forwarding upstream
     ErrorResponse(status, code, message)   answer with an S3 XML error, never forwarding upstream;
                                            ErrorResponse.slow_down() = 503 SlowDown,
                                            ErrorResponse.internal_error() = 500 InternalError
@@ -204,9 +205,20 @@ class CorruptBody:
     last_bytes: int = 4
 
 
+@dataclass(frozen=True)
+class Respond:
+    """Answer with this status and body without forwarding upstream: a crafted answer (a DeleteObjects result that
+    names per-key errors, ...)."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/xml"
+
+
 Fault = (
     Latency
     | ErrorResponse
+    | Respond
     | Reset
     | ResetBeforeHeaders
     | Stall
@@ -826,6 +838,9 @@ class FaultProxy:
         if isinstance(fault, ErrorResponse):
             response = self._error_response(request, fault)
             keep_alive = keep_alive and not fault.close_connection
+        elif isinstance(fault, Respond):
+            headers = (("Content-Type", fault.content_type), ("Date", email.utils.formatdate(usegmt=True)))
+            response = _Response(fault.status, _reason(fault.status), headers, fault.body)
         else:
             response = await self._forward(request, body)
         if isinstance(fault, Latency):
