@@ -2,10 +2,10 @@
 
 An async generator is not told when the task iterating it is cancelled between two items (the generator sits at a
 ``yield``): its reads would go on in the background. ``ConsumerWatch`` follows the task that last resumed the
-iterator and calls ``on_lost`` when that task is cancelled or fails, so the caller can stop its reads at once.
-A task that simply ends hands the iterator over: ``asyncio.wait_for(it.__anext__(), t)`` resumes it from a fresh
-task each time, and that must read on. Once lost, the iterator must say so when it is resumed again, never end as
-if it had read everything (``lost``).
+iterator and calls ``on_lost`` when that task is cancelled, so the caller can stop its reads at once. A task that
+ends otherwise hands the iterator over: ``asyncio.wait_for(it.__anext__(), t)`` resumes it from a fresh task each
+time, and that must read on (a task that failed is not asked for its exception: that is its owner's to see).
+Once lost, the iterator must say so when it is resumed again, never end as if it had read everything (``lost``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from s3io import errors
 
 
 class ConsumerWatch:
-    """Follows the consuming task (``follow()`` at each resumption); ``on_lost()`` once it is cancelled or fails."""
+    """Follows the consuming task (``follow()`` at each resumption); ``on_lost()`` once it is cancelled."""
 
     __slots__ = ("_on_lost", "_task", "lost", "what")
 
@@ -42,9 +42,8 @@ class ConsumerWatch:
         """Raise if the consuming task was lost: the reads were stopped, so what follows was never read."""
         if self.lost:
             raise errors.S3IOError(
-                f"{self.what} was stopped: the task iterating it was cancelled or failed between two items, so the "
-                "rest was never read; start the read again (from one task, or resume it only from tasks that end "
-                "normally)"
+                f"{self.what} was stopped: the task iterating it was cancelled between two items, so the rest was "
+                "never read; start the read again (or resume it only from tasks that are not cancelled)"
             )
 
     def close(self) -> None:
@@ -56,6 +55,6 @@ class ConsumerWatch:
         if task is not self._task:
             return
         self._task = None
-        if task.cancelled() or task.exception() is not None:
+        if task.cancelled():
             self.lost = True
             self._on_lost()

@@ -275,11 +275,10 @@ class RangeEngine:
         the consumer asks for the next item (or closes the stream); keeping a result longer than that is
         the consumer's own memory. An error stops the stream at the failed request (earlier results are
         yielded first) and names the object; later requests are cancelled. When the stream is closed
-        (``aclose``, ``contextlib.aclosing``), or the task iterating it is cancelled or fails (even between two
-        items), every outstanding task is cancelled and its budget released; resumed after that, the stream raises
-        instead of ending. A task that ends normally hands the stream to the next (``asyncio.wait_for`` per item
-        works). One task consuming several streams in lockstep must keep their windows together below
-        memory_budget.
+        (``aclose``, ``contextlib.aclosing``), or the task iterating it is cancelled (even between two items),
+        every outstanding task is cancelled and its budget released; resumed after that, the stream raises instead
+        of ending. A task that ends otherwise hands the stream to the next (``asyncio.wait_for`` per item works).
+        One task consuming several streams in lockstep must keep their windows together below memory_budget.
         """
         window = ByteBudget(self.config.effective_stream_window)
         lookahead = asyncio.Semaphore(2 * self.config.max_concurrency)
