@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from support.consumers import cancel_after_one_item
 from support.faultproxy import FaultProxy, FaultRule, Latency
 
 import s3io
@@ -552,15 +553,7 @@ async def test_a_read_resumed_from_a_fresh_task_per_batch_reads_every_row_and_a_
 
         lost = reader.iter_batches([FilePiece(obj) for obj in objs], schema=schema)
 
-        async def first_batch_then_wait() -> None:
-            await lost.__anext__()
-            await asyncio.sleep(3600)  # cancelled here, between two batches
-
-        task = asyncio.create_task(first_batch_then_wait())
-        await asyncio.sleep(0.2)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_after_one_item(lost)
         with pytest.raises(s3io.S3IOError, match="the parquet read was stopped"):
             await asyncio.wait_for(lost.__anext__(), 20)
         await lost.aclose()

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from support.consumers import cancel_after_one_item
 from support.faultproxy import FaultProxy, FaultRule, Latency
 
 import s3io
@@ -440,15 +441,7 @@ def test_a_stream_resumed_from_a_fresh_task_per_item_reads_every_item_and_a_lost
 
         lost = engine.stream([Request(o) for o in objects])
 
-        async def first_item_then_wait() -> None:
-            await lost.__anext__()
-            await asyncio.sleep(3600)  # cancelled here, between two items
-
-        task = asyncio.create_task(first_item_then_wait())
-        await asyncio.sleep(0.2)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_after_one_item(lost)
         assert engine.budget.reserved == 0  # its reads were stopped when the task was cancelled
         with pytest.raises(s3io.S3IOError, match="the task iterating it was cancelled between two items"):
             await asyncio.wait_for(lost.__anext__(), 20)

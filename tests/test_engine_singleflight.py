@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -82,13 +83,7 @@ def test_waiter_arriving_as_the_fetch_completes_gets_the_result() -> None:
         first = asyncio.create_task(sf.get("k", fetch))
         await asyncio.sleep(0)
         fetch.release.set()
-        # Step until the fetch task is done: its done-callback (which clears the in-flight entry) has not run yet
-        flight_task = next(iter(sf._flights.values())).task
-        for _ in range(10):
-            if flight_task.done():
-                break
-            await asyncio.sleep(0)
-        assert flight_task.done() and sf.in_flight == 1
+        await _step_until_the_fetch_is_done(sf)
         late = await sf.get("k", fetch)  # runs synchronously up to its first await
         assert late == b"value" and await first == b"value"
         assert fetch.calls == 1
@@ -178,14 +173,20 @@ def test_a_caller_arriving_as_the_fetch_fails_starts_a_fetch_of_its_own_not_the_
 
         first = asyncio.create_task(sf.get("k", fetch))
         await asyncio.sleep(0)
-        flight_task = next(iter(sf._flights.values())).task
-        for _ in range(10):
-            if flight_task.done():
-                break
-            await asyncio.sleep(0)
-        assert flight_task.done() and sf.in_flight == 1
+        await _step_until_the_fetch_is_done(sf)
         assert await sf.get("k", fetch) == "fresh" and calls == 2
         with pytest.raises(RuntimeError, match="transient failure"):
             await first
 
     asyncio.run(main())
+
+
+async def _step_until_the_fetch_is_done(sf: SingleFlight[str, Any]) -> None:
+    """Step the loop until the only fetch's task is done, before its done-callback (which clears the in-flight
+    entry) has run."""
+    flight_task = next(iter(sf._flights.values())).task
+    for _ in range(10):
+        if flight_task.done():
+            break
+        await asyncio.sleep(0)
+    assert flight_task.done() and sf.in_flight == 1

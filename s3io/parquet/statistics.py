@@ -128,6 +128,10 @@ def _order_family(arrow_type: pa.DataType) -> str | None:
         or t.is_large_binary(arrow_type)
     ):
         return "bytes"
-    if t.is_time(arrow_type) or t.is_duration(arrow_type) or t.is_boolean(arrow_type):
-        return str(arrow_type).split("[")[0]
+    if t.is_time(arrow_type):
+        return "time of day"
+    if t.is_duration(arrow_type):
+        return "duration"
+    if t.is_boolean(arrow_type):
+        return "boolean"
     return None
