@@ -185,10 +185,19 @@ def _compact_once(
 FLOOR_CONCURRENCY = 64
 
 
-def _floor_once(server: Server, landing: Landing, prefix: str) -> tuple[float, int]:
+@dataclass(frozen=True)
+class Floor:
+    """One run of the server's floor: wall seconds, requests, and the CPU seconds it took on each side."""
+
+    wall: float
+    requests: int
+    client_cpu: float  # user+sys of this process (s3io's client and its event loop)
+    server_cpu: float  # user+sys of the server side (moto and its proxy, or the endpoint)
+
+
+def _floor_once(server: Server, landing: Landing, prefix: str) -> Floor:
     """The server's floor for the job's I/O: every input fetched once and outputs of the same total size written
-    (one PUT per target-size output), 64 requests in flight, through s3io's client; no parquet work. Returns
-    (wall seconds, requests)."""
+    (one PUT per target-size output), 64 requests in flight, through s3io's client; no parquet work."""
     import asyncio
 
     import s3io
@@ -217,9 +226,10 @@ def _floor_once(server: Server, landing: Landing, prefix: str) -> tuple[float, i
             return s3.stats().request_count
 
     try:
-        started = time.perf_counter()
+        served, cpu, started = server.cpu(), time.process_time(), time.perf_counter()
         requests = asyncio.run(io())
-        return time.perf_counter() - started, requests
+        wall = time.perf_counter() - started
+        return Floor(wall, requests, time.process_time() - cpu, server.cpu() - served)
     finally:
         delete_prefix(server.setup_url, BUCKET, prefix)
 
@@ -503,15 +513,24 @@ def _floor_verdict(
     server_list: tuple[Server, ...],
     rows: tuple[Row, ...],
     outcomes: dict[Key, Outcome],
-    floors: dict[str, list[tuple[float, int]]],
+    floors: dict[str, list[Floor]],
     costs: Costs,
 ) -> str:
     """The issue-13 targets: requests per input file (<= 2.2) and the in-process job within 1.5x of the floor."""
     files = len(landing.objects)
     lines = ["Targets (issue 13): at most 2.2 requests per input file; the job within 1.5x of the server's floor."]
     for server in server_list:
-        walls = [wall for wall, _ in floors[server.label]]
+        walls = [f.wall for f in floors[server.label]]
         floor = median(walls)
+        floor_cpu = median([f.client_cpu + f.server_cpu for f in floors[server.label]])
+        bound = (costs.parquet + floor_cpu) / PROCESSES
+        reach = (
+            f" No schedule can go below {bound:.2f} s ({bound / floor:.1f}x the floor) on these {PROCESSES} cores: "
+            f"the parquet work ({costs.parquet:.2f} CPU-s) plus the floor's own CPU ({floor_cpu:.2f} s: "
+            f"{median([f.client_cpu for f in floors[server.label]]):.2f} client, "
+            f"{median([f.server_cpu for f in floors[server.label]]):.2f} server), spread perfectly over "
+            f"{PROCESSES} cores."
+        )
         for row in rows:
             results = outcomes[server.label, row.name].results
             if not results:
@@ -549,6 +568,7 @@ def _floor_verdict(
                 f"({'meets' if per_file <= 2.2 else 'misses'} 2.2); {wall:.2f} s against a floor of {floor:.2f} s "
                 f"({min(walls):.2f}-{max(walls):.2f}; every input GET once plus the outputs' PUTs, 64 in flight, no "
                 f"parquet work) = {wall / floor:.2f}x ({'meets' if wall <= 1.5 * floor else 'misses'} 1.5x).{why}"
+                f"{reach if wall > 1.5 * floor and bound > 1.5 * floor else ''}"
             )
     return "\n".join(lines)
 
