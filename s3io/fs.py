@@ -50,7 +50,8 @@ from s3fs.errors import translate_boto_error
 from s3fs.utils import FileExpired
 
 from s3io import errors
-from s3io.engine.tasks import gather_all
+from s3io.engine.ranges import iter_parts
+from s3io.engine.tasks import map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.resilience.attempt import AttemptRunner
@@ -342,16 +343,30 @@ class S3FileSystem(s3fs.S3FileSystem):
         chunk = chunksize or self.default_block_size
         leading: list[bytes] = []
         etag, position, size = await self._read_until_sized(path, bucket, key, chunk, if_match, leading.append)
-        ranges = [(offset, min(offset + chunk, size)) for offset in range(position, size, chunk)]
-        limit = asyncio.Semaphore(max_concurrency or self.max_concurrency)
 
-        async def part(start: int, end: int) -> bytes:
-            async with limit:
-                return (await self._s3io_get(path, bucket, key, GetRange.bounded(start, end), etag)).data
+        async def part(span: tuple[int, int]) -> bytes:
+            return await self._sized_part(path, bucket, key, span, etag, size)
 
-        parts = await gather_all([part(s, e) for s, e in ranges])
+        parts = await map_bounded(part, iter_parts(position, size, chunk), max_concurrency or self.max_concurrency)
         data = b"".join([*leading, *parts])
         return GetResult(data, etag, size, 0)
+
+    async def _sized_part(
+        self, path: str, bucket: str, key: str, span: tuple[int, int], etag: str | None, size: int
+    ) -> bytes:
+        """Bytes ``span`` of an object an earlier answer said is ``size`` bytes: all of them, or FileExpired (a
+        server that claimed a petabyte is caught at the first part past its real end, not asked for every part)."""
+        got = await self._s3io_get(path, bucket, key, GetRange.bounded(*span), etag)
+        if got.object_size not in (None, size) or len(got.data) != span[1] - span[0]:
+            stated = "" if got.object_size is None else f" of a {got.object_size}-byte object"
+            changed = errors.ObjectChanged(
+                f"bytes {span[0]}-{span[1] - 1} came back as {len(got.data)} bytes{stated}; the first answer said "
+                f"the object is {size} bytes",
+                bucket=bucket,
+                key=key,
+            )
+            raise _fsspec_error(changed, path, etag) from changed
+        return got.data
 
     async def _read_until_sized(
         self, path: str, bucket: str, key: str, chunk: int, if_match: str | None, keep: Callable[[bytes], Any]
@@ -479,21 +494,19 @@ class S3FileSystem(s3fs.S3FileSystem):
             )
             return
         chunk = chunksize or self.default_block_size
-        limit = asyncio.Semaphore(max_concurrency or self.max_concurrency)
         try:
             with open(lpath, "wb") as out:
                 etag, position, size = await self._read_until_sized(rpath, bucket, key, chunk, None, out.write)
                 callback.set_size(size)
                 callback.relative_update(position)
 
-                async def part(start: int, end: int) -> None:
-                    async with limit:
-                        data = (await self._s3io_get(rpath, bucket, key, GetRange.bounded(start, end), etag)).data
-                    out.seek(start)
+                async def part(span: tuple[int, int]) -> None:
+                    data = await self._sized_part(rpath, bucket, key, span, etag, size)
+                    out.seek(span[0])
                     out.write(data)
                     callback.relative_update(len(data))
 
-                await gather_all([part(s, min(s + chunk, size)) for s in range(position, size, chunk)])
+                await map_bounded(part, iter_parts(position, size, chunk), max_concurrency or self.max_concurrency)
         except BaseException:
             with suppress(OSError):
                 os.remove(lpath)

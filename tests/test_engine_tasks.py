@@ -74,3 +74,27 @@ async def test_map_bounded_fails_as_one_and_stops_taking_items() -> None:
     with pytest.raises(ValueError, match="item 5"):
         await map_bounded(work, list(range(1000)), 4)
     assert len(started) < 20  # the other workers were cancelled: the rest of the items never started
+
+
+async def test_map_bounded_takes_items_one_at_a_time_so_an_endless_iterable_costs_only_what_was_asked() -> None:
+    """The parts of a span a server claimed is a petabyte long come from a generator: map_bounded never lists
+    them all first (that alone held the event loop and ate gigabytes), and the first failure stops it."""
+    taken: list[int] = []
+
+    def endless():
+        n = 0
+        while True:
+            taken.append(n)
+            yield n
+            n += 1
+
+    async def work(v: int) -> int:
+        await asyncio.sleep(0)
+        if v == 10:
+            raise ValueError("item 10")
+        return v
+
+    with pytest.raises(ValueError, match="item 10"):
+        await asyncio.wait_for(map_bounded(work, endless(), 3), 30)
+    assert len(taken) < 20
+    assert await map_bounded(work, (v for v in range(5)), 3) == [0, 1, 2, 3, 4]

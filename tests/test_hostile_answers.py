@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 
 import pytest
+from s3fs.utils import FileExpired
 from support.scripted_s3 import Reply, Request, ScriptedS3, error_reply, etag_of, list_body, repeated
 
 import s3io
@@ -636,3 +637,44 @@ async def test_a_read_that_joins_another_reads_unpinned_get_never_gets_that_read
         with pytest.raises(errors.ObjectChanged):
             await read_a
         assert (await read_b) == [v2[part:]]
+
+
+async def test_a_first_answer_claiming_a_petabyte_fails_at_the_next_part_not_after_a_part_per_byte_range(
+    server: ScriptedS3, tmp_path
+) -> None:
+    """The first part of a whole-object read says the object is a petabyte (Content-Range total); it is 10,000
+    bytes. The engine, cat_file and get_file learn the size from that answer. They used to list every part of a
+    petabyte first (the engine: gigabytes and a held event loop), and cat_file and get_file took each empty
+    answer past the real end as a part, a GET per part of the petabyte. Now the next parts show the lie: an error
+    naming the object, after a handful of requests."""
+    petabyte = 10**15
+    part = 1024
+
+    def script(request: Request) -> Reply | None:
+        if request.method == "GET" and request.range == f"bytes=0-{part - 1}":
+            return Reply(206, {"Content-Range": f"bytes 0-{part - 1}/{petabyte}", "ETag": etag_of(DATA)}, DATA[:part])
+        return None
+
+    server.script = script
+    async with client(server) as s3:
+        engine = RangeEngine(s3, EngineConfig(part_size=part, max_concurrency=4))
+        with pytest.raises(errors.ObjectChanged, match=f"expected {petabyte}"):
+            await asyncio.wait_for(engine.fetch_object(s3io.ObjectInfo("bucket", "obj.bin", UNKNOWN_SIZE, None)), 60)
+        assert s3.stats().request_count <= 1 + 4 * QUICK.max_attempts
+    fs = s3io.S3FileSystem(
+        key="AKIDEXAMPLE",
+        secret="secret",
+        endpoint_url=server.url,
+        client_kwargs={"region_name": "us-east-1"},
+        default_block_size=part,
+        skip_instance_cache=True,
+        max_attempts=3,
+        max_concurrency=4,
+    )
+    for read in (lambda: fs.cat_file("bucket/obj.bin"), lambda: fs.get_file("bucket/obj.bin", str(tmp_path / "o"))):
+        before = len(server.requests)
+        with pytest.raises(FileExpired) as caught:
+            await asyncio.wait_for(asyncio.to_thread(read), 60)
+        assert f"the object is {petabyte} bytes" in str(caught.value.__cause__)
+        assert len(server.requests) - before <= 1 + 4 * 3
+    assert not (tmp_path / "o").exists()

@@ -25,9 +25,9 @@ from s3io.engine.budget import ByteBudget, Lease
 from s3io.engine.config import EngineConfig
 from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
-from s3io.engine.ranges import Range, check_range, merge_ranges, slice_merged, split_range
+from s3io.engine.ranges import Range, check_range, iter_parts, merge_ranges, slice_merged
 from s3io.engine.singleflight import SingleFlight
-from s3io.engine.tasks import gather_all
+from s3io.engine.tasks import gather_all, map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
@@ -472,9 +472,11 @@ class RangeEngine:
 
     async def _read_parts(self, obj: ObjectInfo, start: int, end: int, identity: _Identity) -> list[tuple[int, bytes]]:
         """``[start, end)`` as ``(offset, bytes)`` of part_size parts, fetched concurrently, in offset order."""
-        parts = split_range(start, end, self.config.part_size)
-        results = await gather_all([self._get(obj, GetRange.bounded(s, e), identity) for s, e in parts])
-        return [(s, result.data) for (s, _), result in zip(parts, results, strict=True)]
+
+        async def part(span: Range) -> tuple[int, bytes]:
+            return span[0], (await self._get(obj, GetRange.bounded(*span), identity)).data
+
+        return await map_bounded(part, iter_parts(start, end, self.config.part_size), self.config.max_concurrency)
 
     async def _get_or_whole(self, obj: ObjectInfo, want: GetRange, identity: _Identity) -> GetResult:
         """A GET whose range may not fit the object; S3 answers 416 for any range of an empty object."""

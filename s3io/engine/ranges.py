@@ -7,7 +7,7 @@ request list (identity), never by the order in which GETs complete.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from s3io.errors import InvalidConfig
 
@@ -48,10 +48,16 @@ def merge_ranges(ranges: Iterable[Range], gap: int) -> list[Range]:
 
 def split_range(start: int, end: int, part_size: int) -> list[Range]:
     """``[start, end)`` as consecutive parts of at most ``part_size`` bytes (the last may be shorter)."""
+    return list(iter_parts(start, end, part_size))
+
+
+def iter_parts(start: int, end: int, part_size: int) -> Iterator[Range]:
+    """``split_range`` one part at a time: a span whose end came from a server (a Content-Range total that may be
+    a lie of a petabyte) costs nothing until its parts are asked for."""
     check_range(start, end)
     if part_size < 1:
         raise InvalidConfig(f"part_size: must be at least 1, got {part_size!r}")
-    return [(offset, min(offset + part_size, end)) for offset in range(start, end, part_size)]
+    return ((offset, min(offset + part_size, end)) for offset in range(start, end, part_size))
 
 
 def slice_merged(requested: Sequence[Range], merged: Sequence[Range], blobs: Sequence[bytes]) -> list[bytes]:

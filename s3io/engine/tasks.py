@@ -9,8 +9,8 @@ compaction all use it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sized
+from typing import TypeVar
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -39,20 +39,22 @@ async def gather_all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
                 task.exception()
 
 
-async def map_bounded(fn: Callable[[A], Awaitable[T]], items: Sequence[A], concurrency: int) -> list[T]:
+async def map_bounded(fn: Callable[[A], Awaitable[T]], items: Iterable[A], concurrency: int) -> list[T]:
     """``fn`` over ``items`` with at most ``concurrency`` calls in flight; results in input order, fail as one.
 
     Only ``concurrency`` tasks ever exist (a semaphore over one task per item costs a task per item: a million
-    footers planned would hold a million suspended coroutines).
+    footers planned would hold a million suspended coroutines), and ``items`` is taken one at a time: parts of a
+    span a server claimed to be a petabyte long cost nothing beyond those asked for before the first one fails.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    results: list[Any] = [None] * len(items)
-    indexes = iter(range(len(items)))
+    results: dict[int, T] = {}
+    numbered = enumerate(items)
 
     async def worker() -> None:
-        for i in indexes:
-            results[i] = await fn(items[i])
+        for i, item in numbered:
+            results[i] = await fn(item)
 
-    await gather_all([worker() for _ in range(min(concurrency, len(items)))])
-    return results
+    workers = min(concurrency, len(items)) if isinstance(items, Sized) else concurrency
+    await gather_all([worker() for _ in range(workers)])
+    return [results[i] for i in range(len(results))]
