@@ -546,8 +546,8 @@ class S3Client:
 
         ``etags``: a key listed there is deleted only if it still has that ETag (S3's per-object condition; a
         store that ignores it deletes anyway: check support before relying on it). A key holding a character XML
-        1.0 cannot carry (a control character) cannot travel in DeleteObjects' body: such keys are deleted one
-        DELETE each (If-Match their ETag), their outcome reported the same way."""
+        1.0 cannot carry as sent (a control character other than tab and LF) cannot travel in DeleteObjects' body:
+        such keys are deleted one DELETE each (If-Match their ETag), their outcome reported the same way."""
         etags = dict(etags or {})
         for key in keys:
             _check_key(bucket, key)
