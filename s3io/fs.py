@@ -24,7 +24,9 @@ import asyncio
 import errno
 import logging
 import os
+import shutil
 import urllib.request
+import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
@@ -478,7 +480,8 @@ class S3FileSystem(s3fs.S3FileSystem):
         max_concurrency: int | None = None,
         **kwargs: Any,
     ) -> None:
-        """Download in ETag-pinned chunks, each written as it arrives; no partial file is left on error."""
+        """Download in ETag-pinned chunks, each written as it arrives, into a temporary file beside ``lpath`` that
+        replaces it once whole: a failed download leaves ``lpath`` as it was (never truncated, never deleted)."""
         if os.path.isdir(lpath):
             return
         bucket, key, path_version = self.split_path(rpath)
@@ -494,8 +497,12 @@ class S3FileSystem(s3fs.S3FileSystem):
             )
             return
         chunk = chunksize or self.default_block_size
+        target = os.path.realpath(lpath)  # a symlink keeps pointing where it did; its target gets the bytes
+        in_place = os.path.exists(target) and not os.path.isfile(target)  # /dev/null, a FIFO: never replaced
+        folder, name = os.path.split(target)
+        temporary = target if in_place else os.path.join(folder, f".{name}.s3io-{uuid.uuid4().hex[:12]}.part")
         try:
-            with open(lpath, "wb") as out:
+            with open(temporary, "wb") as out:
                 etag, position, size = await self._read_until_sized(rpath, bucket, key, chunk, None, out.write)
                 callback.set_size(size)
                 callback.relative_update(position)
@@ -507,9 +514,14 @@ class S3FileSystem(s3fs.S3FileSystem):
                     callback.relative_update(len(data))
 
                 await map_bounded(part, iter_parts(position, size, chunk), max_concurrency or self.max_concurrency)
+            if not in_place:
+                if os.path.isfile(target):
+                    shutil.copymode(target, temporary)
+                os.replace(temporary, target)
         except BaseException:
-            with suppress(OSError):
-                os.remove(lpath)
+            if not in_place:
+                with suppress(OSError):
+                    os.remove(temporary)
             raise
 
     def _open(
@@ -612,6 +624,14 @@ class S3IOFile(s3fs.core.S3File):
             result = sync(fs.loop, fs._read, self.path, start, end, if_match=if_match)
         if self._s3io_etag is None and result.etag:
             self._s3io_etag = result.etag
+        if self.size is not None and len(result.data) != max(0, min(end, self.size) - start):
+            changed = errors.ObjectChanged(
+                f"bytes {start}-{end - 1} came back as {len(result.data)} bytes; the object was {self.size} bytes "
+                "when opened (replaced by a shorter one on a store that ignores If-Match, or a short answer)",
+                bucket=self.fs.split_path(self.path)[0],
+                key=self.fs.split_path(self.path)[1],
+            )
+            raise FileExpired(filename=self.path, e_tag=opened_as or self._s3io_etag or "?") from changed
         return result.data
 
 

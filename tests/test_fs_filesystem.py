@@ -145,6 +145,27 @@ def test_get_file_leaves_no_partial_file_when_the_object_is_missing(
     assert not target.exists()
 
 
+def test_a_failed_get_file_leaves_the_file_that_was_there_untouched(
+    fs: S3FileSystem, obj: str, bucket: str, tmp_path: Any
+) -> None:
+    """A typo in the key, a 403, a timeout: the local file is neither truncated nor deleted (as in s3fs); a
+    download that succeeds replaces it whole, keeping its mode, and through a symlink the link's target gets the
+    bytes. No temporary file is left either way."""
+    target = tmp_path / "precious.bin"
+    target.write_bytes(b"precious local data")
+    target.chmod(0o640)
+    link = tmp_path / "link.bin"
+    link.symlink_to(target)
+    for path in (target, link):
+        with pytest.raises(FileNotFoundError):
+            fs.get_file(f"{bucket}/typo-in-key", str(path))
+        assert target.read_bytes() == b"precious local data"
+    fs.get_file(obj, str(link), chunksize=3000)
+    assert link.is_symlink() and target.read_bytes() == PAYLOAD
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.bin", "precious.bin"]
+
+
 def test_s3io_urls_open_through_fsspec(obj: str, s3_endpoint: Any) -> None:
     assert fsspec.get_filesystem_class("s3io") is S3FileSystem
     with fsspec.open(f"s3io://{obj}", "rb", endpoint_url=s3_endpoint.url) as f:

@@ -678,3 +678,50 @@ async def test_a_first_answer_claiming_a_petabyte_fails_at_the_next_part_not_aft
         assert f"the object is {petabyte} bytes" in str(caught.value.__cause__)
         assert len(server.requests) - before <= 1 + 4 * 3
     assert not (tmp_path / "o").exists()
+
+
+def _read_in_tens(fs: s3io.S3FileSystem) -> bytes:
+    with fs.open("bucket/k", "rb", block_size=10, cache_type="none") as f:
+        return f.read(10) + f.read(10) + f.read(10)
+
+
+@pytest.mark.parametrize("local_expiry_check", [False, True])
+def test_an_object_that_shrinks_mid_read_on_a_store_ignoring_if_match_is_never_returned_short(
+    server: ScriptedS3, tmp_path, local_expiry_check: bool
+) -> None:
+    """The scripted server ignores If-Match (as the stores ``local_expiry_check`` is for). After the first chunk,
+    the 30-byte object becomes 5 bytes: the later chunks get 416. That used to read as "past the end", and
+    cat_file, get_file and open().read(10) x 3 returned 10 bytes silently; now each raises FileExpired."""
+    original = b"0123456789" * 3
+    reads = {
+        "cat_file": lambda fs: fs.cat_file("bucket/k", chunksize=10),
+        "get_file": lambda fs: fs.get_file("bucket/k", str(tmp_path / "out"), chunksize=10),
+        "open().read()": _read_in_tens,
+    }
+    for name, read in reads.items():
+        server.objects["k"] = original
+        gets: list[int] = []
+
+        def script(request: Request, gets: list[int] = gets) -> Reply | None:
+            if request.method == "GET" and request.range:
+                gets.append(request.seq)
+                if len(gets) == 2:
+                    server.objects["k"] = b"abcde"
+            return None
+
+        server.script = script
+        fs = s3io.S3FileSystem(
+            key="AKIDEXAMPLE",
+            secret="secret",
+            endpoint_url=server.url,
+            client_kwargs={"region_name": "us-east-1"},
+            skip_instance_cache=True,
+            max_attempts=1,
+            local_expiry_check=local_expiry_check,
+        )
+        try:
+            with pytest.raises(FileExpired):
+                read(fs)
+        finally:
+            fs.close()
+        assert not (tmp_path / "out").exists(), name
