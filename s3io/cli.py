@@ -83,7 +83,10 @@ def parse_range(text: str) -> GetRange:
         if not sep:
             raise ValueError
         if not first:
-            return GetRange.from_offsets(-int(last), None)
+            count = int(last)
+            if count < 1:  # "-0" is no byte at all (S3 refuses it), never the whole object
+                raise ValueError
+            return GetRange.from_offsets(-count, None)
         start = int(first)
         if not last:
             return GetRange.from_offsets(start, None)
@@ -92,7 +95,9 @@ def parse_range(text: str) -> GetRange:
             raise ValueError
         return GetRange.from_offsets(start, end)
     except ValueError:
-        raise InvalidConfig(f"--range: expected START-END, START- or -N with whole numbers, got {text!r}") from None
+        raise InvalidConfig(
+            f"--range: expected START-END, START- or -N (N >= 1) with whole numbers, got {text!r}"
+        ) from None
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
