@@ -48,7 +48,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError
 from fsspec.asyn import _run_coros_in_chunks, sync, sync_wrapper
 from fsspec.callbacks import DEFAULT_CALLBACK
-from s3fs.errors import translate_boto_error
+from s3fs.errors import ERROR_CODE_TO_EXCEPTION, translate_boto_error
 from s3fs.utils import FileExpired
 
 from s3io import errors
@@ -719,6 +719,11 @@ def _fsspec_error(exc: errors.S3IOError, path: str, etag: str | None = None) -> 
             return translate_boto_error(client_error, set_cause=False)
     if isinstance(exc, OSError):
         return exc
+    if isinstance(exc, _S3_ANSWERS) and (exc.code or exc.status):
+        # S3's own answer through s3io's client: the class s3fs gives that code (botocore names a bodiless
+        # answer by its status), so an expired token is a PermissionError on every path, as in s3fs
+        constructor = ERROR_CODE_TO_EXCEPTION.get(exc.code or str(exc.status))
+        return constructor(str(exc)) if constructor is not None else OSError(errno.EIO, str(exc))
     code = next((number for kind, number in _ERRNO if isinstance(exc, kind)), errno.EIO)
     return OSError(code, str(exc))
 

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 
 import pytest
+import s3fs
 from s3fs.utils import FileExpired
 from support.scripted_s3 import Reply, Request, ScriptedS3, error_reply, etag_of, list_body, repeated
 
@@ -725,3 +726,31 @@ def test_an_object_that_shrinks_mid_read_on_a_store_ignoring_if_match_is_never_r
         finally:
             fs.close()
         assert not (tmp_path / "out").exists(), name
+
+
+@pytest.mark.parametrize(
+    ("status", "code"), [(400, "ExpiredToken"), (403, "InvalidAccessKeyId"), (501, "NotImplemented"), (409, "Odd")]
+)
+def test_a_failed_read_raises_the_class_and_errno_s3fs_raises_for_the_same_answer(
+    server: ScriptedS3, status: int, code: str
+) -> None:
+    """Reads go through s3io's own client, so no botocore answer stands behind their errors: they used to be
+    OSError(EINVAL) whatever S3 said, and an expired token was a PermissionError from ls but not from a read.
+    s3fs is the oracle: the same answer to its GET gives the same class (or a subclass) and errno."""
+    server.script = lambda r: (
+        error_reply(status, code, "scripted") if r.method == "GET" and r.key == "obj.bin" else None
+    )
+    options = {"key": "AKIDEXAMPLE", "secret": "secret", "skip_instance_cache": True}
+    ours = s3io.S3FileSystem(endpoint_url=server.url, client_kwargs={"region_name": "us-east-1"}, **options)
+    peer = s3fs.S3FileSystem(client_kwargs={"endpoint_url": server.url, "region_name": "us-east-1"}, **options)
+    try:
+        for read in (lambda fs: fs.cat_file("bucket/obj.bin"), lambda fs: fs.open("bucket/obj.bin").read()):
+            outcomes = []
+            for fs in (ours, peer):
+                with pytest.raises(OSError) as caught:
+                    read(fs)
+                outcomes.append((type(caught.value), caught.value.errno))
+            (ours_type, ours_errno), (peer_type, peer_errno) = outcomes
+            assert issubclass(ours_type, peer_type) and ours_errno == peer_errno  # AccessDenied is a PermissionError
+    finally:
+        ours.close()
