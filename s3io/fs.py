@@ -625,11 +625,12 @@ class S3IOFile(s3fs.core.S3File):
         if self._s3io_etag is None and result.etag:
             self._s3io_etag = result.etag
         if self.size is not None and len(result.data) != max(0, min(end, self.size) - start):
+            bucket, key, _ = fs.split_path(self.path)
             changed = errors.ObjectChanged(
                 f"bytes {start}-{end - 1} came back as {len(result.data)} bytes; the object was {self.size} bytes "
                 "when opened (replaced by a shorter one on a store that ignores If-Match, or a short answer)",
-                bucket=self.fs.split_path(self.path)[0],
-                key=self.fs.split_path(self.path)[1],
+                bucket=bucket,
+                key=key,
             )
             raise FileExpired(filename=self.path, e_tag=opened_as or self._s3io_etag or "?") from changed
         return result.data
