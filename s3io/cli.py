@@ -42,9 +42,13 @@ def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
     def default(value: object) -> object:
         return value if defaults else argparse.SUPPRESS
 
-    common.add_argument("--endpoint-url", default=default(None), help="S3 endpoint (default: $AWS_ENDPOINT_URL)")
     common.add_argument(
-        "--region", default=default(None), help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else us-east-1)"
+        "--endpoint-url", default=default(None), help="S3 endpoint (default: $AWS_ENDPOINT_URL, else the profile's)"
+    )
+    common.add_argument(
+        "--region",
+        default=default(None),
+        help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's, else us-east-1)",
     )
     common.add_argument(
         "--anonymous", action="store_true", default=default(False), help="send unsigned requests (public buckets)"

@@ -7,14 +7,22 @@ ConditionalRequestConflict (two conditional writes of one key at once: S3 says t
 again, so the loser then gets its 412). A listing that loops (``ListingLoop``) is not retried.
 Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credentials once, then retry. A 400
 with no error code (a HEAD's answer has no body, so S3 cannot say ExpiredToken there) is treated the same
-way: one refresh and one more attempt, then the error.
+way: one refresh and one more attempt, then the error; unless the answer named the bucket's region (a wrong-region
+answer the client did not follow): then the error says so, and nothing is refreshed.
+
+An error that clock skew explains (RequestTimeTooSkewed, or a 403 whose Date is more than 5 minutes off this
+machine's clock) says so and names the fix; S3 refuses requests signed more than 15 minutes off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import errno
+import re
+import time
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
@@ -29,6 +37,10 @@ THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "Re
 EXPIRED_CREDENTIAL_CODES = frozenset({"ExpiredToken", "TokenRefreshRequired", "ExpiredTokenException"})
 NO_CODE_400 = "400"  # the code a 400 gets when its answer names none (always so for HEAD)
 CONDITIONAL_CONFLICT = "ConditionalRequestConflict"  # 409: a conditional write raced another on the same key
+CLOCK_SKEWED = "RequestTimeTooSkewed"
+SKEW_NOTICE_SECONDS = 300  # a server's Date this far off ours is worth naming (S3 refuses at 15 minutes)
+# How the client's message names a region it was told but did not follow (s3io.s3.client builds it).
+_NAMED_REGION = re.compile(r"the bucket is in ([a-z0-9-]{1,64}); pass region=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +77,7 @@ def classify(exc: BaseException) -> Verdict:
     if isinstance(exc, errors.RequestError):
         if exc.code in EXPIRED_CREDENTIAL_CODES:
             return Verdict(True, "expired_credentials", refresh_credentials=True)
-        if exc.status == 400 and exc.code == NO_CODE_400:
+        if exc.status == 400 and exc.code == NO_CODE_400 and not _NAMED_REGION.search(exc.message):
             return Verdict(True, "unexplained_400", refresh_credentials=True)
         if exc.status in RETRYABLE_STATUS or exc.code in RETRYABLE_CODES:
             return Verdict(True, "request_timeout")
@@ -74,9 +86,12 @@ def classify(exc: BaseException) -> Verdict:
     return NO_RETRY
 
 
-def error_for_status(status: int, code: str | None, message: str | None, **context: object) -> errors.S3IOError:
-    """The typed error for an HTTP error response (or an <Error> inside a 200)."""
-    text = message or f"HTTP {status}"
+def error_for_status(
+    status: int, code: str | None, message: str | None, *, server_date: str | None = None, **context: object
+) -> errors.S3IOError:
+    """The typed error for an HTTP error response (or an <Error> inside a 200); ``server_date``: the answer's Date
+    header, which tells a 403 caused by this machine's clock from others."""
+    text = (message or f"HTTP {status}") + _clock_hint(status, code, server_date)
     kwargs = dict(context, status=status, code=code)
     if code in THROTTLE_CODES or status in (429, 503) or code == "ServiceUnavailable":
         return errors.Throttled(f"throttled: {text}", **kwargs)
@@ -88,12 +103,36 @@ def error_for_status(status: int, code: str | None, message: str | None, **conte
         return errors.AccessDenied(f"access denied: {text}", **kwargs)
     if status == 412:
         return errors.PreconditionFailed(f"precondition failed: {text}", **kwargs)
-    if status == 400 and code == NO_CODE_400:
+    if status == 400 and code == NO_CODE_400 and not _NAMED_REGION.search(text):
         text += (
             " with no error code (S3 sends none with a HEAD); the usual cause is an expired or invalid session "
             "token (ExpiredToken): s3io refreshes credentials once before giving up, so renew them at their source"
         )
     return errors.RequestError(f"request failed: {text}", **kwargs)
+
+
+def _clock_hint(status: int, code: str | None, server_date: str | None) -> str:
+    """The words that name clock skew as the cause of an error (and the fix), or "" when it is not the cause."""
+    skew = _skew_seconds(server_date) if status == 403 or code == CLOCK_SKEWED else None
+    if skew is not None and abs(skew) > SKEW_NOTICE_SECONDS:
+        where = "behind" if skew > 0 else "ahead of"
+        off = f"this machine's clock is {abs(skew):.0f} s {where} the server's"
+    elif code == CLOCK_SKEWED:
+        off = "this machine's clock is off the server's (RequestTimeTooSkewed)"
+    else:
+        return ""
+    return f"; {off}; S3 refuses requests signed more than 15 minutes off; fix the clock (NTP)"
+
+
+def _skew_seconds(server_date: str | None) -> float | None:
+    """How far the server's clock (an HTTP Date header) is ahead of this machine's, or None if unreadable."""
+    if not server_date:
+        return None
+    try:
+        when = parsedate_to_datetime(server_date)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp() - time.time()
 
 
 def _kernel_timeout(exc: BaseException) -> OSError | None:

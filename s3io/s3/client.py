@@ -138,7 +138,12 @@ class S3Client:
                 if region is not None:
                     message = f"{message or 'wrong region'} (the bucket is in {region}; pass region={region!r})"
                 raise error_for_status(
-                    response.status, code or _status_code(response.status), message, bucket=bucket, key=key or None
+                    response.status,
+                    code or _status_code(response.status),
+                    message,
+                    server_date=response.headers.get("Date"),
+                    bucket=bucket,
+                    key=key or None,
                 )
         if response.overflowed:
             raise errors.ProtocolError(

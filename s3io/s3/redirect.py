@@ -3,7 +3,8 @@
 Sent to the wrong region, S3 answers 301 PermanentRedirect (HEAD: no body), 307 TemporaryRedirect (a new
 bucket), or 400 AuthorizationHeaderMalformed; each names the bucket's region in ``x-amz-bucket-region``
 (the 400 also in its ``<Region>`` element). The client then re-signs for that region once and remembers it
-per bucket, as botocore's S3RegionRedirector does.
+per bucket, as botocore's S3RegionRedirector does. A region is taken as named when it is one DNS-label-like word
+(``[a-z0-9-]{1,64}``): AWS's regions, and the zone names of S3-compatible stores (Garage's 'garage', MinIO's).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import re
 
 from multidict import CIMultiDictProxy
 
-from s3io.transport.endpoint import Endpoint
+from s3io.transport.endpoint import Endpoint, aws_host
 
 REDIRECT_STATUSES = frozenset({301, 307, 400})
-_REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+-\d+")
+_REGION = re.compile(r"[a-z0-9-]{1,64}")  # nothing that could carry a header, a host or a path into a request
 _REGION_ELEMENT = re.compile(rb"<Region>([a-z0-9-]+)</Region>")
 
 
@@ -34,7 +35,8 @@ def bucket_region(status: int, headers: CIMultiDictProxy[str], body: bytes) -> s
 
 
 def regional_endpoint(endpoint: Endpoint, region: str) -> Endpoint:
-    """``endpoint`` for a bucket in ``region``: AWS's regional host for AWS, the same host re-signed otherwise."""
-    if endpoint.host == f"s3.{endpoint.region}.amazonaws.com":
-        return dataclasses.replace(endpoint, host=f"s3.{region}.amazonaws.com", region=region)
+    """``endpoint`` for a bucket in ``region``: AWS's host for that region (same partition rules, FIPS and
+    dual-stack variants) for AWS, the same host re-signed otherwise."""
+    if endpoint.aws:
+        return dataclasses.replace(endpoint, host=aws_host(region, endpoint.fips, endpoint.dualstack), region=region)
     return dataclasses.replace(endpoint, region=region)

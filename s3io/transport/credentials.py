@@ -8,6 +8,7 @@ reprs are redacted, and errors never echo a credential value.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,9 +33,25 @@ ANONYMOUS = "anonymous"
 
 # The provider chain resolved once per process (8-11 ms each time: a botocore session, files, environment);
 # Spark reuses Python workers across tasks, so every task after the first starts with credentials in hand.
-# botocore's refreshable credentials refresh themselves; ``refresh()`` resolves the chain again.
+# botocore's refreshable credentials refresh themselves; ``refresh()`` resolves the chain again. The chain is kept
+# with the variables that select it: a client made after one of them changed (a key fixed, another AWS_PROFILE)
+# resolves anew, as boto3 does per session.
+SELECTING_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+)
 _chain_lock = threading.Lock()
-_chain: object | None = None
+_chain: tuple[tuple[str | None, ...], object | None] | None = None  # (selection, chain), replaced as one value
+
+
+def chain_selection() -> tuple[str | None, ...]:
+    """The values of the variables that select credentials and profile now: the key the resolved chain is kept by."""
+    return tuple(os.environ.get(name) for name in SELECTING_VARIABLES)
 
 
 def _refresh_needed(creds: object | None) -> bool:
@@ -42,15 +59,23 @@ def _refresh_needed(creds: object | None) -> bool:
     return bool(check and check())
 
 
+def _current_chain() -> object | None:
+    """The chain resolved for the current environment, or None (unresolved, or resolved for other variables)."""
+    entry = _chain  # read without the lock: one reference to a tuple that is never changed in place
+    return entry[1] if entry is not None and entry[0] == chain_selection() else None
+
+
 def _provider_chain(fresh: bool = False) -> object | None:
-    """The process's resolved chain; resolves it (blocking: call from a worker thread) when absent or ``fresh``."""
+    """The chain for the current environment; resolves it (blocking: call from a worker thread) when absent, resolved
+    for other selecting variables, or ``fresh``."""
     global _chain
     with _chain_lock:
-        if _chain is None or fresh:
+        selection = chain_selection()
+        if _chain is None or _chain[0] != selection or fresh:
             import botocore.session
 
-            _chain = botocore.session.get_session().get_credentials()
-        return _chain
+            _chain = (selection, botocore.session.get_session().get_credentials())
+        return _chain[1]
 
 
 def _in_thread(fn: Callable[[], None]) -> asyncio.Future[None]:
@@ -138,7 +163,7 @@ class CredentialProvider:
             return None
         if self._signer is not None and not self._needs_refresh():
             return self._signer
-        chain = _chain  # read without the lock: a plain reference, and the loop must never wait on that lock
+        chain = _current_chain()  # without the lock: the loop must never wait on it
         if self._resolving is None and chain is not None and not _refresh_needed(chain):
             self._use(chain)  # the process already resolved the chain: no I/O, no thread
         else:

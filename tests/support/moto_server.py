@@ -9,6 +9,7 @@ where moto is kinder (a completed upload is gone). `MotoServer(strict=False)` tu
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import os
 import threading
@@ -85,6 +86,17 @@ def fake_aws_environment() -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _dated_by(front: SigV4CheckingApp) -> type[MotoRequestHandler]:
+    """A request handler whose answers carry the front's clock in their Date header, as S3's carry its own: a
+    test that skews the server's clock skews what the client reads too."""
+
+    class DatedHandler(MotoRequestHandler):
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            return email.utils.formatdate(front.clock() if timestamp is None else timestamp, usegmt=True)
+
+    return DatedHandler
+
+
 class MotoServer:
     """A moto server thread on 127.0.0.1 and a free port; start()/stop() or use as a context manager.
 
@@ -122,7 +134,8 @@ class MotoServer:
             self.front = app = SigV4CheckingApp(
                 app, {FAKE_ACCESS_KEY: FAKE_SECRET_KEY}, secret_lookup=moto_secret, bucket_region=moto_bucket_region
             )
-        server = make_server(self._host, 0, app, threaded=True, request_handler=MotoRequestHandler)
+        handler = _dated_by(self.front) if self.front is not None else MotoRequestHandler
+        server = make_server(self._host, 0, app, threaded=True, request_handler=handler)
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="moto-server", daemon=True)
         self._thread.start()
