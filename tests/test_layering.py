@@ -83,7 +83,7 @@ S3IO_LAYERS = (
     {"engine"},
     {"parquet"},
     {"dataset"},
-    {"api", "sync", "urls", "listing", "fs", "cli", "__init__"},
+    {"api", "sync", "urls", "listing", "fs", "cli", "__main__", "__init__"},
 )
 
 
