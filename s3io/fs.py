@@ -28,7 +28,7 @@ import shutil
 import urllib.request
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from contextlib import suppress
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -62,6 +62,7 @@ from s3io.resilience.retryable import error_for_status, from_wire
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
+from s3io.s3.paging import ListingGuard
 from s3io.s3.types import GetResult
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.sockets import socket_factory
@@ -202,6 +203,41 @@ class S3FileSystem(s3fs.S3FileSystem):
             raise translated from exc
 
     call_s3 = sync_wrapper(_call_s3)  # s3fs's call_s3 wraps s3fs's own _call_s3 function
+
+    async def _list_pages(self, method: str, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+        """s3fs's listing pages, each under the policy (``_call_s3``), with the S3 client's loop checks
+        (``paging.ListingGuard``): a server that loops ends the listing with an OSError (cause ListingLoop)."""
+        bucket, prefix = kwargs.get("Bucket", ""), kwargs.get("Prefix", "")
+        versions = method == "list_object_versions"
+        guard = ListingGuard(bucket, prefix, "key and version-id marker" if versions else "continuation token")
+        while True:
+            out = await self._call_s3(method, **kwargs)
+            entries = [*out.get("Contents", []), *out.get("Versions", []), *out.get("DeleteMarkers", [])]
+            names = [e["Key"] for e in entries] + [p["Prefix"] for p in out.get("CommonPrefixes", [])]
+            marker: Hashable = None
+            try:
+                guard.page(names, ordered=not versions)  # one key's versions may span pages
+                if out.get("IsTruncated"):
+                    if versions:
+                        marker = (out.get("NextKeyMarker", ""), out.get("NextVersionIdMarker", ""))
+                    else:
+                        marker = out.get("NextContinuationToken")
+                        if not marker:
+                            raise errors.ProtocolError(
+                                "a listing page says more follows (IsTruncated) but gives no continuation token",
+                                bucket=bucket,
+                                key=prefix,
+                            )
+                    guard.next(marker)
+            except errors.ProtocolError as exc:
+                raise _fsspec_error(exc, _path(bucket, prefix)) from exc
+            yield out
+            if marker is None:
+                return
+            if versions:
+                kwargs["KeyMarker"], kwargs["VersionIdMarker"] = marker
+            else:
+                kwargs["ContinuationToken"] = marker
 
     def _body_plan(self, body: Any) -> tuple[Callable[[], Any] | None, int, AttemptRunner]:
         """(rewind before each attempt, body size, runner): a body that cannot be re-sent gets one attempt."""

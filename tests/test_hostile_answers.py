@@ -17,6 +17,7 @@ from s3io import Credentials, Policy, S3Client, errors
 from s3io.engine import UNKNOWN_SIZE, RangeEngine
 from s3io.engine.config import EngineConfig
 from s3io.s3.etags import multipart_etag
+from s3io.s3.paging import MAX_EMPTY_PAGES
 from s3io.transport.exchange import ERROR_BODY_LIMIT, XML_BODY_LIMIT
 
 pytestmark = pytest.mark.timeout(120)
@@ -754,3 +755,70 @@ def test_a_failed_read_raises_the_class_and_errno_s3fs_raises_for_the_same_answe
             assert issubclass(ours_type, peer_type) and ours_errno == peer_errno  # AccessDenied is a PermissionError
     finally:
         ours.close()
+
+
+def _fs_on(server: ScriptedS3) -> s3io.S3FileSystem:
+    return s3io.S3FileSystem(
+        key="AKIDEXAMPLE",
+        secret="secret",
+        endpoint_url=server.url,
+        client_kwargs={"region_name": "us-east-1"},
+        skip_instance_cache=True,
+        use_listings_cache=False,
+        max_attempts=3,
+    )
+
+
+def _cause_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    while exc is not None and not isinstance(exc, kind):
+        exc = exc.__cause__
+    return exc
+
+
+def test_the_filesystems_listings_stop_a_looping_server_as_the_clients_do(server: ScriptedS3) -> None:
+    """ls and find page through botocore (s3fs's own pager followed every token): a repeated token, keys going
+    back, and IsTruncated without a token end in an OSError caused by the typed error after a page or two, not an
+    endless listing (12,911 LISTs in 15 s in the review) or a KeyError."""
+    fs = _fs_on(server)
+    try:
+        server.script = _looping_listing
+        for listing in (lambda: fs.ls("bucket/land", detail=False), lambda: fs.find("bucket/land")):
+            before = server.count("GET")
+            with pytest.raises(OSError) as caught:
+                listing()
+            assert isinstance(_cause_of(caught.value, errors.ListingLoop), errors.ListingLoop)
+            assert server.count("GET") - before == 2
+        server.script = lambda r: (
+            Reply(
+                200, {}, list_body(["a.bin"], {"a.bin": b"a"}, "", True, False).replace(b"NextContinuationToken", b"X")
+            )
+            if r.query.get("list-type") == "2"
+            else None
+        )
+        with pytest.raises(OSError) as caught:
+            fs.ls("bucket/land", detail=False)
+        assert "no continuation token" in str(caught.value)
+    finally:
+        fs.close()
+
+
+async def test_a_listing_of_endless_empty_pages_with_fresh_tokens_ends_with_a_typed_error(server: ScriptedS3) -> None:
+    """Every page holds nothing, says more follows, and gives a token never seen: neither a repeated token nor keys
+    going back show the loop. ``MAX_EMPTY_PAGES`` such pages in a row do (read_parquet listed 24,208 pages in 6 s
+    in the review); the filesystem's listing stops the same way."""
+    pages = iter(range(10**9))
+    server.script = lambda r: (
+        Reply(200, {}, list_body([], {}, "", True, False, token=f"t{next(pages)}"))
+        if r.query.get("list-type") == "2"
+        else None
+    )
+    async with client(server) as s3:
+        with pytest.raises(errors.ListingLoop, match=f"{MAX_EMPTY_PAGES} pages in a row holding no key"):
+            await asyncio.wait_for(_drain(s3.list_objects("bucket", "land/")), 60)
+    assert server.count("GET") == MAX_EMPTY_PAGES
+    fs = _fs_on(server)
+    try:
+        with pytest.raises(OSError, match="pages in a row holding no key"):
+            await asyncio.wait_for(asyncio.to_thread(fs.ls, "bucket/land", detail=False), 60)
+    finally:
+        fs.close()

@@ -27,6 +27,7 @@ from s3io.s3 import xml
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.multipart import MultipartWriter
+from s3io.s3.paging import ListingGuard
 from s3io.s3.range_read import RangeRead
 from s3io.s3.redirect import bucket_region, regional_endpoint
 from s3io.s3.request import S3Request
@@ -285,32 +286,19 @@ class S3Client:
         """(objects, common prefixes) of each ListObjectsV2 page under ``prefix``, each page its own operation with
         its own deadline. A server that hands back a continuation token it gave before is looping: ListingLoop
         after that page, not an endless read. So is one whose page goes back to a key (or prefix) at or before one
-        an earlier page gave (S3 lists in key order), with fresh tokens: ListingLoop before that page."""
+        an earlier page gave (S3 lists in key order), with fresh tokens: ListingLoop before that page; and one that
+        gives page after page of nothing, each saying more follows (``paging.MAX_EMPTY_PAGES`` in a row)."""
         token: str | None = None
-        seen = _PageMarkers(bucket, prefix, "continuation token")
-        highest: str | None = None
-        pages = 0
+        guard = ListingGuard(bucket, prefix)
         while True:
             objects, prefixes, token = await self.list_page(
                 bucket, prefix, delimiter=delimiter, continuation_token=token, start_after=start_after
             )
-            pages += 1
-            names = [o.key for o in objects] + prefixes
-            if names:
-                if highest is not None and min(names) <= highest:
-                    raise errors.ListingLoop(
-                        f"the listing of s3://{bucket}/{prefix} went back to {xml.shorten(min(names), 128)!r} on page "
-                        f"{pages}, at or before {xml.shorten(highest, 128)!r} of an earlier page: S3 lists in key "
-                        "order, so the server is looping (its continuation token does not move the listing); the "
-                        "listing was stopped",
-                        bucket=bucket,
-                        key=prefix,
-                    )
-                highest = max(names)
+            guard.page([o.key for o in objects] + prefixes)
             yield objects, prefixes
             if token is None:
                 return
-            seen.check(token)
+            guard.next(token)
 
     async def list_objects(
         self, bucket: str, prefix: str = "", *, delimiter: str | None = None, start_after: str | None = None
@@ -335,7 +323,7 @@ class S3Client:
         if not 1 <= page_size <= 1000:
             raise errors.InvalidConfig(f"page_size: expected 1 to 1000, got {page_size}", bucket=bucket)
         markers: tuple[str, str] | None = None
-        seen = _PageMarkers(bucket, prefix, "key and upload-id marker")
+        guard = ListingGuard(bucket, prefix, "key and upload-id marker")
         while True:
             query = {"uploads": "", "max-uploads": str(page_size), "encoding-type": "url"}
             if prefix:
@@ -350,11 +338,12 @@ class S3Client:
                 return xml.parse_uploads_page(bucket, response.body)
 
             uploads, next_markers = await self._runner.run("list_uploads", bucket, prefix, attempt)
+            guard.page([u.key for u in uploads], ordered=False)  # one key's uploads may span pages
             for upload in uploads:
                 yield upload
             if next_markers is None:
                 return
-            seen.check(next_markers)
+            guard.next(next_markers)
             markers = next_markers
 
     # ----------------------------------------------------------------- writes
@@ -620,29 +609,6 @@ class S3Client:
             return _put_result(response.body, "CopyObjectResult", dst_bucket, dst_key)
 
         return await self._runner.run("copy", dst_bucket, dst_key, attempt)
-
-
-class _PageMarkers:
-    """The continuation tokens (or markers) a paginated listing has handed out: one handed out twice means the
-    server is looping, and the listing would never end."""
-
-    __slots__ = ("_bucket", "_prefix", "_seen", "_what")
-
-    def __init__(self, bucket: str, prefix: str, what: str) -> None:
-        self._bucket = bucket
-        self._prefix = prefix
-        self._what = what
-        self._seen: set[object] = set()
-
-    def check(self, marker: object) -> None:
-        if marker in self._seen:
-            raise errors.ListingLoop(
-                f"the listing of s3://{self._bucket}/{self._prefix} repeated a {self._what} after "
-                f"{len(self._seen) + 1} pages: the server is looping, so the listing was stopped",
-                bucket=self._bucket,
-                key=self._prefix,
-            )
-        self._seen.add(marker)
 
 
 def _check_etag(bucket: str, key: str, etag: str | None, what: str = "if_match") -> None:
