@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from s3io.errors import InvalidConfig, S3IOError
+from s3io.errors import InvalidConfig, ObjectChanged, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
@@ -120,7 +120,8 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 
 async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
     """Write the object (or the range) in parts of CAT_PART: the first GET's answer gives the size and ETag, and
-    every later part is pinned to that ETag, so 1 request serves an object up to one part and no HEAD is sent."""
+    every later part is pinned to that ETag, so 1 request serves an object up to one part and no HEAD is sent (but
+    to a server whose answers do not state the size: one HEAD, pinned, bounds the read)."""
     bucket, key = split_s3_url(url, require_key=True)
     want = parse_range(byte_range) if byte_range else GetRange.whole()
     out = sys.stdout.buffer
@@ -138,14 +139,27 @@ async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
             if exc.status == 416 and position == 0 and byte_range is None:
                 break  # a whole object of 0 bytes: S3 refuses any range of it
             raise
-        out.write(part.data)
         etag = etag or part.etag
-        position += len(part.data)
         if part.object_size is not None:
             end = part.object_size if end is None else min(end, part.object_size)
-        if not part.data:
-            break
+        elif end is None and len(part.data) == stop - position:
+            end = await _stated_size(s3, bucket, key, etag, position + len(part.data))
+        out.write(part.data)
+        position += len(part.data)
+        if not part.data or (end is None and position < stop):
+            break  # the object ended (a short answer that does not state the size is the rest of it)
     out.flush()
+
+
+async def _stated_size(s3: S3Client, bucket: str, key: str, etag: str | None, held: int) -> int:
+    """A full part whose answer did not state the object's size: one HEAD pinned to its ETag gives the size (never
+    reading on part after part without one); at least the ``held`` bytes, else the answers were not that object."""
+    size = (await s3.head_object(bucket, key, if_match=etag)).size
+    if size < held:
+        raise ObjectChanged(
+            f"a HEAD says the object is {size} bytes, but an answer held {held}", bucket=bucket, key=key
+        )
+    return size
 
 
 async def _ls(s3: S3Client, url: str, recursive: bool) -> None:

@@ -380,7 +380,7 @@ class S3FileSystem(s3fs.S3FileSystem):
         """A whole object: the first chunk tells size and ETag; the rest follow in parallel, pinned to it."""
         chunk = chunksize or self.default_block_size
         leading: list[bytes] = []
-        etag, position, size = await self._read_until_sized(path, bucket, key, chunk, if_match, leading.append)
+        etag, position, size = await self._first_chunk(path, bucket, key, chunk, if_match, leading.append)
 
         async def part(span: tuple[int, int]) -> bytes:
             return await self._sized_part(path, bucket, key, span, etag, size)
@@ -406,23 +406,34 @@ class S3FileSystem(s3fs.S3FileSystem):
             raise _fsspec_error(changed, path, etag) from changed
         return got.data
 
-    async def _read_until_sized(
+    async def _first_chunk(
         self, path: str, bucket: str, key: str, chunk: int, if_match: str | None, keep: Callable[[bytes], Any]
     ) -> tuple[str | None, int, int]:
-        """Chunks from byte 0, each given to ``keep``, until an answer states the object's size (the first, from
-        S3) or a chunk comes back short; (ETag, bytes read, size). An answer that does not state the size (a 206
-        of total "*", a 200 of unstated length cut at the chunk's end) is never taken for the whole object."""
-        position = 0
-        etag = if_match
-        while True:
-            got = await self._s3io_get(path, bucket, key, GetRange.bounded(position, position + chunk), etag)
-            etag = etag or got.etag
-            keep(got.data)
-            position += len(got.data)
-            if got.object_size is not None:
-                return etag, position, got.object_size
-            if len(got.data) < chunk:
-                return etag, position, position
+        """The first chunk, given to ``keep``; (ETag, bytes read, the object's size). S3 states the size in that
+        answer; one that does not (a 206 of total "*", a 200 of unstated length cut at the chunk's end) is never
+        taken for the whole object, nor followed chunk after chunk (a server that never states it would be read
+        forever): a short chunk is the whole object, a full one is sized by one HEAD pinned to its ETag."""
+        got = await self._s3io_get(path, bucket, key, GetRange.bounded(0, chunk), if_match)
+        etag = if_match or got.etag
+        keep(got.data)
+        position = len(got.data)
+        if got.object_size is not None:
+            return etag, position, got.object_size
+        if position < chunk:
+            return etag, position, position
+        try:
+            size = (await self._s3io_client().head_object(bucket, key, if_match=etag)).size
+        except errors.S3IOError as exc:
+            changed = isinstance(exc, errors.PreconditionFailed)
+            raise _fsspec_error(errors.ObjectChanged(exc.message) if changed else exc, path, etag) from exc
+        if size < position:
+            changed = errors.ObjectChanged(
+                f"a HEAD says the object is {size} bytes, but {position} were already read from it",
+                bucket=bucket,
+                key=key,
+            )
+            raise _fsspec_error(changed, path, etag) from changed
+        return etag, position, size
 
     async def _resolve_limits(self, path: str, start: int | None, end: int | None) -> GetRange:
         """fsspec limits as a GetRange: a negative start alone is the last -start bytes (the S3Client sends
@@ -539,7 +550,7 @@ class S3FileSystem(s3fs.S3FileSystem):
         temporary = target if in_place else os.path.join(folder, f".{name}.s3io-{uuid.uuid4().hex[:12]}.part")
         try:
             with open(temporary, "wb") as out:
-                etag, position, size = await self._read_until_sized(rpath, bucket, key, chunk, None, out.write)
+                etag, position, size = await self._first_chunk(rpath, bucket, key, chunk, None, out.write)
                 callback.set_size(size)
                 callback.relative_update(position)
 

@@ -176,6 +176,8 @@ class RangeSource(Protocol):
 
     async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult: ...
 
+    async def head_object(self, bucket: str, key: str, *, if_match: str | None = None) -> ObjectInfo: ...
+
     def stats(self) -> MetricsSnapshot: ...
 
 
@@ -410,29 +412,43 @@ class RangeEngine:
         """First part learns the size from Content-Range; the rest follow in parallel, pinned to its ETag.
 
         An answer that does not state the size (a 206 of total "*", a 200 of unstated length cut at the part's
-        end) is not taken for the whole object: the next parts are read one at a time, each reserved before it is
-        asked for, until one is short or states the size."""
+        end) is not taken for the whole object, nor followed part after part (a server that never states it would
+        be read forever): one HEAD, pinned to the same ETag, gives the size the rest is read to."""
         part_size = self.config.part_size
         first = await self._get_or_whole(obj, GetRange.bounded(0, part_size), identity)
-        parts = [first.data]
         position = len(first.data)
-        while identity.size is None and len(parts[-1]) == part_size:
-            await lease.resize(position + part_size)
-            try:
-                more = await self._get(obj, GetRange.bounded(position, position + part_size), identity, exact=False)
-            except errors.RequestError as exc:
-                if exc.status != 416:
-                    raise
-                break  # S3 refuses a range that starts at the object's end
-            parts.append(more.data)
-            position += len(more.data)
-        size = identity.size if identity.size is not None else position
+        if identity.size is None:
+            identity.size = position if position < part_size else await self._stated_size(obj, identity, position)
+        size = identity.size
         if size <= position:
             await lease.resize(size)
-            return b"".join(parts)[:size]
+            return first.data[:size]
         await lease.resize(size)
         rest = await self._read_span(obj, position, size, identity)
-        return b"".join([*parts, rest])
+        return b"".join([first.data, rest])
+
+    async def _stated_size(self, obj: ObjectInfo, identity: _Identity, held: int) -> int:
+        """The object's size from a HEAD pinned to the read's ETag (its GETs' answers did not state it); at least
+        the ``held`` bytes already read, else the object is not the one they came from."""
+        try:
+            info = await self.client.head_object(obj.bucket, obj.key, if_match=identity.etag)
+        except errors.PreconditionFailed as exc:
+            raise errors.ObjectChanged(
+                f"object changed while its size was asked (ETag {identity.etag})", bucket=obj.bucket, key=obj.key
+            ) from exc
+        if identity.etag is not None and info.etag is not None and not same_etag(info.etag, identity.etag):
+            raise errors.ObjectChanged(
+                f"object changed while its size was asked (ETag {info.etag}, expected {identity.etag})",
+                bucket=obj.bucket,
+                key=obj.key,
+            )
+        if info.size < held:
+            raise errors.ObjectChanged(
+                f"a HEAD says the object is {info.size} bytes, but {held} were already read from it",
+                bucket=obj.bucket,
+                key=obj.key,
+            )
+        return info.size
 
     async def _read_tail(self, obj: ObjectInfo, n: int, lease: Lease) -> tuple[bytes, int]:
         self._counters.calls += 1
