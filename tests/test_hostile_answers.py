@@ -875,3 +875,29 @@ def test_a_server_that_never_states_the_size_is_read_to_the_size_a_head_states(s
     # its first 8 MiB part, full of bytes past the end, is refused before a byte is written
     assert cat.returncode == 1 and not cat.stdout and b"HEAD says the object is 300000 bytes" in cat.stderr
     assert reads == 3
+
+
+async def test_a_key_deleted_on_its_own_reports_only_s3s_refusal_and_a_dead_server_fails_the_call(
+    server: ScriptedS3,
+) -> None:
+    """Keys DeleteObjects' XML cannot carry take a DELETE each. S3's refusal of one key (403) is that key's
+    DeleteError, as DeleteObjects reports it; a failure that is not about the key (503 past the retries, a deadline)
+    used to become a DeleteError too, and the next key then waited out its own deadline (5 keys x the operation
+    timeout against a silent server in the review). Now it fails the call, and later keys are not tried."""
+    refused, throttled, later = "k\x01refused", "k\x01throttled", "k\x01later"
+
+    def script(request: Request) -> Reply | None:
+        if request.method != "DELETE":
+            return None
+        if request.key == refused:
+            return error_reply(403, "AccessDenied", "no")
+        return error_reply(503, "SlowDown", "slow down")
+
+    server.script = script
+    async with client(server) as s3:
+        result = await s3.delete_objects("bucket", [refused])
+        assert [(e.key, e.code) for e in result.errors] == [(refused, "AccessDenied")] and not result.deleted
+        with pytest.raises(errors.Throttled):
+            await s3.delete_objects("bucket", [refused, throttled, later])
+    deletes = [r.key for r in server.requests if r.method == "DELETE"]
+    assert deletes == [refused, refused] + [throttled] * QUICK.max_attempts

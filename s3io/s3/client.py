@@ -39,6 +39,10 @@ from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonic
 from s3io.transport.transport import AiohttpTransport, HttpRequest, Transport
 
 DELETE_BATCH = 1000
+# A single DELETE's answers that concern its key alone: reported per key, as DeleteObjects reports them; anything
+# else (the server gone, the deadline, throttling past the retries) fails the whole call at once, as a batch's
+# would, instead of costing every remaining key an operation's deadline of its own.
+_KEY_REFUSALS = (errors.AccessDenied, errors.PreconditionFailed, errors.NotFound, errors.RequestError)
 log = logging.getLogger("s3io")
 
 
@@ -552,7 +556,7 @@ class S3Client:
             try:
                 await self.delete_object(bucket, key, if_match=etags.get(key))
                 deleted.append(key)
-            except errors.S3IOError as exc:
+            except _KEY_REFUSALS as exc:  # S3's answer for this key, as DeleteObjects reports one
                 failed.append(DeleteError(key, exc.code or type(exc).__name__, exc.message))
         keys = [k for k in keys if xml.xml_safe(k)]
         for i in range(0, len(keys), DELETE_BATCH):
