@@ -6,6 +6,7 @@ Bounds on time are generous (2 noisy cores); exact figures live in benchmarks/.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import time
@@ -16,6 +17,7 @@ from support.faultproxy import (
     ErrorResponse,
     FaultProxy,
     FaultRule,
+    Latency,
     ProxyRequest,
     Reset,
     SlowBody,
@@ -319,6 +321,46 @@ async def test_multipart_writer_aborts_on_a_part_that_cannot_be_uploaded(
             async with s3.multipart_writer(bucket, "bad.bin", part_size=5 * MIB) as writer:
                 await writer.write(os.urandom(16 * MIB))
     assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+async def test_a_failed_abort_never_replaces_the_error_that_caused_it(
+    fault_proxy: FaultProxy, s3_client, bucket: str, caplog
+) -> None:
+    """A part refused (400) and the abort refused too (500 past the retries): the caller gets the part's error, not
+    the abort's, and the abort's failure is logged with what to do about the parts left behind."""
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse(400, "InvalidPart", "bad"), method="PUT", path="partNumber=1"))
+    fault_proxy.add_rule(FaultRule(fault=ErrorResponse.internal_error(), method="DELETE", path="uploadId="))
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        with pytest.raises(errors.RequestError, match="bad"):
+            async with s3.multipart_writer(bucket, "refused.bin", part_size=5 * MIB) as writer:
+                await writer.write(os.urandom(6 * MIB))
+    assert "aborting the failed multipart upload failed too" in caplog.text
+    assert "lifecycle rule" in caplog.text
+    for upload in s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+        s3_client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+
+
+async def test_a_cancelled_close_returns_at_once_and_the_abort_finishes_on_its_own(
+    fault_proxy: FaultProxy, s3_client, bucket: str
+) -> None:
+    """``asyncio.wait_for(writer.close(), 0.5)`` while parts are slow: the caller gets its TimeoutError when it asked
+    for it, not after an abort that takes seconds (it used to wait for the abort, and an abort that failed replaced
+    the cancellation); the abort still runs, and removes the upload."""
+    fault_proxy.add_rule(FaultRule(fault=Latency(5.0), method="PUT", path="partNumber="))
+    fault_proxy.add_rule(FaultRule(fault=Latency(4.0), method="DELETE", path="uploadId="))
+    patient = dataclasses.replace(FAST, first_byte_timeout=10)  # the slow answers are slow, not dead
+    async with S3Client(patient, endpoint_url=fault_proxy.url) as s3:
+        writer = s3.multipart_writer(bucket, "slow.bin", part_size=5 * MIB)
+        await writer.write(os.urandom(6 * MIB))
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(writer.close(), 0.5)
+        assert time.monotonic() - started < 2.5  # the abort alone waits 4 s at the proxy
+        for _ in range(200):  # the abort, on its own, within its own deadline
+            if not s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+                break
+            await asyncio.sleep(0.1)
+        assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
 async def test_small_writer_output_is_a_single_put(fault_proxy: FaultProxy, s3_client, bucket: str) -> None:

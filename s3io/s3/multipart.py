@@ -2,12 +2,15 @@
 
 Memory is bounded by ``part_size * (concurrency + 1)``: ``write`` waits for a free upload slot before it
 starts another part. Objects smaller than one part are sent with a single PUT. If anything fails, or the
-writer is left without ``close()``, the upload is aborted so no invisible parts linger and bill.
+writer is left without ``close()``, the upload is aborted so no invisible parts linger and bill. The failure that
+caused the abort is what the caller gets (an abort that fails too is logged), and a cancelled caller is not held
+up by the abort: it runs on in a task of its own, under the client's deadlines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -17,7 +20,10 @@ from s3io.s3.types import PutResult
 if TYPE_CHECKING:
     from s3io.s3.client import S3Client
 
+log = logging.getLogger("s3io")
+
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
+_BACKGROUND_ABORTS: set[asyncio.Task[None]] = set()  # aborts a cancelled close left running (kept referenced)
 MAX_PARTS = 10_000
 
 
@@ -79,8 +85,8 @@ class MultipartWriter:
             parts = await asyncio.gather(*self._tasks)
             self._done = True
             return await self._client.complete_multipart_upload(self.bucket, self.key, self._upload_id, list(parts))
-        except BaseException:
-            await self.abort()
+        except BaseException as exc:
+            await self._abort_after(exc)
             raise
 
     async def abort(self) -> None:
@@ -102,8 +108,30 @@ class MultipartWriter:
     ) -> None:
         if exc_type is None:
             self.result = await self.close()
-        elif not self._done or self._upload_id is not None:
+        elif exc is not None and (not self._done or self._upload_id is not None):
+            await self._abort_after(exc)
+
+    async def _abort_after(self, exc: BaseException) -> None:
+        """Abort because of ``exc``, which the caller re-raises: the abort's own failure never replaces it (it is
+        logged), and a cancelled caller is not held up: the abort then runs on in a task of its own."""
+        if isinstance(exc, asyncio.CancelledError):
+            task = asyncio.get_running_loop().create_task(self._logged_abort())
+            _BACKGROUND_ABORTS.add(task)
+            task.add_done_callback(_BACKGROUND_ABORTS.discard)
+            return
+        await self._logged_abort()
+
+    async def _logged_abort(self) -> None:
+        try:
             await self.abort()
+        except Exception as failure:  # the upload's parts stay until a lifecycle rule or an abort removes them
+            log.warning(
+                "s3://%s/%s: aborting the failed multipart upload failed too (%s); its parts stay stored until "
+                "aborted (list_multipart_uploads / abort_multipart_upload) or removed by a lifecycle rule",
+                self.bucket,
+                self.key,
+                failure,
+            )
 
     async def _start_part(self, data: bytes) -> None:
         if self._upload_id is None:
