@@ -107,6 +107,7 @@ _ERRNO = (
     (errors.PreconditionFailed, errno.EINVAL),
     (errors.RequestError, errno.EINVAL),
 )
+BODY_CHUNK = 1 << 16  # bytes asked of a botocore body per timed read
 # Typed errors that stand for an answer from S3: raised as s3fs would raise that answer.
 _S3_ANSWERS = (
     errors.NotFound,
@@ -194,13 +195,17 @@ class S3FileSystem(s3fs.S3FileSystem):
             self.metrics.request(method, status, loop.time() - started)
             return out
 
+        called = asyncio.get_running_loop().time()
         try:
-            return await runner.run(method, bucket, key, attempt)
+            out = await runner.run(method, bucket, key, attempt)
         except errors.S3IOError as exc:
             translated = _fsspec_error(exc, _path(bucket, key))
             if translated is exc:
                 raise
             raise translated from exc
+        if method == "get_object" and isinstance(out, dict) and "Body" in out:
+            out["Body"] = _WatchedBody(out["Body"], policy, called + policy.operation_timeout, bucket, key)
+        return out
 
     call_s3 = sync_wrapper(_call_s3)  # s3fs's call_s3 wraps s3fs's own _call_s3 function
 
@@ -647,6 +652,44 @@ class S3FileSystem(s3fs.S3FileSystem):
             sync(self.loop, self.aclose)
         else:
             _close_clients_now(self._s3io_clients)
+
+
+class _WatchedBody:
+    """A GET's botocore body, read by s3fs after ``_call_s3`` returned (outside its attempt): every read is bounded by
+    timers, the stall timeout for each chunk and the operation's deadline for them all, so a dead or dripping
+    server ends the read with DeadlineExceeded as s3io's own reads end."""
+
+    def __init__(self, body: Any, policy: Policy, deadline: float, bucket: str | None, key: str | None) -> None:
+        self._body = body
+        self._stall = policy.stall_timeout
+        self._deadline = deadline
+        self._context = {"bucket": bucket, "key": key, "operation": "get_object"}
+
+    async def read(self, amt: int | None = -1) -> bytes:
+        """Up to ``amt`` bytes (all that are left for None or a negative amount), a chunk at a time under the timers."""
+        if amt is not None and amt >= 0:
+            return await self._chunk(amt)
+        chunks = []
+        while chunk := await self._chunk(BODY_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _chunk(self, amt: int) -> bytes:
+        left = self._deadline - asyncio.get_running_loop().time()
+        phase = "stall" if self._stall < left else "operation"
+        limit = self._stall if phase == "stall" else left
+        try:
+            return await asyncio.wait_for(self._body.read(amt), max(0.0, limit))
+        except TimeoutError:
+            self.close()
+            what = f"no body bytes for {limit:.1f} s" if phase == "stall" else "the operation's deadline passed"
+            raise errors.DeadlineExceeded(f"{what} while reading the answer", phase=phase, **self._context) from None
+
+    def close(self) -> None:
+        self._body.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._body, name)
 
 
 class S3IOFile(s3fs.core.S3File):

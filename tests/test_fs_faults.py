@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from support.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders, Stall, StallBeforeHeaders
+from support.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders, SlowBody, Stall, StallBeforeHeaders
 from support.moto_server import boto3_client
 
 from s3io import errors
@@ -147,3 +148,34 @@ def test_non_retryable_error_on_a_write_is_raised_after_one_request(
     with pytest.raises(PermissionError):
         fs.pipe(f"{bucket}/denied.bin", b"data")
     assert fault_proxy.count(method="PUT") == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "phase"),
+    [(SlowBody(bytes_per_second=400, chunk_bytes=20), "operation"), (Stall(after_bytes=100), "stall")],
+)
+def test_a_body_botocore_reads_is_bounded_by_the_same_timers(
+    fault_proxy: Any, obj: str, fault: Any, phase: str
+) -> None:
+    """An option only botocore can send (here IfUnmodifiedSince) makes reads go through botocore, and s3fs reads the
+    GET's body after the call returned: a drip (16 KiB at 400 B/s: 40 s) or a stall there used to be bounded only by
+    aiohttp's per-read timeout. The body is read under the stall timer and the operation's deadline."""
+    fs = S3FileSystem(
+        endpoint_url=fault_proxy.url,
+        policy={**FAST, "max_attempts": "1", "stall_timeout": "1s", "operation_timeout": "3s"},
+        s3_additional_kwargs={"IfUnmodifiedSince": datetime.datetime(2999, 1, 1, tzinfo=datetime.UTC)},
+        skip_instance_cache=True,
+    )
+    try:
+        assert not fs.reads_via_s3io
+        fault_proxy.add_rule(FaultRule(fault, method="GET"))
+        started = time.monotonic()
+        with pytest.raises(TimeoutError) as caught:
+            fs.cat_file(obj)
+        assert time.monotonic() - started < 15  # the deadline is 3 s; the drip alone takes 40 s
+        deadline = caught.value
+        while deadline is not None and not isinstance(deadline, errors.DeadlineExceeded):
+            deadline = deadline.__cause__ or deadline.__context__
+        assert isinstance(deadline, errors.DeadlineExceeded) and deadline.phase == phase
+    finally:
+        fs.close()
