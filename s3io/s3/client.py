@@ -11,8 +11,9 @@ import asyncio
 import base64
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import quote
 
 from multidict import CIMultiDictProxy
@@ -68,6 +69,7 @@ class S3Client:
         refresh = self._credentials.refresh if self._credentials.refreshable else None  # else a retry changes nothing
         self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=refresh)
         self._transport: Transport = transport if transport is not None else AiohttpTransport(self.policy)
+        self._cleanup: set[asyncio.Task[None]] = set()  # see run_cleanup
         self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
         self._regional_signers: dict[tuple[Signer, str], Signer] = {}
 
@@ -81,8 +83,18 @@ class S3Client:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connections; the client cannot be used afterwards (in-flight operations fail)."""
+        """Close the connections; the client cannot be used afterwards (in-flight operations fail). Cleanup still
+        running in the background (the abort of a cancelled multipart upload) is waited for first, within its own
+        deadline, so closing the client right after a cancel does not leave the upload's parts stored."""
+        if self._cleanup:
+            await asyncio.wait(set(self._cleanup), timeout=self.policy.operation_timeout)
         await self._transport.close()
+
+    def run_cleanup(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (cleanup a cancelled caller must not wait for) in a task that ``close()`` waits for."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._cleanup.add(task)
+        task.add_done_callback(self._cleanup.discard)
 
     def abort(self) -> None:
         """Close the connections synchronously, from any thread, e.g. when the client's event loop has stopped."""

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("s3io")
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
-_BACKGROUND_ABORTS: set[asyncio.Task[None]] = set()  # aborts a cancelled close left running (kept referenced)
 MAX_PARTS = 10_000
 
 
@@ -115,23 +114,24 @@ class MultipartWriter:
         """Abort because of ``exc``, which the caller re-raises: the abort's own failure never replaces it (it is
         logged), and a cancelled caller is not held up: the abort then runs on in a task of its own."""
         if isinstance(exc, asyncio.CancelledError):
-            task = asyncio.get_running_loop().create_task(self._logged_abort())
-            _BACKGROUND_ABORTS.add(task)
-            task.add_done_callback(_BACKGROUND_ABORTS.discard)
+            self._client.run_cleanup(self._logged_abort())  # the client's close() waits for it
             return
         await self._logged_abort()
 
     async def _logged_abort(self) -> None:
         try:
             await self.abort()
-        except Exception as failure:  # the upload's parts stay until a lifecycle rule or an abort removes them
+        except (Exception, asyncio.CancelledError) as failure:  # the parts stay until an abort or a lifecycle rule
             log.warning(
-                "s3://%s/%s: aborting the failed multipart upload failed too (%s); its parts stay stored until "
-                "aborted (list_multipart_uploads / abort_multipart_upload) or removed by a lifecycle rule",
+                "s3://%s/%s: aborting the failed multipart upload %s (%s); its parts stay stored until aborted "
+                "(list_multipart_uploads / abort_multipart_upload) or removed by a lifecycle rule",
                 self.bucket,
                 self.key,
+                "was cancelled" if isinstance(failure, asyncio.CancelledError) else "failed too",
                 failure,
             )
+            if isinstance(failure, asyncio.CancelledError):
+                raise
 
     async def _start_part(self, data: bytes) -> None:
         if self._upload_id is None:
