@@ -108,6 +108,7 @@ _ERRNO = (
     (errors.RequestError, errno.EINVAL),
 )
 BODY_CHUNK = 1 << 16  # bytes asked of a botocore body per timed read
+DOWNLOAD_FLOOR_BYTES_PER_SECOND = 1 << 20  # past the operation's deadline, a body read must keep up this rate
 # Typed errors that stand for an answer from S3: raised as s3fs would raise that answer.
 _S3_ANSWERS = (
     errors.NotFound,
@@ -195,7 +196,6 @@ class S3FileSystem(s3fs.S3FileSystem):
             self.metrics.request(method, status, loop.time() - started)
             return out
 
-        called = asyncio.get_running_loop().time()
         try:
             out = await runner.run(method, bucket, key, attempt)
         except errors.S3IOError as exc:
@@ -204,7 +204,7 @@ class S3FileSystem(s3fs.S3FileSystem):
                 raise
             raise translated from exc
         if method == "get_object" and isinstance(out, dict) and "Body" in out:
-            out["Body"] = _WatchedBody(out["Body"], policy, called + policy.operation_timeout, bucket, key)
+            out["Body"] = _WatchedBody(out["Body"], policy, bucket, key)
         return out
 
     call_s3 = sync_wrapper(_call_s3)  # s3fs's call_s3 wraps s3fs's own _call_s3 function
@@ -655,14 +655,18 @@ class S3FileSystem(s3fs.S3FileSystem):
 
 
 class _WatchedBody:
-    """A GET's botocore body, read by s3fs after ``_call_s3`` returned (outside its attempt): every read is bounded by
-    timers, the stall timeout for each chunk and the operation's deadline for them all, so a dead or dripping
-    server ends the read with DeadlineExceeded as s3io's own reads end."""
+    """A GET's botocore body, read by s3fs after ``_call_s3`` returned (outside its attempt), with s3io's timers:
+    each chunk must come within the stall timeout, and the time spent waiting in reads (not the consumer's own)
+    may pass the operation's deadline only by what the bytes received earn at ``DOWNLOAD_FLOOR_BYTES_PER_SECOND``.
+    So a dead or dripping server ends the read with DeadlineExceeded, and a large healthy body or a slow consumer
+    does not."""
 
-    def __init__(self, body: Any, policy: Policy, deadline: float, bucket: str | None, key: str | None) -> None:
+    def __init__(self, body: Any, policy: Policy, bucket: str | None, key: str | None) -> None:
         self._body = body
         self._stall = policy.stall_timeout
-        self._deadline = deadline
+        self._allowed = policy.operation_timeout
+        self._waited = 0.0
+        self._received = 0
         self._context = {"bucket": bucket, "key": key, "operation": "get_object"}
 
     async def read(self, amt: int | None = -1) -> bytes:
@@ -674,16 +678,35 @@ class _WatchedBody:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    async def iter_chunks(self, chunk_size: int = BODY_CHUNK) -> AsyncIterator[bytes]:
+        while chunk := await self._chunk(chunk_size):
+            yield chunk
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.iter_chunks()
+
+    async def __aenter__(self) -> _WatchedBody:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
     async def _chunk(self, amt: int) -> bytes:
-        left = self._deadline - asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        left = self._allowed + self._received / DOWNLOAD_FLOOR_BYTES_PER_SECOND - self._waited
         phase = "stall" if self._stall < left else "operation"
-        limit = self._stall if phase == "stall" else left
+        limit = max(0.0, self._stall if phase == "stall" else left)
+        started = loop.time()
         try:
-            return await asyncio.wait_for(self._body.read(amt), max(0.0, limit))
+            data = await asyncio.wait_for(self._body.read(amt), limit)
         except TimeoutError:
             self.close()
             what = f"no body bytes for {limit:.1f} s" if phase == "stall" else "the operation's deadline passed"
             raise errors.DeadlineExceeded(f"{what} while reading the answer", phase=phase, **self._context) from None
+        finally:
+            self._waited += loop.time() - started
+        self._received += len(data)
+        return data
 
     def close(self) -> None:
         self._body.close()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fsspec.asyn import sync
 from support.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders, SlowBody, Stall, StallBeforeHeaders
 from support.moto_server import boto3_client
 
@@ -177,5 +179,39 @@ def test_a_body_botocore_reads_is_bounded_by_the_same_timers(
         while deadline is not None and not isinstance(deadline, errors.DeadlineExceeded):
             deadline = deadline.__cause__ or deadline.__context__
         assert isinstance(deadline, errors.DeadlineExceeded) and deadline.phase == phase
+    finally:
+        fs.close()
+
+
+def test_a_botocore_body_keeps_its_protocols_and_a_slow_consumer_is_not_timed_out(fault_proxy: Any, obj: str) -> None:
+    """The timed body is still what s3fs and callers use (``async with``, ``async for``, ``iter_chunks``), and only
+    time spent waiting for bytes counts: a consumer that takes 3.2 s over a healthy 16 KiB body read 1 KiB at a
+    time is not cut by a 2 s operation deadline."""
+    fs = S3FileSystem(
+        endpoint_url=fault_proxy.url,
+        policy={**FAST, "stall_timeout": "1s", "operation_timeout": "2s"},
+        s3_additional_kwargs={"IfUnmodifiedSince": datetime.datetime(2999, 1, 1, tzinfo=datetime.UTC)},
+        skip_instance_cache=True,
+    )
+    bucket, key = obj.split("/", 1)
+
+    async def slowly(body: Any) -> bytes:
+        got = []
+        async with body as reading:
+            while chunk := await reading.read(1024):
+                got.append(chunk)
+                await asyncio.sleep(0.2)
+        return b"".join(got)
+
+    async def iterated(body: Any) -> bytes:
+        return b"".join([chunk async for chunk in body])
+
+    async def chunked(body: Any) -> bytes:
+        return b"".join([chunk async for chunk in body.iter_chunks(4096)])
+
+    try:
+        for consume in (slowly, iterated, chunked):
+            body = fs.call_s3("get_object", Bucket=bucket, Key=key)["Body"]
+            assert sync(fs.loop, consume, body) == PAYLOAD, consume.__name__
     finally:
         fs.close()
