@@ -12,7 +12,15 @@ from collections.abc import Hashable, Sequence
 from s3io import errors
 from s3io.s3.xml import shorten
 
-MAX_EMPTY_PAGES = 1000  # truncated pages in a row holding no key: S3 may send a few, never this many
+# Truncated pages in a row holding no key. S3 sends such pages while it skips delete markers (about one per
+# thousand skipped), so this allows a run of ten million delete markers and still ends a server that loops.
+MAX_EMPTY_PAGES = 10_000
+DIRECTORY_BUCKET_SUFFIX = "--x-s3"  # S3 Express directory buckets: their listings are not in key order
+
+
+def lists_in_key_order(bucket: str) -> bool:
+    """Whether S3 lists ``bucket`` in key order (every bucket but S3 Express directory buckets)."""
+    return not bucket.endswith(DIRECTORY_BUCKET_SUFFIX)
 
 
 class ListingGuard:
@@ -31,13 +39,14 @@ class ListingGuard:
 
     def page(self, names: Sequence[str], *, ordered: bool = True) -> None:
         """A page holding ``names`` (keys and common prefixes) arrived; ``ordered``: no name may sort at or before
-        one of an earlier page (false for listings where one key spans pages, such as its versions)."""
+        one of an earlier page (false for listings where one key spans pages, such as its versions, and for
+        buckets not listed in key order)."""
         self.pages += 1
         if not names:
             self._empty_run += 1
             return
         self._empty_run = 0
-        if not ordered:
+        if not ordered or not lists_in_key_order(self._bucket):
             return
         lowest = min(names)
         if self._highest is not None and lowest <= self._highest:
