@@ -81,7 +81,8 @@ def test_credentials_in_the_endpoint_url_are_refused_and_never_echoed() -> None:
 
 async def test_a_bucket_name_that_could_change_the_request_target_is_refused_before_sending() -> None:
     """'bucket?x' would address another bucket with a query (its listing returned as the object's bytes): refused
-    with botocore's rule before any request; every name boto3 accepts still reaches the store."""
+    with botocore's rule before any request; every name boto3 accepts still reaches the store, and on other stores
+    a name of their own that cannot change the target (Ceph RGW's ``tenant:bucket``)."""
     with ScriptedS3({"k": b"data"}, bucket="Odd_Bucket.name-1") as server:
         async with S3Client(endpoint_url=server.url, credentials="anonymous") as s3:
             for bad in ("bucket?x", "bucket#x", "bucket/x", "a b", "", "b" * 256):
@@ -90,6 +91,12 @@ async def test_a_bucket_name_that_could_change_the_request_target_is_refused_bef
             assert server.requests == []
             assert (await s3.get_object("Odd_Bucket.name-1", "k")).data == b"data"
         assert [r.bucket for r in server.requests] == ["Odd_Bucket.name-1"]
+    with ScriptedS3({"k": b"tenant data"}, bucket="tenant:bucket") as server:  # Ceph RGW's tenant buckets
+        async with S3Client(endpoint_url=server.url, credentials="anonymous") as s3:
+            assert (await s3.get_object("tenant:bucket", "k")).data == b"tenant data"
+        assert [r.target for r in server.requests] == ["/tenant%3Abucket/k"]  # encoded as botocore encodes it
+    with pytest.raises(errors.InvalidConfig, match="not a valid bucket name"):
+        resolve_endpoint(None, "eu-west-1").target("tenant:bucket", "k")  # AWS: botocore's rule alone
 
 
 PROFILES = """

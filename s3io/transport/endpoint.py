@@ -24,6 +24,9 @@ _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 # request target (``?``, ``#``, ``/``, ``%``, spaces).
 BUCKET_RULE = r"^[a-zA-Z0-9.\-_]{1,255}$"
 _VALID_BUCKET = re.compile(BUCKET_RULE[1:-1]).fullmatch
+# On other stores, a bucket name may hold more (Ceph RGW's ``tenant:bucket``): anything that cannot change the
+# request target (no '/', '?', '#', '%', whitespace or control character).
+_TARGET_SAFE_BUCKET = re.compile(r"[^/?#%\s\x00-\x1f\x7f]{1,255}").fullmatch
 # botocore's check of a region that becomes part of an AWS host name (one DNS label).
 _HOST_LABEL = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?").fullmatch
 # Keys made only of characters SigV4 leaves unescaped need no quoting (the common case, and the fast one).
@@ -50,10 +53,13 @@ class Endpoint:
     def target(self, bucket: str, key: str = "") -> tuple[str, str]:
         """(Host header, canonical URI) for an object; the key is percent-encoded once, as SigV4 wants."""
         if not _VALID_BUCKET(bucket):
-            raise InvalidConfig(
-                f"bucket {bucket!r} is not a valid bucket name: bucket names match {BUCKET_RULE} (letters, digits, "
-                "'.', '-', '_'); pass the bucket name alone, without spaces, '/', '?' or the object key"
-            )
+            if self.aws or not _TARGET_SAFE_BUCKET(bucket):
+                raise InvalidConfig(
+                    f"bucket {bucket!r} is not a valid bucket name: bucket names match {BUCKET_RULE} (letters, digits, "
+                    "'.', '-', '_'; other stores also ':', e.g. Ceph's tenant:bucket); pass the bucket name alone, "
+                    "without spaces, '/', '?' or the object key"
+                )
+            bucket = quote(bucket, safe="~")  # a store's own form (Ceph RGW's tenant:bucket), encoded as botocore would
         quoted_key = key if _UNRESERVED_KEY(key) else quote(key, safe="/~")
         if self.path_style or not _DNS_BUCKET.match(bucket):
             return self.host, (f"/{bucket}/{quoted_key}" if key else f"/{bucket}")
