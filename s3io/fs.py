@@ -25,6 +25,7 @@ import errno
 import logging
 import os
 import shutil
+import tempfile
 import urllib.request
 import uuid
 import weakref
@@ -549,10 +550,7 @@ class S3FileSystem(s3fs.S3FileSystem):
             )
             return
         chunk = chunksize or self.default_block_size
-        target = os.path.realpath(lpath)  # a symlink keeps pointing where it did; its target gets the bytes
-        in_place = os.path.exists(target) and not os.path.isfile(target)  # /dev/null, a FIFO: never replaced
-        folder, name = os.path.split(target)
-        temporary = target if in_place else os.path.join(folder, f".{name}.s3io-{uuid.uuid4().hex[:12]}.part")
+        target, temporary, replace = _download_plan(lpath)
         try:
             with open(temporary, "wb") as out:
                 etag, position, size = await self._first_chunk(rpath, bucket, key, chunk, None, out.write)
@@ -566,15 +564,17 @@ class S3FileSystem(s3fs.S3FileSystem):
                     callback.relative_update(len(data))
 
                 await map_bounded(part, iter_parts(position, size, chunk), max_concurrency or self.max_concurrency)
-            if not in_place:
+            if replace:
                 if os.path.isfile(target):
                     shutil.copymode(target, temporary)
                 os.replace(temporary, target)
-        except BaseException:
-            if not in_place:
-                with suppress(OSError):
+            elif temporary != target:
+                with open(temporary, "rb") as source, open(target, "wb") as destination:
+                    shutil.copyfileobj(source, destination)
+        finally:
+            if temporary != target:
+                with suppress(FileNotFoundError):
                     os.remove(temporary)
-            raise
 
     def _open(
         self,
@@ -867,6 +867,30 @@ def _find_cause(exc: BaseException, kind: type[BaseException]) -> Any:
         current = current.__cause__
         seen += 1
     return None
+
+
+def _download_plan(lpath: str) -> tuple[str, str, bool]:
+    """(target, temporary file, whether the temporary replaces the target) for downloading to ``lpath``.
+
+    The bytes go to a temporary file first, so a failed download leaves the target as it was. Beside the target it
+    replaces it (``os.replace``) when the directory lets us and no other name links to it; else it is written in a
+    temporary directory and copied into the target in place (a read-only directory, a hard link: as s3fs writes).
+    A special file (``/dev/null``, a FIFO) is written directly, and a file we may not write is refused at once,
+    as ``open(lpath, "wb")`` would refuse it."""
+    target = os.path.realpath(lpath)  # a symlink keeps pointing where it did; its target gets the bytes
+    folder, name = os.path.split(target)
+    if os.path.exists(target):
+        if not os.path.isfile(target):
+            return target, target, False
+        if not os.access(target, os.W_OK):
+            raise PermissionError(errno.EACCES, "Permission denied", lpath)
+        beside = os.access(folder, os.W_OK) and os.stat(target).st_nlink == 1
+    elif not os.access(folder, os.W_OK):
+        raise PermissionError(errno.EACCES, "Permission denied", lpath)
+    else:
+        beside = True
+    part = f".{name}.s3io-{uuid.uuid4().hex[:12]}.part"
+    return target, os.path.join(folder if beside else tempfile.gettempdir(), part), beside
 
 
 def _path(bucket: str | None, key: str | None) -> str:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pickle
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -164,6 +168,68 @@ def test_a_failed_get_file_leaves_the_file_that_was_there_untouched(
     assert link.is_symlink() and target.read_bytes() == PAYLOAD
     assert target.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.bin", "precious.bin"]
+
+
+def test_get_file_writes_through_hard_links_and_honours_modes_as_s3fs_does(
+    fs: S3FileSystem, obj: str, tmp_path: Any
+) -> None:
+    """Where a temporary file cannot replace the target, the download is copied into it in place, as s3fs writes:
+    a second hard link sees the new bytes. Run as another user (root ignores modes): a writable file in a
+    read-only directory is downloaded into, and a read-only file is refused and left as it was."""
+    target, twin = tmp_path / "c.bin", tmp_path / "c-link.bin"
+    target.write_bytes(b"old")
+    os.link(target, twin)
+    fs.get_file(obj, str(target))
+    assert twin.read_bytes() == PAYLOAD and sorted(p.name for p in tmp_path.iterdir()) == ["c-link.bin", "c.bin"]
+    if os.geteuid() != 0:
+        pytest.skip("the permission cases need root, to act as an unprivileged user")
+    base = Path(tempfile.mkdtemp())  # not under tmp_path: pytest's base directory is root's alone
+    try:
+        base.chmod(0o777)
+        locked, read_only = base / "ro" / "out.bin", base / "ro.bin"
+        locked.parent.mkdir()
+        for path, mode in ((locked, 0o666), (read_only, 0o444)):
+            path.write_bytes(b"old")
+            path.chmod(mode)
+        locked.parent.chmod(0o555)
+        outcomes = _as_nobody(lambda: [_outcome(fs, obj, str(path)) for path in (locked, read_only)])
+        assert outcomes == ["ok", "PermissionError"]
+        assert locked.read_bytes() == PAYLOAD and read_only.read_bytes() == b"old"
+    finally:
+        if (base / "ro").exists():
+            (base / "ro").chmod(0o755)
+        shutil.rmtree(base)
+
+
+def _outcome(fs: S3FileSystem, obj: str, path: str) -> str:
+    try:
+        S3FileSystem(endpoint_url=fs.endpoint_url, skip_instance_cache=True).get_file(obj, path)
+    except OSError as exc:
+        return type(exc).__name__
+    return "ok"
+
+
+def _as_nobody(work: Any) -> Any:
+    """``work()`` in a forked child running as uid/gid 65534; its result (JSON) comes back through a pipe."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write_end, json.dumps(work()).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        answer = pipe.read()  # EOF when the child exits
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0, answer
+    return json.loads(answer)
 
 
 def test_s3io_urls_open_through_fsspec(obj: str, s3_endpoint: Any) -> None:
