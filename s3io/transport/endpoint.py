@@ -17,7 +17,6 @@ from typing import Any
 from urllib.parse import SplitResult, quote, urlsplit
 
 from s3io.errors import InvalidConfig
-from s3io.transport.credentials import chain_selection
 
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 # botocore's rule for bucket names (VALID_BUCKET): every bucket boto3 can address, and nothing that could change the
@@ -235,10 +234,14 @@ _session_lock = threading.Lock()
 _cached_session: tuple[tuple[str | None, ...], Any] | None = None
 
 
+PROFILE_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+
+
 def _session() -> Any:
-    """The botocore session of the profile the environment selects; kept while the same variables select it."""
+    """The botocore session of the profile the environment selects; kept while the variables that select the
+    profile and its files stay the same (a rotated key or session token does not make a new one: 5 ms each)."""
     global _cached_session
-    selection = chain_selection()
+    selection = tuple(os.environ.get(name) for name in PROFILE_VARIABLES)
     with _session_lock:
         if _cached_session is None or _cached_session[0] != selection:
             import botocore.session
