@@ -1,9 +1,10 @@
 """What a stream has accounted for: every (key, ETag) some batch read, skipped or covered, bounded by maxFileAge.
 
 A file is new when its key was never seen, or was seen with another ETag (an object overwritten under the same
-key is new data). Like Spark's file source, ``maxFileAge`` is measured from the newest file seen (the store's
-Last-Modified, never the local clock): older files are ignored by the listing and dropped from the set, so the
-set, and the checkpoint that stores it, stay bounded however long the stream runs.
+key is new data); on a store whose listing gives no ETag, with another Last-Modified. Like Spark's file source,
+``maxFileAge`` is measured from the newest file seen (the store's Last-Modified, never the local clock): older
+files are ignored by the listing and dropped from the set, so the set, and the checkpoint that stores it, stay
+bounded however long the stream runs.
 
 With keysSortByArrival each listing prefix has its own high-water key (keys grow with time within a prefix, not
 across prefixes: a key of ``b/`` says nothing of ``a/``), and a compaction output's name never becomes one (its
@@ -46,8 +47,17 @@ class SeenFiles:
         return key or None
 
     def is_new(self, info: ObjectInfo) -> bool:
+        """Never seen, or seen as another version: another ETag, or (a store that lists no ETag) another
+        Last-Modified. Without the fallback, a file listed without an ETag was new at every trigger."""
         seen = self.entries.get(info.key)
-        return seen is None or not same_etag(seen[0], info.etag)
+        if seen is None:
+            return True
+        etag, modified = seen
+        if etag is not None and info.etag is not None:
+            return not same_etag(etag, info.etag)
+        if (etag is None) != (info.etag is None):
+            return True
+        return modified is None or info.last_modified is None or modified != info.last_modified
 
     def too_old(self, modified: float | None, max_age: float | None) -> bool:
         """Older than ``max_age`` before the newest file seen (never true before anything was seen)."""
