@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -31,9 +32,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 from support.faultproxy import ErrorResponse, FaultRule
-from support.spark_fixtures import column_checksums, put_parquet
+from support.scripted_s3 import Reply, Request, ScriptedS3, list_body
+from support.spark_fixtures import column_checksums, parquet_bytes, put_parquet
 
-from s3io.errors import CorruptFile, InvalidConfig, NotFound, SchemaMismatch, Throttled
+from s3io.errors import CorruptFile, InvalidConfig, NotFound, ObjectChanged, SchemaMismatch, Throttled
 from s3io.s3.types import ObjectInfo
 from spark_ext.planning.binpack import plan_partitions
 from spark_ext.source.datasource import S3ParquetDataSource, SessionDefaults, bound_to_session
@@ -478,3 +480,41 @@ def test_automatic_registration_module_exposes_the_source():
 
     assert pyspark_s3parquet.DefaultSource is S3ParquetDataSource
     assert issubclass(pyspark_s3parquet.DefaultSource, DataSource)
+
+
+def test_a_file_listed_without_an_etag_is_read_by_every_task_at_the_version_planned(fake_aws_env):
+    """A store whose listing gives no ETag, and a file split over tasks by row groups. Each task used to pin the
+    version its own first answer gave, so a file overwritten between two tasks gave rows of both versions, with
+    no error (2,000 rows of each in the review). Now every split carries the ETag its footer was read at while
+    planning: the task after the overwrite fails with ObjectChanged."""
+    versions = [
+        parquet_bytes(
+            pa.table({"id": pa.array(range(4000), pa.int64()), "v": pa.array([v] * 4000, pa.int64())}),
+            row_group_size=1000,
+        )
+        for v in (1, 2)
+    ]
+    assert len(versions[0]) == len(versions[1])
+    with ScriptedS3({"t/big.parquet": versions[0]}) as server:
+
+        def etagless_listing(request: Request) -> Reply | None:
+            if request.query.get("list-type") != "2":
+                return None
+            body = list_body(["t/big.parquet"], server.objects, "t/", False, False)
+            return Reply(200, {}, re.sub(rb"<ETag>[^<]*</ETag>", b"<ETag></ETag>", body))
+
+        server.script = etagless_listing
+        source = _source(
+            server.url,
+            "s3://bucket/t/",
+            wholeObjectThreshold="0",
+            maxPartitionBytes=str(len(versions[0]) // 4),
+            minPartitionNum="4",
+        )
+        reader = source.reader(source.schema())
+        first, *rest = reader.partitions()
+        assert rest
+        assert set(_read_all(reader, [first]).column("v").to_pylist()) == {1}
+        server.objects["t/big.parquet"] = versions[1]  # overwritten between two tasks
+        with pytest.raises(ObjectChanged, match=r"s3://bucket/t/big\.parquet"):
+            _read_all(reader, rest)

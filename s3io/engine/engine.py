@@ -606,6 +606,10 @@ class RangeEngine:
         pin = obj.etag or self._pins.get((obj.bucket, obj.key))
         return _Identity(obj, pin)
 
+    def learned_etag(self, bucket: str, key: str) -> str | None:
+        """The ETag a read of an object listed without one saw (later reads of it are pinned to it), or None."""
+        return self._pins.get((bucket, key))
+
     def _learn(self, obj: ObjectInfo, identity: _Identity) -> None:
         """Remember the ETag of an object read without one, so later reads of it see the same version."""
         if obj.etag is not None or identity.etag is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -352,8 +352,8 @@ async def pack(
         min_partitions=min_partitions,
     )
     large = [f.info for f in files if needs_row_group_split(f.info.size, max_split)]
-    sizes: dict[str, Sequence[int]] = {
-        obj.url: known_row_groups[obj.url] for obj in large if obj.url in known_row_groups
+    sizes: dict[str, Sequence[int]] = {  # a file listed without an ETag has its footer read here: see below
+        obj.url: known_row_groups[obj.url] for obj in large if obj.url in known_row_groups and obj.etag
     }
     unknown = [obj for obj in large if obj.url not in sizes]
     if unknown:
@@ -369,8 +369,17 @@ async def pack(
         row_group_sizes=sizes,
     )
     split_files = len({s.url for group in groups for s in group if s.row_groups is not None})
-    pieces = [[to_piece(s, partition_index) for s in group] for group in groups]
+    pieces = [[to_piece(_pinned(s, reader), partition_index) for s in group] for group in groups]
     return PackingPlan(pieces, max_split, min_partitions, split_files)
+
+
+def _pinned(split: FileSplit, reader: ParquetReader) -> FileSplit:
+    """A split of a file listed without an ETag (a store that lists none) carries the ETag its footer was read at:
+    the file's splits run in different tasks, each of which would otherwise pin its own first answer, so a file
+    overwritten between two tasks would give rows of two versions. Now that is ObjectChanged."""
+    if split.etag or split.row_groups is None:
+        return split
+    return replace(split, etag=reader.engine.learned_etag(split.bucket, split.key))
 
 
 def to_piece(split: FileSplit, partition_index: Sequence[int]) -> FilePiece:
