@@ -147,6 +147,27 @@ def test_a_file_that_cannot_be_read_fails_the_batch_and_is_read_after_the_fix(
     assert len(manifests(s3_client, bucket, "bad/_s3io_streams/fails/")) == 3  # replayed, never re-planned
 
 
+def test_a_file_deleted_after_its_batch_was_planned_fails_with_the_way_out_then_is_skipped_on_request(
+    spark: Any, fault_proxy: Any, s3_client: Any, bucket: str, tmp_path: Path
+) -> None:
+    """A batch's files are fixed by its manifest, so a file deleted after planning fails every restart the same
+    way: the error says so and names the way out (restore it, or ignoreMissingFiles=true), and that option then
+    skips exactly that file's rows, none twice."""
+    written = land(s3_client, bucket, "gone/", 0, 3)
+    rule = fault_proxy.add_rule(FaultRule(fault=ErrorResponse.internal_error(), method="GET", path=r"f-00001\.parquet"))
+    options = stream_options(fault_proxy.url, "gone", maxAttempts=2, backoffBase="10ms")
+    sink, checkpoint = tmp_path / "sink", tmp_path / "cp"
+    assert run_available_now(spark, f"s3://{bucket}/gone/", options, sink, checkpoint).exception() is not None
+    fault_proxy.remove_rule(rule)
+    s3_client.delete_object(Bucket=bucket, Key="gone/f-00001.parquet")
+    error = run_available_now(spark, f"s3://{bucket}/gone/", options, sink, checkpoint).exception()
+    assert error is not None and "NotFound" in str(error) and "gone/f-00001.parquet" in str(error)
+    assert "fixed by its manifest" in str(error) and "ignoreMissingFiles=true" in str(error)
+    options = {**options, "ignoreMissingFiles": "true"}
+    assert run_available_now(spark, f"s3://{bucket}/gone/", options, sink, checkpoint).exception() is None
+    assert sink_ids(spark, sink) == written[:10] + written[20:]
+
+
 DRIVER = """
 import sys
 import threading

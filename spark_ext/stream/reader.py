@@ -36,7 +36,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from s3io.dataset import FilePiece
-from s3io.errors import S3IOError
+from s3io.errors import NotFound, S3IOError
 from s3io.listing import ListedFile, select_files
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
@@ -54,6 +54,13 @@ from spark_ext.stream.seen import SeenFiles, select_new
 from spark_ext.stream.store import StreamStore
 
 logger = logging.getLogger("spark_ext.stream")
+
+
+# A batch's files are fixed by its manifest, so a restart replays the same read: say how to get past a file gone.
+REPLAYED_BATCH_HINT = (
+    "s3parquet stream: this batch's files are fixed by its manifest, so a restarted query reads them again and "
+    "fails the same way; restore the file, or set ignoreMissingFiles=true to skip it"
+)
 
 
 class StreamConflict(S3IOError):
@@ -125,7 +132,11 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self._run(self._partitions(_batch_of(start), _batch_of(end)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition)
+        try:
+            yield from read_partition(partition)
+        except NotFound as exc:
+            exc.add_note(REPLAYED_BATCH_HINT)
+            raise
 
     def commit(self, end: dict) -> None:
         self._run(self._commit(_batch_of(end)))
