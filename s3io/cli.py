@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -202,8 +203,24 @@ async def _run(args: argparse.Namespace) -> None:
             await _stat(s3, args.url)
 
 
+def join_negative_values(argv: Sequence[str]) -> list[str]:
+    """``--flag -1s`` as ``--flag=-1s``: argparse takes a value that starts with '-' for a flag only if it looks like
+    a plain negative number, so ``--stall-timeout -1s`` got "expected one argument" instead of the check that names
+    the flag and what it accepts."""
+    joined: list[str] = []
+    for token in argv:
+        if joined and joined[-1].startswith("--") and "=" not in joined[-1] and _NEGATIVE_VALUE.match(token):
+            joined[-1] = f"{joined[-1]}={token}"
+        else:
+            joined.append(token)
+    return joined
+
+
+_NEGATIVE_VALUE = re.compile(r"-\d")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     configure_cli_logging(args.verbose, "s3io: %(levelname)s: %(message)s")  # never the root logger
     try:
         asyncio.run(_run(args))

@@ -140,6 +140,9 @@ def test_processes_must_be_a_count_and_cannot_be_combined_with_a_spark_session(
     with pytest.raises(SystemExit) as exit_info:
         cli_main(["s3://bucket/prefix/", "--processes", "2"])
     assert exit_info.value.code == 2 and "--master none" in capsys.readouterr().err
+    # a negative value after its flag reaches the check that names the flag (argparse took it for a flag)
+    assert cli_main(["s3://bucket/prefix/", "--master", "none", "--grace-period", "-1s"]) == 2
+    assert "--grace-period: expected" in capsys.readouterr().err
 
 
 UNGUARDED_SCRIPT = """

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from s3io.cli import add_policy_arguments, policy_from_args
+from s3io.cli import add_policy_arguments, join_negative_values, policy_from_args
 from s3io.errors import InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.transport.credentials import ANONYMOUS
@@ -47,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="with --master none: rewrite groups in this many worker processes (default 0: in this process)",
     )
-    parser.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
-    parser.add_argument("--region", help="region (default: $AWS_REGION, else us-east-1)")
+    parser.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL, else the profile's, else AWS)")
+    parser.add_argument("--region", help="region (default: $AWS_REGION, else the profile's, else us-east-1)")
     parser.add_argument("--anonymous", action="store_true", help="unsigned requests")
     parser.add_argument("--no-progress", action="store_true", help="do not draw the progress bar")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v: log retries")
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     if args.processes and args.master.lower() != "none":
         parser.error("--processes runs groups in worker processes instead of Spark: add --master none")
     configure_cli_logging(args.verbose, "%(name)s: %(levelname)s: %(message)s")  # never the root logger
