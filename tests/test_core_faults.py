@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import random
 import time
@@ -324,10 +325,12 @@ async def test_multipart_writer_aborts_on_a_part_that_cannot_be_uploaded(
 
 
 async def test_a_failed_abort_never_replaces_the_error_that_caused_it(
-    fault_proxy: FaultProxy, s3_client, bucket: str, caplog
+    fault_proxy: FaultProxy, s3_client, bucket: str, caplog, monkeypatch
 ) -> None:
     """A part refused (400) and the abort refused too (500 past the retries): the caller gets the part's error, not
     the abort's, and the abort's failure is logged with what to do about the parts left behind."""
+    monkeypatch.setattr(logging.getLogger("s3io"), "propagate", True)  # as a library's logger is (a CLI stops it)
+    caplog.set_level(logging.WARNING, logger="s3io")
     fault_proxy.add_rule(FaultRule(fault=ErrorResponse(400, "InvalidPart", "bad"), method="PUT", path="partNumber=1"))
     fault_proxy.add_rule(FaultRule(fault=ErrorResponse.internal_error(), method="DELETE", path="uploadId="))
     async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
