@@ -13,10 +13,10 @@ import sys
 import time
 from collections.abc import Sequence
 
-from s3io.errors import InvalidConfig, ObjectChanged, S3IOError
+from s3io.errors import InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.policy import Policy
-from s3io.s3.client import S3Client
+from s3io.s3.client import S3Client, stated_size
 from s3io.s3.get_range import SUFFIX, GetRange
 from s3io.transport.credentials import ANONYMOUS
 from s3io.urls import split_s3_url
@@ -144,23 +144,12 @@ async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
         if part.object_size is not None:
             end = part.object_size if end is None else min(end, part.object_size)
         elif end is None and len(part.data) == stop - position:
-            end = await _stated_size(s3, bucket, key, etag, position + len(part.data))
+            end = await stated_size(s3.head_object, bucket, key, etag=etag, held=position + len(part.data))
         out.write(part.data)
         position += len(part.data)
         if not part.data or (end is None and position < stop):
             break  # the object ended (a short answer that does not state the size is the rest of it)
     out.flush()
-
-
-async def _stated_size(s3: S3Client, bucket: str, key: str, etag: str | None, held: int) -> int:
-    """A full part whose answer did not state the object's size: one HEAD pinned to its ETag gives the size (never
-    reading on part after part without one); at least the ``held`` bytes, else the answers were not that object."""
-    size = (await s3.head_object(bucket, key, if_match=etag)).size
-    if size < held:
-        raise ObjectChanged(
-            f"a HEAD says the object is {size} bytes, but an answer held {held}", bucket=bucket, key=key
-        )
-    return size
 
 
 async def _ls(s3: S3Client, url: str, recursive: bool) -> None:

@@ -60,7 +60,7 @@ from s3io.policy import Policy
 from s3io.resilience.attempt import AttemptRunner
 from s3io.resilience.deadline import Watchdog
 from s3io.resilience.retryable import error_for_status, from_wire
-from s3io.s3.client import S3Client
+from s3io.s3.client import S3Client, stated_size
 from s3io.s3.etags import bare_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.paging import ListingGuard
@@ -428,17 +428,9 @@ class S3FileSystem(s3fs.S3FileSystem):
         if position < chunk:
             return etag, position, position
         try:
-            size = (await self._s3io_client().head_object(bucket, key, if_match=etag)).size
+            size = await stated_size(self._s3io_client().head_object, bucket, key, etag=etag, held=position)
         except errors.S3IOError as exc:
-            changed = isinstance(exc, errors.PreconditionFailed)
-            raise _fsspec_error(errors.ObjectChanged(exc.message) if changed else exc, path, etag) from exc
-        if size < position:
-            changed = errors.ObjectChanged(
-                f"a HEAD says the object is {size} bytes, but {position} were already read from it",
-                bucket=bucket,
-                key=key,
-            )
-            raise _fsspec_error(changed, path, etag) from changed
+            raise _fsspec_error(exc, path, etag) from exc
         return etag, position, size
 
     async def _resolve_limits(self, path: str, start: int | None, end: int | None) -> GetRange:

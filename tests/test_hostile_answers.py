@@ -42,6 +42,19 @@ def client(server: ScriptedS3, policy: Policy = QUICK) -> S3Client:
     )
 
 
+def fs_on(server: ScriptedS3, **options: object) -> s3io.S3FileSystem:
+    """The fsspec filesystem on the scripted server: a fresh instance, no listings cache, 3 attempts (``options``
+    override or add to those)."""
+    defaults = {"skip_instance_cache": True, "use_listings_cache": False, "max_attempts": 3}
+    return s3io.S3FileSystem(
+        key="AKIDEXAMPLE",
+        secret="secret",
+        endpoint_url=server.url,
+        client_kwargs={"region_name": "us-east-1"},
+        **{**defaults, **options},
+    )
+
+
 def lie_once(server: ScriptedS3, reply: Reply) -> None:
     """The first GET gets ``reply``; every later request the honest answer."""
     told: list[int] = []
@@ -410,15 +423,7 @@ async def test_whole_object_reads_do_not_take_an_unsized_first_part_for_the_whol
     async with client(server) as s3:
         engine = RangeEngine(s3, EngineConfig(part_size=64 * 1024))
         assert await engine.fetch_object(s3io.ObjectInfo("bucket", "big.bin", UNKNOWN_SIZE, None, None)) == big
-    fs = s3io.S3FileSystem(
-        key="AKIDEXAMPLE",
-        secret="secret",
-        endpoint_url=server.url,
-        client_kwargs={"region_name": "us-east-1"},
-        default_block_size=64 * 1024,
-        skip_instance_cache=True,
-        max_attempts=3,
-    )
+    fs = fs_on(server, default_block_size=64 * 1024)
     assert fs.cat_file("bucket/big.bin") == big
     fs.get_file("bucket/big.bin", str(tmp_path / "big.bin"))
     assert (tmp_path / "big.bin").read_bytes() == big
@@ -665,16 +670,7 @@ async def test_a_first_answer_claiming_a_petabyte_fails_at_the_next_part_not_aft
         with pytest.raises(errors.ObjectChanged, match=f"expected {petabyte}"):
             await asyncio.wait_for(engine.fetch_object(s3io.ObjectInfo("bucket", "obj.bin", UNKNOWN_SIZE, None)), 60)
         assert s3.stats().request_count <= 1 + 4 * QUICK.max_attempts
-    fs = s3io.S3FileSystem(
-        key="AKIDEXAMPLE",
-        secret="secret",
-        endpoint_url=server.url,
-        client_kwargs={"region_name": "us-east-1"},
-        default_block_size=part,
-        skip_instance_cache=True,
-        max_attempts=3,
-        max_concurrency=4,
-    )
+    fs = fs_on(server, default_block_size=part, max_concurrency=4)
     for read in (lambda: fs.cat_file("bucket/obj.bin"), lambda: fs.get_file("bucket/obj.bin", str(tmp_path / "o"))):
         before = len(server.requests)
         with pytest.raises(FileExpired) as caught:
@@ -714,15 +710,7 @@ def test_an_object_that_shrinks_mid_read_on_a_store_ignoring_if_match_is_never_r
             return None
 
         server.script = script
-        fs = s3io.S3FileSystem(
-            key="AKIDEXAMPLE",
-            secret="secret",
-            endpoint_url=server.url,
-            client_kwargs={"region_name": "us-east-1"},
-            skip_instance_cache=True,
-            max_attempts=1,
-            local_expiry_check=local_expiry_check,
-        )
+        fs = fs_on(server, max_attempts=1, local_expiry_check=local_expiry_check)
         try:
             with pytest.raises(FileExpired):
                 read(fs)
@@ -759,18 +747,6 @@ def test_a_failed_read_raises_the_class_and_errno_s3fs_raises_for_the_same_answe
         ours.close()
 
 
-def _fs_on(server: ScriptedS3) -> s3io.S3FileSystem:
-    return s3io.S3FileSystem(
-        key="AKIDEXAMPLE",
-        secret="secret",
-        endpoint_url=server.url,
-        client_kwargs={"region_name": "us-east-1"},
-        skip_instance_cache=True,
-        use_listings_cache=False,
-        max_attempts=3,
-    )
-
-
 def _cause_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
     while exc is not None and not isinstance(exc, kind):
         exc = exc.__cause__
@@ -781,7 +757,7 @@ def test_the_filesystems_listings_stop_a_looping_server_as_the_clients_do(server
     """ls and find page through botocore (s3fs's own pager followed every token): a repeated token, keys going
     back, and IsTruncated without a token end in an OSError caused by the typed error after a page or two, not an
     endless listing (12,911 LISTs in 15 s in the review) or a KeyError."""
-    fs = _fs_on(server)
+    fs = fs_on(server)
     try:
         server.script = _looping_listing
         for listing in (lambda: fs.ls("bucket/land", detail=False), lambda: fs.find("bucket/land")):
@@ -822,7 +798,7 @@ async def test_a_listing_of_endless_empty_pages_with_fresh_tokens_ends_with_a_ty
         with pytest.raises(errors.ListingLoop, match="300 pages in a row holding no key"):
             await asyncio.wait_for(_drain(s3.list_objects("bucket", "land/")), 60)
     assert server.count("GET") == 300
-    fs = _fs_on(server)
+    fs = fs_on(server)
     try:
         with pytest.raises(OSError, match="pages in a row holding no key"):
             await asyncio.wait_for(asyncio.to_thread(fs.ls, "bucket/land", detail=False), 60)
@@ -856,7 +832,7 @@ async def test_a_directory_buckets_listing_out_of_key_order_is_not_taken_for_a_l
         directory.script = script
         async with client(directory) as s3:
             assert [o.key async for o in s3.list_objects(bucket, "d/")] == ["d/c", "d/d", "d/a", "d/b"]
-        fs = _fs_on(directory)
+        fs = fs_on(directory)
         try:
             assert sorted(fs.find(f"{bucket}/d")) == [f"{bucket}/d/{k}" for k in "abcd"]
         finally:
@@ -887,7 +863,7 @@ def test_a_server_that_never_states_the_size_is_read_to_the_size_a_head_states(s
             engine = RangeEngine(s3, EngineConfig(part_size=part))
             return await engine.fetch_object(s3io.ObjectInfo("bucket", "big.bin", UNKNOWN_SIZE, None, None))
 
-    fs = _fs_on(server)
+    fs = fs_on(server)
     try:
         for name, read in {
             "engine": lambda: asyncio.run(engine_read()),

@@ -29,6 +29,7 @@ from s3io.engine.ranges import Range, check_range, iter_parts, merge_ranges, sli
 from s3io.engine.singleflight import SingleFlight
 from s3io.engine.tasks import gather_all, map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
+from s3io.s3.client import stated_size
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.types import GetResult, ObjectInfo
@@ -418,7 +419,11 @@ class RangeEngine:
         first = await self._get_or_whole(obj, GetRange.bounded(0, part_size), identity)
         position = len(first.data)
         if identity.size is None:
-            identity.size = position if position < part_size else await self._stated_size(obj, identity, position)
+            identity.size = (
+                position
+                if position < part_size
+                else await stated_size(self.client.head_object, obj.bucket, obj.key, etag=identity.etag, held=position)
+            )
         size = identity.size
         if size <= position:
             await lease.resize(size)
@@ -426,29 +431,6 @@ class RangeEngine:
         await lease.resize(size)
         rest = await self._read_span(obj, position, size, identity)
         return b"".join([first.data, rest])
-
-    async def _stated_size(self, obj: ObjectInfo, identity: _Identity, held: int) -> int:
-        """The object's size from a HEAD pinned to the read's ETag (its GETs' answers did not state it); at least
-        the ``held`` bytes already read, else the object is not the one they came from."""
-        try:
-            info = await self.client.head_object(obj.bucket, obj.key, if_match=identity.etag)
-        except errors.PreconditionFailed as exc:
-            raise errors.ObjectChanged(
-                f"object changed while its size was asked (ETag {identity.etag})", bucket=obj.bucket, key=obj.key
-            ) from exc
-        if identity.etag is not None and info.etag is not None and not same_etag(info.etag, identity.etag):
-            raise errors.ObjectChanged(
-                f"object changed while its size was asked (ETag {info.etag}, expected {identity.etag})",
-                bucket=obj.bucket,
-                key=obj.key,
-            )
-        if info.size < held:
-            raise errors.ObjectChanged(
-                f"a HEAD says the object is {info.size} bytes, but {held} were already read from it",
-                bucket=obj.bucket,
-                key=obj.key,
-            )
-        return info.size
 
     async def _read_tail(self, obj: ObjectInfo, n: int, lease: Lease) -> tuple[bytes, int]:
         self._counters.calls += 1

@@ -11,7 +11,7 @@ import asyncio
 import base64
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
@@ -625,6 +625,29 @@ class S3Client:
             return _put_result(response.body, "CopyObjectResult", dst_bucket, dst_key)
 
         return await self._runner.run("copy", dst_bucket, dst_key, attempt)
+
+
+async def stated_size(
+    head: Callable[..., Awaitable[ObjectInfo]], bucket: str, key: str, *, etag: str | None, held: int
+) -> int:
+    """The size of an object whose GET answers never stated it, from one HEAD (``head``: a client's head_object)
+    pinned to the read's ``etag``: never reading on part after part without one. ObjectChanged when the HEAD is
+    of another version, or says less than the ``held`` bytes already read."""
+    try:
+        info = await head(bucket, key, if_match=etag)
+    except errors.PreconditionFailed as exc:
+        raise errors.ObjectChanged(
+            f"object changed while its size was asked (ETag {etag})", bucket=bucket, key=key
+        ) from exc
+    if etag is not None and info.etag is not None and not same_etag(info.etag, etag):
+        raise errors.ObjectChanged(
+            f"object changed while its size was asked (ETag {info.etag}, expected {etag})", bucket=bucket, key=key
+        )
+    if info.size < held:
+        raise errors.ObjectChanged(
+            f"a HEAD says the object is {info.size} bytes, but {held} were already read from it", bucket=bucket, key=key
+        )
+    return info.size
 
 
 def _check_etag(bucket: str, key: str, etag: str | None, what: str = "if_match") -> None:

@@ -49,7 +49,7 @@ _chain_lock = threading.Lock()
 _chain: tuple[tuple[str | None, ...], object | None] | None = None  # (selection, chain), replaced as one value
 
 
-def chain_selection() -> tuple[str | None, ...]:
+def _chain_selection() -> tuple[str | None, ...]:
     """The values of the variables that select credentials and profile now: the key the resolved chain is kept by."""
     return tuple(os.environ.get(name) for name in SELECTING_VARIABLES)
 
@@ -62,7 +62,7 @@ def _refresh_needed(creds: object | None) -> bool:
 def _current_chain() -> object | None:
     """The chain resolved for the current environment, or None (unresolved, or resolved for other variables)."""
     entry = _chain  # read without the lock: one reference to a tuple that is never changed in place
-    return entry[1] if entry is not None and entry[0] == chain_selection() else None
+    return entry[1] if entry is not None and entry[0] == _chain_selection() else None
 
 
 def _provider_chain(fresh: bool = False) -> object | None:
@@ -70,7 +70,7 @@ def _provider_chain(fresh: bool = False) -> object | None:
     for other selecting variables, or ``fresh``."""
     global _chain
     with _chain_lock:
-        selection = chain_selection()
+        selection = _chain_selection()
         if _chain is None or _chain[0] != selection or fresh:
             import botocore.session
 
