@@ -434,7 +434,30 @@ def _user_schemas() -> list[Case]:
         )
     }
     differ = Difference("reinterpretations", _refuses("cannot be read as"))
+    struct_a = pa.struct([("b", pa.int64())])
+    dotted = {  # a top-level column named "a.b" beside a struct "a" whose field "b" has the same dotted path
+        "x.parquet": parquet(
+            pa.table({"a.b": [1, None, 3], "a": pa.array([{"b": 10}, {"b": 20}, None], struct_a), "c": [5, 6, 7]})
+        ),
+        "y.parquet": parquet(pa.table({"a": pa.array([{"b": 40}, {"b": None}], struct_a), "c": [8, 9]})),
+    }
+    pushdown = {"spark.sql.python.filterPushdown.enabled": "true", "spark.sql.parquet.filterPushdown": "true"}
     cases = [
+        Case("user_schema_dotted_name_beside_a_struct", dotted, schema="`a.b` bigint, c bigint"),
+        Case(
+            "user_schema_dotted_name_filtered_is_null",
+            dotted,
+            schema="`a.b` bigint, c bigint",
+            query=lambda df: df.filter("`a.b` IS NULL"),
+            conf=pushdown,
+        ),
+        Case(
+            "user_schema_dotted_name_filtered_by_value",
+            dotted,
+            schema="c bigint, `a.b` bigint, a struct<b:bigint>",
+            query=lambda df: df.filter("`a.b` > 2 OR a.b = 40"),
+            conf=pushdown,
+        ),
         Case(
             "user_schema_matches",
             f,

@@ -1,7 +1,7 @@
 """Predicates: validation messages, exact Arrow filtering, and statistics pruning that never drops a matching row.
 
 The pruning property: for every row group, if the exact filter (``to_expression``) keeps any of its rows, then
-``row_group_may_match`` / ``select_row_groups`` keep the row group. Checked over seeded random data of many types,
+``select_row_groups`` keeps the row group. Checked over seeded random data of many types,
 with nulls, NaN, all-null and null-free row groups.
 """
 
@@ -21,7 +21,7 @@ from pyarrow import acero
 
 from s3io.errors import InvalidConfig
 from s3io.parquet.chunks import select_row_groups
-from s3io.parquet.predicates import OPS, row_group_may_match, to_expression, validate
+from s3io.parquet.predicates import OPS, to_expression, validate
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -166,16 +166,6 @@ def test_pruning_never_drops_a_row_group_with_matching_rows(dataset: tuple[Path,
     assert stats["checks"] > 900
     # Statistics must do real work too: most row groups that can be pruned are pruned.
     assert stats["pruned"] > 0.6 * stats["prunable"], stats
-
-
-def test_row_group_may_match_agrees_with_select_row_groups(dataset: tuple[Path, pa.Table, dict]) -> None:
-    path, _, _ = dataset
-    metadata = pq.read_metadata(path)
-    schema = metadata.schema.to_arrow_schema()
-    for predicates in ([("i64", ">", 200)], [("s", "=", "b")], [("d", "is null", None)], [("ts_ms", "<", EPOCH)]):
-        expected = select_row_groups(metadata, predicates, schema)
-        got = [rg for rg in range(GROUPS) if row_group_may_match(metadata.row_group(rg), predicates, schema)]
-        assert got == expected
 
 
 def test_null_handling_uses_null_counts(dataset: tuple[Path, pa.Table, dict]) -> None:
@@ -363,3 +353,21 @@ def test_statistics_bound_nothing_across_a_cast_that_does_not_keep_the_order(tmp
     assert select_row_groups(metadata, [("n", "=", 11.0)], pa.schema([("n", pa.float64())])) == []
     decimals = _metadata(pa.table({"d": pa.array([Decimal("9.5"), Decimal("10.5")], pa.decimal128(5, 1))}), tmp_path)
     assert select_row_groups(decimals, [("d", "=", "10.5")], pa.schema([("d", pa.string())])) == [0]
+
+
+def test_a_dotted_column_name_is_pruned_by_its_own_statistics_never_by_a_struct_field_of_that_path(
+    tmp_path: Path,
+) -> None:
+    struct_a = pa.struct([("b", pa.int64())])
+    only_struct = tmp_path / "only_struct.parquet"  # no top-level "a.b": it reads as nulls there
+    pq.write_table(pa.table({"a": pa.array([{"b": 10}, {"b": 20}], struct_a)}), only_struct)
+    both = tmp_path / "both.parquet"
+    pq.write_table(pa.table({"a.b": [1, 2], "a": pa.array([{"b": 10}, {"b": 20}], struct_a)}), both)
+    schema = pa.schema([("a.b", pa.int64()), ("a", struct_a)])
+    lacking = pq.read_metadata(only_struct)
+    assert select_row_groups(lacking, [("a.b", "is null", None)], schema) == [0]
+    assert select_row_groups(lacking, [("a.b", "=", 10)], schema) == []
+    having = pq.read_metadata(both)
+    assert select_row_groups(having, [("a.b", "=", 10)], schema) == []
+    assert select_row_groups(having, [("a.b", "=", 2)], schema) == [0]
+    assert select_row_groups(having, [("a.b", "is null", None)], schema) == []

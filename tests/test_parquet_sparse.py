@@ -171,3 +171,20 @@ def test_default_tail_of_a_small_file_is_the_whole_file_and_decodes_zero_copy(tm
     source = open_source(len(data), [(0, data)], URL)
     got = pa.Table.from_batches(list(decode(source, metadata, [0], None, url=URL)))
     assert got.equals(pq.read_table(path))
+
+
+@pytest.mark.parametrize("columns", [["a.b"], ["c", "a.b"], ["a"], ["a", "a.b"]])
+def test_a_dotted_column_name_beside_a_struct_of_that_path_reads_only_that_column(
+    tmp_path: Path, columns: list[str]
+) -> None:
+    """A top-level column named ``a.b`` next to a struct ``a`` with a field ``b``: pyarrow's name-based reader takes
+    ``"a.b"`` for a dotted path and also reads the struct, whose chunk a sparse read never fetched."""
+    path = tmp_path / "dotted.parquet"
+    table = pa.table({"a.b": [1, 2, 3], "a": pa.array([{"b": 10}, {"b": 20}, {"b": 30}]), "c": [5, 6, 7]})
+    pq.write_table(table, path)
+    data = path.read_bytes()
+    start, tail, metadata = _footer_tail(data, 1024)
+    segments = [(start, tail), *_fetch(data, chunk_ranges(metadata, [0], columns))]
+    got = pa.Table.from_batches(list(decode(SparseFile(len(data), segments, URL), metadata, [0], columns, url=URL)))
+    assert got.column_names == columns
+    assert got.equals(table.select(columns))

@@ -103,27 +103,39 @@ def read_batches(
     """``decode`` for a reader already open (``open_whole``): the same batches, checks and errors."""
     metadata = reader.metadata
     wanted = present_columns(metadata, columns)
+    indices = _leaf_indices(metadata, wanted)
     for row_group in row_groups:
         if not 0 <= row_group < metadata.num_row_groups:
             raise IndexError(f"{url}: row group {row_group} out of range (file has {metadata.num_row_groups})")
         try:
-            yield from reader.iter_batches(
-                batch_size=batch_size, row_groups=[row_group], columns=wanted, use_threads=use_threads
+            yield from reader.reader.iter_batches(
+                batch_size, row_groups=[row_group], column_indices=indices, use_threads=use_threads
             )
         except _DECODE_ERRORS as exc:
             raise _decode_error(reader, row_group, wanted, url, exc) from exc
+
+
+def _leaf_indices(metadata: pq.FileMetaData, columns: list[str] | None) -> list[int] | None:
+    """The leaf columns of ``columns`` (top-level names, in that order), for pyarrow's index-based reader.
+
+    pyarrow's name-based ``columns=`` reads a name as a dotted path: ``"a.b"`` also selects the field ``b`` of a
+    struct ``a``, whose bytes a sparse read never fetched. Leaf indices name exactly one top-level column each."""
+    if columns is None:
+        return None
+    by_name = top_level_leaves(metadata)
+    return [index for name in columns for index in by_name[name]]
 
 
 def _decode_error(
     reader: pq.ParquetFile, row_group: int, columns: list[str] | None, url: str | None, exc: BaseException
 ) -> CorruptFile:
     """CorruptFile for a failed row group, naming the column when decoding it alone fails too."""
-    names = columns if columns is not None else reader.schema_arrow.names
+    names = columns if columns is not None else list(top_level_leaves(reader.metadata))
     culprit = None
     if len(names) > 1:
         for name in names:
             try:
-                reader.read_row_group(row_group, columns=[name], use_threads=False)
+                reader.reader.read_row_group(row_group, _leaf_indices(reader.metadata, [name]), use_threads=False)
             except _DECODE_ERRORS:
                 culprit = name
                 break

@@ -82,31 +82,11 @@ def to_expression(predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema 
     return expression
 
 
-def row_group_may_match(
-    row_group: pq.RowGroupMetaData, predicates: Iterable[Sequence[Any]] | Sequence[BoundPredicate], schema: pa.Schema
-) -> bool:
-    """False only when statistics prove no row of the row group satisfies every predicate.
-
-    ``schema`` is the read schema (as for ``to_expression``). A predicate column the file lacks reads as nulls
-    (``conform``), so only ``is null`` can match it there.
-    """
-    bound = _as_bound(predicates, schema)
-    paths: dict[str, list[int]] = {}
-    for j in range(row_group.num_columns):
-        paths.setdefault(row_group.column(j).path_in_schema, []).append(j)
-    leaf_of: dict[str, int | None] = {}
-    for name in {p.column for p in bound}:
-        if name in paths:
-            leaf_of[name] = paths[name][0] if len(paths[name]) == 1 else None
-        elif any(path.startswith(name + ".") for path in paths):
-            leaf_of[name] = None
-    return may_match_with_leaves(row_group, bound, leaf_of)
-
-
 def may_match_with_leaves(
     row_group: pq.RowGroupMetaData, bound: Sequence[BoundPredicate], leaf_of: Mapping[str, int | None]
 ) -> bool:
-    """``row_group_may_match`` given each column's flat leaf index (None: not flat, keep; absent: not in the file)."""
+    """False only when statistics prove no row of the row group satisfies every predicate, given each column's flat
+    leaf index (None: not flat, keep; absent: not in the file, so only ``is null`` can match it)."""
     if row_group.num_rows == 0 and bound:
         return False
     for predicate in bound:
