@@ -48,6 +48,16 @@ CLUSTER_DRIVER = textwrap.dedent(
     query.awaitTermination(300)
     sink = spark.read.parquet(out + "/sink")
     summary.update(stream_rows=sink.count(), stream_distinct=sink.distinct().count(), executors=executors)
+    from s3io import Credentials
+    report = spark_ext.compact(
+        spark, f"s3://{bucket}/landing/", endpoint_url=endpoint, min_input_files=2, grace_period=0.0,
+        credentials=Credentials("%(key)s", "%(secret)s"),
+    )
+    landed = spark.read.format("s3parquet").options(**s3).load(f"s3://{bucket}/landing/")
+    summary.update(
+        compaction=[report.status, report.groups_done, report.files_before, report.files_after],
+        compacted_rows=landed.count(), compacted_sum=landed.agg({"id": "sum"}).first()[0],
+    )
     print(json.dumps(summary))
     spark.stop()
     """
@@ -65,15 +75,24 @@ def _run(script: str, args: list[str], env: dict[str, str], tmp_path: Path) -> s
 def test_batch_read_and_stream_on_a_local_cluster_with_executors_in_their_own_jvms(
     s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
 ) -> None:
+    """The read, the stream and a compaction (its groups run as tasks in the executors), with no credentials in any
+    process's environment: what the driver was given must travel with the tasks."""
     for n in range(200):
         put_parquet(s3_client, bucket, f"table/f-{n:04d}.parquet", pa.table({"id": pa.array([n], pa.int64())}))
+    for n in range(40):
+        ids = pa.array(range(n * 10, n * 10 + 10), pa.int64())
+        put_parquet(s3_client, bucket, f"landing/day={n % 2}/f-{n:04d}.parquet", pa.table({"id": ids}))
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        env.pop(name)
     result = _run(CLUSTER_DRIVER, [s3_endpoint.url, bucket, str(tmp_path)], env, tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     summary = __import__("json").loads(result.stdout.strip().splitlines()[-1])
     assert summary["rows"] == 200 and summary["sum"] == sum(range(200))
     assert summary["stream_rows"] == summary["stream_distinct"] == 200
     assert summary["executors"] == 2  # tasks ran in two executor JVMs (in local-cluster the driver runs none)
+    assert summary["compaction"] == ["ok", 2, 40, 2]  # one output per day=, written by tasks in the executors
+    assert summary["compacted_rows"] == 400 and summary["compacted_sum"] == sum(range(400))
 
 
 WRONG_PYTHON_DRIVER = textwrap.dedent(
