@@ -30,11 +30,14 @@ CLUSTER_DRIVER = textwrap.dedent(
     for key, value in LOCAL_CONF.items():
         builder = builder.config(key, value)
     builder = builder.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+    # Python workers (the executors', and the driver's that plan a read) get another endpoint, where nothing listens:
+    # the read names its endpoint; the compaction's tasks must use the one the driver process found
+    builder = builder.config("spark.executorEnv.AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     # jobs start once both executors have registered (standalone's default ratio, 0, would start with one)
     builder = builder.config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
     spark = builder.config("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s").getOrCreate()
     spark_ext.register(spark)
-    s3 = {"endpoint": endpoint, "accessKeyId": "%(key)s", "secretAccessKey": "%(secret)s"}
+    s3 = {"endpoint": endpoint, "accessKeyId": "%(key)s", "secretAccessKey": "%(secret)s", "maxAttempts": "2"}
     batch = spark.read.format("s3parquet").options(**s3).load(f"s3://{bucket}/table/")
     summary = {"rows": batch.count(), "sum": batch.agg({"id": "sum"}).first()[0]}
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
@@ -50,7 +53,7 @@ CLUSTER_DRIVER = textwrap.dedent(
     summary.update(stream_rows=sink.count(), stream_distinct=sink.distinct().count(), executors=executors)
     from s3io import Credentials
     report = spark_ext.compact(
-        spark, f"s3://{bucket}/landing/", endpoint_url=endpoint, min_input_files=2, grace_period=0.0,
+        spark, f"s3://{bucket}/landing/", min_input_files=2, grace_period=0.0, policy={"maxAttempts": "2"},
         credentials=Credentials("%(key)s", "%(secret)s"),
     )
     landed = spark.read.format("s3parquet").options(**s3).load(f"s3://{bucket}/landing/")
@@ -75,8 +78,10 @@ def _run(script: str, args: list[str], env: dict[str, str], tmp_path: Path) -> s
 def test_batch_read_and_stream_on_a_local_cluster_with_executors_in_their_own_jvms(
     s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
 ) -> None:
-    """The read, the stream and a compaction (its groups run as tasks in the executors), with no credentials in any
-    process's environment: what the driver was given must travel with the tasks."""
+    """The read, the stream and a compaction (its groups run as tasks in the executors) with no credentials in any
+    process's environment: what the driver was given must travel with the tasks. The compaction is given no
+    endpoint: the driver process finds it in its environment, the executors' Python workers find a dead one in
+    theirs, and the tasks must use the driver's."""
     for n in range(200):
         put_parquet(s3_client, bucket, f"table/f-{n:04d}.parquet", pa.table({"id": pa.array([n], pa.int64())}))
     for n in range(40):
@@ -85,6 +90,7 @@ def test_batch_read_and_stream_on_a_local_cluster_with_executors_in_their_own_jv
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         env.pop(name)
+    env["AWS_ENDPOINT_URL"] = s3_endpoint.url
     result = _run(CLUSTER_DRIVER, [s3_endpoint.url, bucket, str(tmp_path)], env, tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     summary = __import__("json").loads(result.stdout.strip().splitlines()[-1])

@@ -518,3 +518,25 @@ def test_a_file_listed_without_an_etag_is_read_by_every_task_at_the_version_plan
         server.objects["t/big.parquet"] = versions[1]  # overwritten between two tasks
         with pytest.raises(ObjectChanged, match=r"s3://bucket/t/big\.parquet"):
             _read_all(reader, rest)
+
+
+def test_tasks_read_from_the_store_the_driver_listed_whatever_their_own_environment_says(
+    s3_endpoint, s3_client, bucket, monkeypatch
+) -> None:
+    """The endpoint and region come from the planning process's environment (no option names them) and travel with
+    the reader: a task whose environment names another endpoint still reads the store that was listed."""
+    for n in range(3):
+        put_parquet(s3_client, bucket, f"t/f-{n}.parquet", _table(n * 10, 10))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint.url)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    source = S3ParquetDataSource({"path": f"s3://{bucket}/t/", "maxattempts": "2"})
+    reader = source.reader(source.schema())
+    partitions = reader.partitions()
+    shipped = cloudpickle.dumps((reader, partitions))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the executors' environment: nothing listens
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    task_reader, task_partitions = pickle.loads(shipped)
+    options = task_partitions[0].spec.options
+    assert (options.endpoint, options.region) == (s3_endpoint.url, "us-east-1")
+    table = _read_all(task_reader, task_partitions)
+    assert sorted(table.column("id").to_pylist()) == list(range(30))

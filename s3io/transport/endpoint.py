@@ -97,6 +97,14 @@ def resolve_endpoint(endpoint_url: str | None = None, region: str | None = None,
     return Endpoint(scheme, host, region, addressing != "virtual")
 
 
+def resolved_location(endpoint_url: str | None = None, region: str | None = None) -> tuple[str | None, str]:
+    """The endpoint URL and region a client made in this process would use (the arguments, else the environment
+    and the profile, as ``resolve_endpoint``); None for the URL means AWS's endpoint for the region. Give them to
+    the clients of other processes (Spark executors) so that they talk to the store this one planned against,
+    whatever their own environment says."""
+    return endpoint_url or _configured_endpoint_url(), resolve_region(region)
+
+
 def parse_endpoint_url(url: str) -> tuple[str, str]:
     """(scheme, Host header) of a custom endpoint URL; InvalidConfig says what is wrong with a malformed one."""
     if "@" in url:  # checked first: no message below may echo a password

@@ -14,6 +14,7 @@ from typing import Any
 from s3io import Credentials, Policy
 from s3io.errors import InvalidConfig
 from s3io.sync import run as run_on_background_loop
+from s3io.transport.endpoint import resolved_location
 from spark_ext.compact.crash import CrashPoint
 from spark_ext.compact.driver import Progress, compact_prefix, recover_prefix
 from spark_ext.compact.options import CompactionOptions
@@ -49,6 +50,7 @@ def compact(
             f"processes={options.processes} runs groups in worker processes of this machine, but a Spark session "
             "was given, whose executors run them: pass spark=None to use worker processes, or drop processes"
         )
+    endpoint_url, region = resolved_location(endpoint_url, region)  # tasks use the store this process plans on
     make_client = ClientFactory(Policy.resolve(policy), endpoint_url, region, credentials, addressing)
 
     async def main() -> CompactionReport:

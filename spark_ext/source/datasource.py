@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
@@ -35,6 +35,7 @@ from spark_ext.source.driver_side import (
     infer_file_schema,
     list_files,
     make_client,
+    pin_location,
     plan_columns,
     planning_reader,
     source_schema,
@@ -84,10 +85,10 @@ class S3ParquetDataSource(DataSource):
         self._data_schema: StructType | None = None
         self._row_groups: dict[str, tuple[int, ...]] = {}
         if has_stream_options(completed):  # readStream: its state, not a listing, decides what is read
-            self.stream_options = StreamOptions.from_options(completed)
+            self.stream_options = _stream_options(completed)
             self.read_options = self.stream_options.read
             return
-        self.read_options = ReadOptions.from_options(completed)
+        self.read_options = pin_location(ReadOptions.from_options(completed))
         self._listing()  # at load(), as Spark lists files when the DataFrame is created
 
     def __repr__(self) -> str:
@@ -134,7 +135,7 @@ class S3ParquetDataSource(DataSource):
         """A stream reader for ``schema`` (see spark_ext.stream.reader); ``streamName`` is required."""
         from spark_ext.stream.reader import S3ParquetStreamReader  # the stream reader builds on this package
 
-        options = self.stream_options or StreamOptions.from_options(self._completed)
+        options = self.stream_options or _stream_options(self._completed)
         return S3ParquetStreamReader(
             options,
             schema,
@@ -195,6 +196,12 @@ class S3ParquetDataSource(DataSource):
             self._listed = tuple(sync.run(listing()))
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
+
+
+def _stream_options(options: Mapping[str, str]) -> StreamOptions:
+    """A stream's options, its reads pinned to where this process (the driver) finds S3 (``pin_location``)."""
+    parsed = StreamOptions.from_options(options)
+    return replace(parsed, read=pin_location(parsed.read))
 
 
 _SESSION_SETTINGS = (  # (option, Spark setting, SessionDefaults field, the value without register())

@@ -26,6 +26,7 @@ from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
+from s3io.transport.endpoint import resolved_location
 from s3io.urls import S3Path
 from spark_ext.journal.layout import logical_key
 from spark_ext.journal.visibility import read_journal_before, resolve_visible_files
@@ -49,6 +50,13 @@ class NoDataFiles(S3IOError, ValueError):
 
 
 # ----------------------------------------------------------------------------------------------- clients
+
+
+def pin_location(options: ReadOptions) -> ReadOptions:
+    """``options`` with the endpoint and region this process resolves (the options, else its environment and
+    profile), so that tasks on executors whose environment differs read from the store the driver listed."""
+    endpoint, region = resolved_location(options.endpoint, options.region)
+    return replace(options, endpoint=endpoint, region=region)
 
 
 def make_client(options: ReadOptions) -> S3Client:
