@@ -11,6 +11,9 @@ Defaults, and the anchors they come from:
   retry quota, so a storm of 503s does not multiply load.
 - tcp_user_timeout 20 s, keepalive 10 s idle + 3 probes 5 s apart: the kernel alone retransmits into a
   dead peer for ~15 minutes; these make a socket fail in ~20-25 s even when no timer is armed.
+- correct_clock_skew on: a request refused because this machine's clock is off the server's by more than 4
+  minutes is signed again with the server's time, as the AWS SDKs for Java, JavaScript, Go and Rust do (boto3
+  does not), and later requests keep that correction.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import ClassVar
 from s3io.errors import InvalidConfig
 from s3io.settings import Settings
 from s3io.settings import option_name as _option
-from s3io.units import parse_duration, parse_int, parse_optional_duration
+from s3io.units import parse_bool, parse_duration, parse_int, parse_optional_duration
 
 ENV_PREFIX = "S3IO_"
 
@@ -53,6 +56,7 @@ class Policy(Settings):
     keepalive_interval: float = 5.0
     keepalive_count: int = 3
     max_connections: int = 64
+    correct_clock_skew: bool = True
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "first_byte_timeout", "stall_timeout", "operation_timeout"):
@@ -82,6 +86,8 @@ class Policy(Settings):
     def parse_option(cls, name: str, value: object, *, label: str) -> object:
         if name in _INT_FIELDS:
             return parse_int(value, name=label)  # type: ignore[arg-type]
+        if name == "correct_clock_skew":
+            return parse_bool(value, name=label)  # type: ignore[arg-type]
         if name == "attempt_timeout":
             return parse_optional_duration(value, name=label)  # type: ignore[arg-type]
         return parse_duration(value, name=label)  # type: ignore[arg-type]

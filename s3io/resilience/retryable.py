@@ -10,8 +10,9 @@ with no error code (a HEAD's answer has no body, so S3 cannot say ExpiredToken t
 way: one refresh and one more attempt, then the error; unless the answer named the bucket's region (a wrong-region
 answer the client did not follow): then the error says so, and nothing is refreshed.
 
-An error that clock skew explains (RequestTimeTooSkewed, or a 403 whose Date is more than 5 minutes off this
-machine's clock) says so and names the fix; S3 refuses requests signed more than 15 minutes off.
+Clock skew (S3 refuses requests signed more than 15 minutes off its clock: RequestTimeTooSkewed, or a bare 403 to
+a HEAD): ``clock_correction`` measures the server's clock from the answer's Date, as the AWS SDKs do, so the client
+signs again with it; an error that skew still explains says so and names the fix.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ EXPIRED_CREDENTIAL_CODES = frozenset({"ExpiredToken", "TokenRefreshRequired", "E
 NO_CODE_400 = "400"  # the code a 400 gets when its answer names none (always so for HEAD)
 CONDITIONAL_CONFLICT = "ConditionalRequestConflict"  # 409: a conditional write raced another on the same key
 CLOCK_SKEWED = "RequestTimeTooSkewed"
-SKEW_NOTICE_SECONDS = 300  # a server's Date this far off ours is worth naming (S3 refuses at 15 minutes)
+CLOCK_SKEW_CODES = frozenset({CLOCK_SKEWED, "RequestExpired", "RequestInTheFuture"})
+SKEW_THRESHOLD_SECONDS = 240  # the AWS SDKs' threshold for correcting (S3 refuses at 15 minutes)
+MAX_SKEW_ROUND_TRIP = 900  # an answer slower than this says nothing reliable about the server's clock
 # How the client's message names a region it was told but did not follow (s3io.s3.client builds it).
 _NAMED_REGION = re.compile(r"the bucket is in ([a-z0-9-]{1,64}); pass region=")
 
@@ -86,12 +89,43 @@ def classify(exc: BaseException) -> Verdict:
     return NO_RETRY
 
 
+def clock_correction(
+    status: int,
+    code: str | None,
+    server_date: str | None,
+    age: str | None,
+    sent: float,
+    received: float,
+    offset: float,
+) -> float | None:
+    """The offset (seconds to add to this machine's clock) to sign with after a refusal that clock skew explains,
+    or None: the answer is a 403 or names RequestTimeTooSkewed, and its Date is more than SKEW_THRESHOLD_SECONDS
+    off this machine's clock as already corrected by ``offset``. The server's time is taken at the middle of the
+    round trip, as NTP does; a cached answer (``Age``) or one slower than MAX_SKEW_ROUND_TRIP is not used."""
+    if status != 403 and code not in CLOCK_SKEW_CODES:
+        return None
+    if age is not None or not 0 <= received - sent <= MAX_SKEW_ROUND_TRIP:
+        return None
+    server = _http_date(server_date)
+    if server is None:
+        return None
+    candidate = server - (sent + received) / 2
+    return candidate if abs(candidate - offset) > SKEW_THRESHOLD_SECONDS else None
+
+
 def error_for_status(
-    status: int, code: str | None, message: str | None, *, server_date: str | None = None, **context: object
+    status: int,
+    code: str | None,
+    message: str | None,
+    *,
+    server_date: str | None = None,
+    clock_offset: float = 0.0,
+    **context: object,
 ) -> errors.S3IOError:
     """The typed error for an HTTP error response (or an <Error> inside a 200); ``server_date``: the answer's Date
-    header, which tells a 403 caused by this machine's clock from others."""
-    text = (message or f"HTTP {status}") + _clock_hint(status, code, server_date)
+    header, which tells a 403 caused by the clock (this machine's, plus ``clock_offset``, the correction the
+    client signs with) from others."""
+    text = (message or f"HTTP {status}") + _clock_hint(status, code, server_date, clock_offset)
     kwargs = dict(context, status=status, code=code)
     if code in THROTTLE_CODES or status in (429, 503) or code == "ServiceUnavailable":
         return errors.Throttled(f"throttled: {text}", **kwargs)
@@ -111,10 +145,11 @@ def error_for_status(
     return errors.RequestError(f"request failed: {text}", **kwargs)
 
 
-def _clock_hint(status: int, code: str | None, server_date: str | None) -> str:
+def _clock_hint(status: int, code: str | None, server_date: str | None, offset: float) -> str:
     """The words that name clock skew as the cause of an error (and the fix), or "" when it is not the cause."""
-    skew = _skew_seconds(server_date) if status == 403 or code == CLOCK_SKEWED else None
-    if skew is not None and abs(skew) > SKEW_NOTICE_SECONDS:
+    server = _http_date(server_date) if status == 403 or code in CLOCK_SKEW_CODES else None
+    skew = None if server is None else server - (time.time() + offset)
+    if skew is not None and abs(skew) > SKEW_THRESHOLD_SECONDS:
         where = "behind" if skew > 0 else "ahead of"
         off = f"this machine's clock is {abs(skew):.0f} s {where} the server's"
     elif code == CLOCK_SKEWED:
@@ -124,15 +159,15 @@ def _clock_hint(status: int, code: str | None, server_date: str | None) -> str:
     return f"; {off}; S3 refuses requests signed more than 15 minutes off; fix the clock (NTP)"
 
 
-def _skew_seconds(server_date: str | None) -> float | None:
-    """How far the server's clock (an HTTP Date header) is ahead of this machine's, or None if unreadable."""
-    if not server_date:
+def _http_date(value: str | None) -> float | None:
+    """An HTTP Date header as a POSIX timestamp, or None if missing or unreadable."""
+    if not value:
         return None
     try:
-        when = parsedate_to_datetime(server_date)
+        when = parsedate_to_datetime(value)
     except (TypeError, ValueError, OverflowError):
         return None
-    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp() - time.time()
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp()
 
 
 def _kernel_timeout(exc: BaseException) -> OSError | None:

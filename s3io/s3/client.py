@@ -11,6 +11,7 @@ import asyncio
 import base64
 import hashlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -23,7 +24,7 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.resilience.attempt import AttemptRunner
 from s3io.resilience.deadline import Watchdog
-from s3io.resilience.retryable import error_for_status
+from s3io.resilience.retryable import clock_correction, error_for_status
 from s3io.s3 import xml
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
@@ -72,6 +73,7 @@ class S3Client:
         self._cleanup: set[asyncio.Task[None]] = set()  # see run_cleanup
         self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
         self._regional_signers: dict[tuple[Signer, str], Signer] = {}
+        self._clock_offset = 0.0  # seconds added to this machine's clock when signing (learnt from S3's refusals)
 
     def __repr__(self) -> str:
         return f"S3Client(endpoint={self.endpoint.scheme}://{self.endpoint.host}, {self._credentials!r})"
@@ -106,9 +108,12 @@ class S3Client:
 
     # ----------------------------------------------------------------- plumbing
 
-    async def _send(self, watchdog: Watchdog, request: S3Request, *, redirected: bool = False) -> Response:
+    async def _send(
+        self, watchdog: Watchdog, request: S3Request, *, redirected: bool = False, reclocked: bool = False
+    ) -> Response:
         """Address, sign and send one request; an error answer raises its typed error. A wrong-region answer is
-        learnt and the request sent again (once), signed for the bucket's region."""
+        learnt and the request sent again (once), signed for the bucket's region; so is a refusal that this
+        machine's clock explains (``Policy.correct_clock_skew``), signed with the server's time."""
         bucket, key, method, body = request.bucket, request.key, request.method, request.body
         endpoint = self._bucket_endpoints.get(bucket, self.endpoint) if self._bucket_endpoints else self.endpoint
         host, path = endpoint.target(bucket, key)
@@ -120,7 +125,7 @@ class S3Client:
             if signer.region != endpoint.region:
                 signer = self._signer_for(signer, endpoint.region)
             payload_hash = EMPTY_SHA256 if not body else hashlib.sha256(body).hexdigest()
-            signer.sign(method, path, qs, headers, payload_hash)
+            signer.sign(method, path, qs, headers, payload_hash, now=time.time() + self._clock_offset)
         elif body:
             headers["x-amz-content-sha256"] = UNSIGNED_PAYLOAD
         status: int | str = "error"
@@ -134,6 +139,7 @@ class S3Client:
             request.on_headers,
             request.on_chunk,
         )
+        sent = time.time()
         try:
             response = await self._transport.send(wire, watchdog)
             status = response.status
@@ -152,6 +158,20 @@ class S3Client:
                 return await self._send(watchdog, request, redirected=True)
             code, message = xml.error_fields(response.body)
             if response.status >= 300 or code is not None:
+                if signer is not None and not reclocked and self.policy.correct_clock_skew:
+                    headers_in = response.headers
+                    offset = clock_correction(
+                        response.status,
+                        code,
+                        headers_in.get("Date"),
+                        headers_in.get("Age"),
+                        sent,
+                        time.time(),
+                        self._clock_offset,
+                    )
+                    if offset is not None:
+                        self._learn_clock(offset, endpoint)
+                        return await self._send(watchdog, request, redirected=redirected, reclocked=True)
                 if region is not None:
                     message = f"{message or 'wrong region'} (the bucket is in {region}; pass region={region!r})"
                 raise error_for_status(
@@ -159,6 +179,7 @@ class S3Client:
                     code or _status_code(response.status),
                     message,
                     server_date=response.headers.get("Date"),
+                    clock_offset=self._clock_offset,
                     bucket=bucket,
                     key=key or None,
                 )
@@ -170,6 +191,18 @@ class S3Client:
                 key=key or None,
             )
         return response
+
+    def _learn_clock(self, offset: float, endpoint: Endpoint) -> None:
+        """Sign with this machine's clock plus ``offset`` from now on (the server refused a request for skew)."""
+        where = "behind" if offset > 0 else "ahead of"
+        log.warning(
+            "this machine's clock is %.0f s %s the clock of %s, which refused a request for it: signing with the "
+            "server's time from now on (set correctClockSkew=false to refuse instead); fix the clock (NTP)",
+            abs(offset),
+            where,
+            endpoint.host,
+        )
+        self._clock_offset = offset
 
     def _learn_region(self, bucket: str, region: str) -> None:
         """Send this bucket's requests to ``region`` from now on (S3 said it lives there)."""
