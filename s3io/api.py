@@ -15,18 +15,19 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
 from s3io import errors
 from s3io.dataset import FilePiece, ParquetReader
+from s3io.dataset.partitions import HIVE, Partitioning, Partitions, check_partitioning, discover
 from s3io.engine import EngineConfig, RangeEngine
 from s3io.engine.tasks import gather_all
-from s3io.listing import select_files
+from s3io.listing import ListedFile, select_files
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE
-from s3io.parquet.predicates import validate
+from s3io.parquet.predicates import to_expression, validate
 from s3io.parquet.schema import file_schema as parquet_schema
 from s3io.parquet.schema import unify_schemas
 from s3io.policy import Policy
@@ -77,6 +78,7 @@ async def read_parquet_async(
     endpoint_url: str | None = None,
     region: str | None = None,
     credentials: Credentials | str | None = None,
+    partitioning: Partitioning = HIVE,
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
@@ -93,6 +95,7 @@ async def read_parquet_async(
         endpoint_url=endpoint_url,
         region=region,
         credentials=credentials,
+        partitioning=partitioning,
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
@@ -112,6 +115,7 @@ def iter_batches_async(
     endpoint_url: str | None = None,
     region: str | None = None,
     credentials: Credentials | str | None = None,
+    partitioning: Partitioning = HIVE,
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
@@ -124,9 +128,15 @@ def iter_batches_async(
     - ``filters``: ``[(column, op, value), ...]`` AND-ed; ops ``= != < <= > >= in, not in, is null, is not null``.
       They prune row groups by statistics and drop non-matching rows exactly (SQL semantics: nulls never match
       a comparison). Filter columns need not be among ``columns``.
+    - ``partitioning``: ``"hive"`` (default): ``key=value`` directories below a URL's root become columns after
+      the files' own, typed as pyarrow infers them (``int32`` when every value fits, else ``string``;
+      ``__HIVE_DEFAULT_PARTITION__`` is null); a ``pyarrow.Schema`` names those columns and their types; None
+      adds none. Filters on them skip whole files before anything of them is read.
     - ``merge_schema``: unify every file's schema (a column missing from a file reads as nulls; incompatible
-      types raise SchemaMismatch naming both files and the column); False takes the first file's schema.
-      Unifying reads every footer before the first batch (for a small file, the whole file: kept for its read).
+      types raise SchemaMismatch naming both files and the column; with ``columns``, only the columns read and
+      filtered on are unified); False takes the first file's schema. Unifying reads every footer before the
+      first batch (for a small file, the whole file: kept for its read). The result keeps the first file's
+      schema metadata (pandas' index and types), as pyarrow's datasets do.
     - ``policy``/``engine``: a Policy / EngineConfig, or a mapping of options (``{"maxConcurrency": 16}``).
     - ``endpoint_url``/``region``/``credentials``: where and as whom (default: the AWS environment,
       ``AWS_ENDPOINT_URL``); ``credentials="anonymous"`` for public buckets.
@@ -144,6 +154,7 @@ def iter_batches_async(
         endpoint_url=endpoint_url,
         region=region,
         credentials=credentials,
+        partitioning=partitioning,
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
@@ -166,6 +177,7 @@ def read_parquet(
     endpoint_url: str | None = None,
     region: str | None = None,
     credentials: Credentials | str | None = None,
+    partitioning: Partitioning = HIVE,
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
@@ -185,6 +197,7 @@ def read_parquet(
         endpoint_url=endpoint_url,
         region=region,
         credentials=credentials,
+        partitioning=partitioning,
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
@@ -204,6 +217,7 @@ def iter_batches(
     endpoint_url: str | None = None,
     region: str | None = None,
     credentials: Credentials | str | None = None,
+    partitioning: Partitioning = HIVE,
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
@@ -226,6 +240,7 @@ def iter_batches(
         endpoint_url=endpoint_url,
         region=region,
         credentials=credentials,
+        partitioning=partitioning,
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
@@ -261,6 +276,7 @@ class _Read:
         endpoint_url: str | None,
         region: str | None,
         credentials: Credentials | str | None,
+        partitioning: Partitioning,
         merge_schema: bool,
         ignore_missing: bool,
         ignore_corrupt: bool,
@@ -279,6 +295,7 @@ class _Read:
         self.endpoint_url = endpoint_url
         self.region = region
         self.credentials = credentials
+        self.partitioning = check_partitioning(partitioning)
         self.merge_schema = bool(merge_schema)
         self.ignore_missing = ignore_missing
         self.ignore_corrupt = ignore_corrupt
@@ -289,6 +306,7 @@ class _Read:
             raise errors.InvalidConfig(f"progress: expected a callable taking a Progress, got {progress!r}")
         self.progress = progress
         self.output_schema: pa.Schema | None = None
+        self._all_names: list[str] | None = None  # every file's column names, when only some were unified
 
     async def batches(self) -> AsyncIterator[pa.RecordBatch]:
         started = time.monotonic()
@@ -297,30 +315,45 @@ class _Read:
         ) as client:
             engine = RangeEngine(client, self.engine_config)
             reader = ParquetReader(engine, object_cache_bytes=self.engine_config.memory_budget)
-            objects = await list_files(client, self.paths)
-            skipped = 0
-            if self.merge_schema:
+            listed = await _list_files(client, self.paths)
+            partitions = discover([(f.info.url, _directory(f)) for f in listed], self.partitioning)
+            kept = _partition_survivors(partitions, self.filters)
+            objects = [listed[i].info for i in kept]
+            values = [partitions.values[i] for i in kept]
+            skipped = len(listed) - len(kept)
+            pieces: list[FilePiece] = []
+            if not objects:  # filters on partition columns left nothing to read: the first file gives the schema
+                schema = await self._first_schema(reader, [f.info for f in listed[:1]])
+            elif self.merge_schema:
                 footers = await reader.metadata_many(
                     objects, ignore_missing=self.ignore_missing, ignore_corrupt=self.ignore_corrupt
                 )
-                readable = [(obj, md) for obj, md in zip(objects, footers, strict=True) if md is not None]
+                readable = [i for i, md in enumerate(footers) if md is not None]
                 if not readable:
                     raise errors.NotFound(f"none of the {len(objects)} files of {', '.join(self.urls)} is readable")
-                skipped = len(objects) - len(readable)
-                schema = unify_schemas([(obj.url, parquet_schema(md)) for obj, md in readable])
-                pieces = [FilePiece(obj) for obj, _ in readable]
+                skipped += len(objects) - len(readable)
+                schemas = [(objects[i].url, parquet_schema(footers[i])) for i in readable]  # type: ignore[arg-type]
+                schema = self._unified(schemas).with_metadata(schemas[0][1].metadata)
+                pieces = [FilePiece(objects[i], partition_values=values[i]) for i in readable]
             else:
-                schema = await reader.schema(
-                    objects, ignore_missing=self.ignore_missing, ignore_corrupt=self.ignore_corrupt
-                )
-                pieces = [FilePiece(obj) for obj in objects]
-            read_schema, output = _plan_columns(schema, self.columns, self.filters)
+                schema = await self._first_schema(reader, objects)
+                pieces = [FilePiece(obj, partition_values=v) for obj, v in zip(objects, values, strict=True)]
+            metadata = schema.metadata
+            _check_no_clash(schema, partitions.schema, listed[0].info.url)
+            read_schema, needed, output = _plan_columns(
+                schema, partitions.schema, self.columns, self.filters, self._all_names or schema.names
+            )
+            output = output.with_metadata(metadata) if metadata else output
             self.output_schema = output
-            project = output.names != read_schema.names
-            report = self._reporter(reader, len(objects), skipped, started)
+            if len(needed) < len(partitions.schema):
+                at = [partitions.schema.get_field_index(name) for name in needed.names]
+                pieces = [replace(p, partition_values=tuple(p.partition_values[i] for i in at)) for p in pieces]
+            project = output.names != [*read_schema.names, *needed.names]
+            report = self._reporter(reader, len(listed), skipped, started)
             stream = reader.iter_batches(
                 pieces,
                 schema=read_schema,
+                partition_schema=needed,
                 predicates=self.filters,
                 exact_filter=True,
                 ignore_missing=self.ignore_missing,
@@ -331,8 +364,27 @@ class _Read:
                 async for batch in batches:
                     out = batch.select(output.names) if project else batch
                     report(False)
-                    yield out
+                    yield out.replace_schema_metadata(metadata) if metadata else out
             report(True)
+
+    async def _first_schema(self, reader: ParquetReader, objects: list[ObjectInfo]) -> pa.Schema:
+        """The first readable file's schema, with its metadata (merge_schema=False, or nothing left to read)."""
+        return await reader.schema(objects, ignore_missing=self.ignore_missing, ignore_corrupt=self.ignore_corrupt)
+
+    def _unified(self, schemas: list[tuple[str, pa.Schema]]) -> pa.Schema:
+        """The union of the files' schemas; with ``columns``, of the columns read and filtered on only (a column
+        nobody asked for cannot fail the read)."""
+        if self.columns is not None:
+            wanted = {*self.columns, *(p[0] for p in self.filters or ())}
+            self._all_names = list(dict.fromkeys(f.name for _, s in schemas for f in s))
+            schemas = [(url, pa.schema([f for f in s if f.name in wanted])) for url, s in schemas]
+        try:
+            return unify_schemas(schemas)
+        except errors.SchemaMismatch as exc:
+            fewer = "" if self.columns is not None else "read only the columns you need (columns=[...]) or "
+            raise errors.SchemaMismatch(
+                f"{exc.message}; {fewer}pass merge_schema=False to read every file as the first one's schema"
+            ) from exc
 
     def _reporter(self, reader: ParquetReader, total: int, skipped: int, started: float) -> Callable[[bool], None]:
         callback = self.progress
@@ -361,9 +413,14 @@ async def list_files(client: S3Client, paths: Sequence[S3Path]) -> list[ObjectIn
 
     A file named by two paths is read once, at its first place. NotFound names a path that matches no file.
     """
+    return [listed.info for listed in await _list_files(client, paths)]
+
+
+async def _list_files(client: S3Client, paths: Sequence[S3Path]) -> list[ListedFile]:
+    """``list_files``, each file with the root its path names (where partition directories start)."""
     listings = await gather_all([_list_path(client, path) for path in paths])
     seen: set[tuple[str, str]] = set()
-    files: list[ObjectInfo] = []
+    files: list[ListedFile] = []
     for path, listed in zip(paths, listings, strict=True):
         if not listed:
             raise errors.NotFound(
@@ -372,19 +429,48 @@ async def list_files(client: S3Client, paths: Sequence[S3Path]) -> list[ObjectIn
                 bucket=path.bucket,
                 key=path.key,
             )
-        for info in listed:
-            if (info.bucket, info.key) not in seen:
-                seen.add((info.bucket, info.key))
-                files.append(info)
+        for file in listed:
+            if (file.info.bucket, file.info.key) not in seen:
+                seen.add((file.info.bucket, file.info.key))
+                files.append(file)
     return files
 
 
-async def _list_path(client: S3Client, path: S3Path) -> list[ObjectInfo]:
+async def _list_path(client: S3Client, path: S3Path) -> list[ListedFile]:
     async def one(prefix: str) -> list[ObjectInfo]:
         return [obj async for obj in client.list_objects(path.bucket, prefix)]
 
     pages = await gather_all([one(prefix) for prefix in path.listing_prefixes])
-    return [listed.info for listed in select_files((obj for page in pages for obj in page), path)]
+    return select_files((obj for page in pages for obj in page), path)
+
+
+def _directory(file: ListedFile) -> str:
+    """The file's directory relative to the root its path names ("" for a file in the root itself)."""
+    relative = file.info.key[len(file.root) - len(f"s3://{file.info.bucket}/") :]
+    return relative.rpartition("/")[0]
+
+
+def _partition_survivors(partitions: Partitions, filters: list[tuple[Any, ...]] | None) -> list[int]:
+    """Indices of the files whose partition values the filters on partition columns do not rule out."""
+    count = len(partitions.values)
+    names = set(partitions.schema.names)
+    on_partitions = [p for p in filters or () if p[0] in names]
+    if not on_partitions:
+        return list(range(count))
+    schema = partitions.schema
+    columns = [pa.array([v[i] for v in partitions.values], field.type) for i, field in enumerate(schema)]
+    table = pa.Table.from_arrays([*columns, pa.array(range(count), pa.int64())], [*schema.names, "__file"])
+    kept = table.filter(to_expression(validate(on_partitions, schema), schema))
+    return kept.column("__file").to_pylist()
+
+
+def _check_no_clash(schema: pa.Schema, partition_schema: pa.Schema, example: str) -> None:
+    clash = [name for name in partition_schema.names if schema.get_field_index(name) >= 0]
+    if clash:
+        raise errors.InvalidConfig(
+            f"column {clash[0]!r} is both in the files and in their directory names (e.g. {example}); pass "
+            "partitioning=None to read the files' own column, or rename the directories"
+        )
 
 
 # ----------------------------------------------------------------------------------------- argument checks
@@ -409,25 +495,37 @@ def _check_filters(filters: Filters) -> list[tuple[Any, ...]] | None:
         filters = [filters]  # one predicate given bare
     if isinstance(filters, (str, bytes)) or not isinstance(filters, Sequence):
         raise errors.InvalidConfig(f"filters: expected a list of (column, op, value) tuples, got {filters!r}")
+    if any(isinstance(item, (list, tuple)) and item and isinstance(item[0], (list, tuple)) for item in filters):
+        raise errors.InvalidConfig(
+            f"filters: an OR of conjunctions (a list of lists, as pyarrow takes) is not supported, got {filters!r}; "
+            "give one list of (column, op, value) tuples, all AND-ed, and read once per alternative (or use 'in')"
+        )
     return [tuple(item) if isinstance(item, (list, tuple)) else item for item in filters]
 
 
 def _plan_columns(
-    schema: pa.Schema, columns: list[str] | None, filters: list[tuple[Any, ...]] | None
-) -> tuple[pa.Schema, pa.Schema]:
-    """(schema to read: the wanted columns then any filter-only columns, schema returned: the wanted columns)."""
+    schema: pa.Schema,
+    partition_schema: pa.Schema,
+    columns: list[str] | None,
+    filters: list[tuple[Any, ...]] | None,
+    choices: Sequence[str],
+) -> tuple[pa.Schema, pa.Schema, pa.Schema]:
+    """(the files' columns to read: the wanted ones then any filter-only ones; the partition columns wanted or
+    filtered on; the schema returned: the wanted columns, or the files' then the partition columns)."""
+    full = pa.schema([*schema, *partition_schema])
     if columns is None:
-        output = schema
+        output = full
     else:
-        missing = [c for c in columns if schema.get_field_index(c) < 0]
+        missing = [c for c in columns if full.get_field_index(c) < 0]
         if missing:
             raise errors.InvalidConfig(
                 f"columns: {', '.join(repr(c) for c in missing)} not in the files' schema; columns: "
-                + ", ".join(schema.names)
+                + ", ".join([*choices, *partition_schema.names])
             )
-        output = pa.schema([schema.field(c) for c in columns])
+        output = pa.schema([full.field(c) for c in columns])
     if filters:
-        validate(filters, schema)  # InvalidConfig names a bad column (with the list) or op (with the ops)
-    extra = [p[0] for p in (filters or ()) if output.get_field_index(p[0]) < 0]
-    read = pa.schema([*output, *(schema.field(c) for c in dict.fromkeys(extra))])
-    return read, output
+        validate(filters, full)  # InvalidConfig names a bad column (with the list) or op (with the ops)
+    used = [*output.names, *(p[0] for p in filters or ())]
+    read = pa.schema([schema.field(c) for c in dict.fromkeys(used) if schema.get_field_index(c) >= 0])
+    needed = pa.schema([f for f in partition_schema if f.name in used])
+    return read, needed, output

@@ -301,7 +301,8 @@ class ParquetReader:
         ignore_missing: bool = False,
         ignore_corrupt: bool = False,
     ) -> pa.Schema:
-        """The read schema: the first object's (merge=False) or the union of all footers (see ``unify_schemas``).
+        """The read schema: the first object's (merge=False) or the union of all footers (see ``unify_schemas``),
+        with the first readable file's schema metadata (pandas' index and types), as pyarrow's datasets keep it.
 
         Types are made plain (no dictionary / large / view types) either way, so it can be used as the read schema.
         With ``ignore_missing`` / ``ignore_corrupt``, such objects are left out (logged); NotFound if none is left.
@@ -311,19 +312,19 @@ class ParquetReader:
             raise errors.InvalidConfig("schema: no objects given")
         ignoring = ignore_missing or ignore_corrupt
         if not merge and not ignoring:
-            return unify_schemas([(objs[0].url, file_schema(await self.metadata(objs[0])))])
+            return _read_schema([(objs[0].url, file_schema(await self.metadata(objs[0])))])
         if not merge:
             for obj in objs:
                 (md,) = await self.metadata_many([obj], ignore_missing=ignore_missing, ignore_corrupt=ignore_corrupt)
                 if md is not None:
-                    return unify_schemas([(obj.url, file_schema(md))])
+                    return _read_schema([(obj.url, file_schema(md))])
             footers: list[pq.FileMetaData | None] = [None]
         else:
             footers = await self.metadata_many(objs, ignore_missing=ignore_missing, ignore_corrupt=ignore_corrupt)
         schemas = [(obj.url, file_schema(md)) for obj, md in zip(objs, footers, strict=False) if md is not None]
         if not schemas:
             raise errors.NotFound(f"none of the {len(objs)} objects is a readable parquet file (all were skipped)")
-        return unify_schemas(schemas)
+        return _read_schema(schemas)
 
     async def metadata_many(
         self, objs: Sequence[ObjectInfo], *, ignore_missing: bool = False, ignore_corrupt: bool = False
@@ -739,3 +740,8 @@ class ParquetReader:
 def _key(obj: ObjectInfo) -> Hashable:
     """Cache key of one version of an object: its ETag when the listing gave one."""
     return (obj.bucket, obj.key, bare_etag(obj.etag) if obj.etag else None)
+
+
+def _read_schema(schemas: list[tuple[str, pa.Schema]]) -> pa.Schema:
+    """``unify_schemas`` of the files, keeping the first one's schema metadata."""
+    return unify_schemas(schemas).with_metadata(schemas[0][1].metadata)
