@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,10 @@ def _column_values(rng: random.Random) -> dict[str, tuple[pa.DataType, list[Any]
         "ts_ms": (pa.timestamp("ms"), [EPOCH + dt.timedelta(milliseconds=x * 997) for x in _ints(rng)]),
         "ts_ns": (pa.timestamp("ns"), [EPOCH + dt.timedelta(microseconds=x * 3) for x in _ints(rng)]),
         "dec": (pa.decimal128(9, 2), [Decimal(x) / 4 for x in _ints(rng)]),
+        # Several values per double: 0.1 + k * 1e-18 all round to the double 0.1.
+        "dec38": (pa.decimal128(38, 18), [Decimal(x) / 10 + Decimal(x % 3 - 1) / 10**18 for x in _ints(rng)]),
+        "dur": (pa.duration("us"), [dt.timedelta(seconds=x, microseconds=x * 7) for x in _ints(rng)]),
+        "ts_ns_utc": (pa.timestamp("ns", "UTC"), [1_600_000_000 * 10**9 + x * 10**9 + x * 7 for x in ints]),
     }
 
 
@@ -110,9 +115,26 @@ def _probe_values(name: str, values: list[Any], rng: random.Random) -> list[Any]
         extra += [picked[0].replace(tzinfo=None), picked[1].astimezone(dt.timezone(dt.timedelta(hours=5)))]
     elif name in ("ts_ms", "ts_ns"):
         extra += [picked[0] + dt.timedelta(microseconds=1), dt.datetime.combine(picked[1].date(), dt.time())]
+        extra += [_iso_ns(picked[2], 1), _iso_ns(picked[3], -1), _iso_ns(picked[4], 0)]
     elif name == "dec":
-        extra += [Decimal("0.125"), 3, 2.5, low - Decimal("0.01")]
+        extra += [Decimal("0.125"), 3, 2.5, low - Decimal("0.01"), 0.1, float(picked[0]), float(picked[1]) + 1e-9]
+    elif name == "dec38":
+        extra += [float(picked[0]), float(picked[1]), picked[2], 0.1, float(high), float(low) - 1e-12]
+    elif name == "dur":
+        nanos = pa.scalar(picked[1], pa.duration("us")).value * 1000
+        extra += [picked[0] + dt.timedelta(microseconds=1), pa.scalar(nanos + 1, pa.duration("ns"))]
+    elif name == "ts_ns_utc":  # values are nanoseconds since the epoch
+        scalars = [pa.scalar(v, pa.timestamp("ns", "UTC")) for v in picked + extra]
+        two_hours = 7_200 * 10**9
+        return [*scalars, _iso_ns(picked[0]), _iso_ns(picked[1] + 1), _iso_ns(picked[2] + two_hours - 1) + "+02:00"]
     return picked + extra
+
+
+def _iso_ns(value: dt.datetime | int, offset: int = 0) -> str:
+    """An ISO string of nine fraction digits: ``value`` (a datetime, or nanoseconds since the epoch) + ``offset`` ns."""
+    nanos = value if isinstance(value, int) else pa.scalar(value, pa.timestamp("ns")).value
+    seconds, fraction = divmod(nanos + offset, 10**9)
+    return f"{(dt.datetime(1970, 1, 1) + dt.timedelta(seconds=seconds)).isoformat()}.{fraction:09d}"
 
 
 def _matching_row_groups(table: pa.Table, conjunctions: list[list[Any]], schema: pa.Schema) -> list[set[int]]:
@@ -371,3 +393,144 @@ def test_a_dotted_column_name_is_pruned_by_its_own_statistics_never_by_a_struct_
     assert select_row_groups(having, [("a.b", "=", 10)], schema) == []
     assert select_row_groups(having, [("a.b", "=", 2)], schema) == [0]
     assert select_row_groups(having, [("a.b", "is null", None)], schema) == []
+
+
+_ORACLE_OPS = {"=": "__eq__", "!=": "__ne__", "<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+def _rows(table: pa.Table, expression: pc.Expression) -> list[int]:
+    numbered = table.append_column("__row", pa.array(range(table.num_rows)))
+    return numbered.filter(expression).column("__row").to_pylist()
+
+
+def _pyarrow_rows(table: pa.Table, column: str, op: str, value: Any) -> list[int]:
+    return _rows(table, getattr(pc.field(column), _ORACLE_OPS[op])(value))
+
+
+def _row_groups_with_rows(table: pa.Table, rows: list[int], size: int) -> list[int]:
+    return sorted({row // size for row in rows})
+
+
+@pytest.mark.parametrize("zone", [None, "UTC", "Asia/Kolkata"])
+def test_iso_strings_keep_nanoseconds_on_ns_columns_and_stay_exact_on_coarser_ones(tmp_path: Path, zone: Any) -> None:
+    """``.123456789`` was read as ``.123456``: it matched the row holding ``.123456000``, and ``<`` / ``>`` were
+    off by the lost digits. On a microsecond column no row equals it, and ``<`` / ``>=`` fall between two values."""
+    base = 1_704_067_200 * 10**9
+    nanos = [base + 123_456_000, base + 123_456_789, base + 123_456_790, base + 123_457_000, None]
+    table = pa.table({"ns": pa.array(nanos, pa.timestamp("ns", zone))})
+    table = table.append_column("us", pc.cast(table["ns"], pa.timestamp("us", zone), safe=False))
+    path = tmp_path / "ns.parquet"
+    pq.write_table(table, path, row_group_size=1)
+    metadata = pq.read_metadata(path)
+    for text, exact in [
+        ("2024-01-01T00:00:00.123456789", base + 123_456_789),
+        ("2024-01-01T05:30:00.12345679+05:30", base + 123_456_790),
+    ]:
+        for op in _ORACLE_OPS:
+            ours = _rows(table, to_expression([("ns", op, text)], table.schema))
+            assert ours == _pyarrow_rows(table, "ns", op, pa.scalar(exact, pa.timestamp("ns", zone))), (text, op)
+            assert set(_row_groups_with_rows(table, ours, 1)) <= set(select_row_groups(metadata, [("ns", op, text)]))
+            # On the us column the value lies strictly between .123456 and .123457: compare with the exact ns value.
+            ours_us = _rows(table, to_expression([("us", op, text)], table.schema))
+            exact_us = pc.cast(table["us"], pa.timestamp("ns", zone))
+            as_ns = pa.table({"us": exact_us})
+            assert ours_us == _pyarrow_rows(as_ns, "us", op, pa.scalar(exact, pa.timestamp("ns", zone))), (text, op)
+            assert set(_row_groups_with_rows(table, ours_us, 1)) <= set(select_row_groups(metadata, [("us", op, text)]))
+    assert _rows(table, to_expression([("us", "=", "2024-01-01T00:00:00.123456789")], table.schema)) == []
+    assert select_row_groups(metadata, [("ns", "=", "2024-01-01T00:00:00.123456789")]) == [1]
+
+
+def _as_spark(values: list[Decimal | None], op: str, value: float) -> list[int]:
+    """Spark's decimal-vs-double comparison: the decimal, correctly rounded to a double, compared with the double."""
+    compare = getattr(float, _ORACLE_OPS[op])
+    return [row for row, d in enumerate(values) if d is not None and compare(float(d), value)]
+
+
+def test_a_float_meets_a_decimal_column_as_a_double_as_in_spark_and_pyarrow(tmp_path: Path) -> None:
+    """``Decimal(0.1)`` is 0.1000000000000000055...: ``price = 0.1`` found no 0.10 row and ``>= 0.1`` dropped it."""
+    prices = [Decimal("0.10"), Decimal("0.30"), Decimal("-3.57"), None, Decimal("0.31")]
+    table = pa.table({"price": pa.array(prices, pa.decimal128(9, 2))})
+    schema = table.schema
+
+    def rows(*predicate: Any) -> list[int]:
+        return _rows(table, to_expression([predicate], schema))
+
+    assert rows("price", "=", 0.1) == [0] and rows("price", ">=", 0.1) == [0, 1, 4]
+    for value in (0.1, 0.3, 0.30000000000000004, 0.305, 1e-300, -0.0):
+        for op in _ORACLE_OPS:
+            assert rows("price", op, value) == _pyarrow_rows(table, "price", op, value) == _as_spark(prices, op, value)
+    # Arrow's own decimal-to-double cast is an ulp off for -3.57 (its filter finds no row); Spark's is exact.
+    assert rows("price", "=", -3.57) == _as_spark(prices, "=", -3.57) == [2]
+    assert rows("price", "in", [0.1, Decimal("0.30"), 2]) == [0, 1] and rows("price", "not in", [0.3, 0.1]) == [2, 4]
+
+
+def test_a_float_equal_to_several_values_of_a_wide_decimal_matches_them_all(tmp_path: Path) -> None:
+    """In decimal(38, 18) about 14 values round to the double 0.1; ``= 0.1`` is the range of them, as in Spark."""
+    tiny = Decimal("1e-18")
+    values = [Decimal("0.1") - 8 * tiny, Decimal("0.1") - tiny, Decimal("0.1"), Decimal("0.1") + 6 * tiny]
+    values += [Decimal("0.1") + 7 * tiny, Decimal("0.2"), None]
+    table = pa.table({"x": pa.array(values, pa.decimal128(38, 18))})
+    path = tmp_path / "wide.parquet"
+    pq.write_table(table, path, row_group_size=1)
+    metadata = pq.read_metadata(path)
+    assert 1 < len(_as_spark(values, "=", 0.1)) < 5
+    for value in (0.1, 0.2, 0.1 + 2**-56):
+        for op in _ORACLE_OPS:
+            ours = _rows(table, to_expression([("x", op, value)], table.schema))
+            assert ours == _as_spark(values, op, value), (op, value)
+            assert set(ours) <= set(select_row_groups(metadata, [("x", op, value)])), (op, value)
+    equal = _as_spark(values, "=", 0.1) + _as_spark(values, "=", 0.2)
+    assert _rows(table, to_expression([("x", "in", [0.1, 0.2])], table.schema)) == sorted(equal)
+    assert select_row_groups(metadata, [("x", "in", [0.1, 0.2])]) == sorted(equal)
+    others = [row for row, v in enumerate(values) if v is not None and row not in equal]
+    assert _rows(table, to_expression([("x", "not in", [0.1, 0.2])], table.schema)) == others
+    assert select_row_groups(metadata, [("x", "not in", [0.1, 0.2])]) == others
+    assert select_row_groups(metadata, [("x", "!=", 0.2)]) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_duration_columns_filter_and_prune_like_pyarrow(tmp_path: Path, unit: str) -> None:
+    """Durations were refused ("a duration[us] value cannot be compared with duration[us]")."""
+    ticks = [-5_000_000, 0, 1, 1_500, 2_000_000, None]
+    table = pa.table({"d": pa.array(ticks, pa.duration(unit))})
+    path = tmp_path / "d.parquet"
+    pq.write_table(table, path, row_group_size=1)
+    metadata = pq.read_metadata(path)
+    step = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
+    probes = [dt.timedelta(microseconds=1), dt.timedelta(seconds=-5), pa.scalar(1_500 * step, pa.duration("ns"))]
+    probes += [pa.scalar(1_500 * step + 1, pa.duration("ns")), dt.timedelta(days=10**5)]
+    for value in probes:
+        nanos = pa.scalar(value, pa.duration("ns")) if isinstance(value, dt.timedelta) else value
+        exact = table.append_column("ns", pc.cast(table["d"], pa.duration("ns")))
+        for op in _ORACLE_OPS:
+            ours = _rows(table, to_expression([("d", op, value)], table.schema))
+            assert ours == _pyarrow_rows(exact, "ns", op, nanos), (op, value)
+            assert set(ours) <= set(select_row_groups(metadata, [("d", op, value)])), (op, value)
+    assert _rows(
+        table, to_expression([("d", "in", [dt.timedelta(0), pa.scalar(1, pa.duration(unit))])], table.schema)
+    ) == [1, 2]
+    assert select_row_groups(metadata, [("d", ">", dt.timedelta(0))]) == [2, 3, 4]
+    assert select_row_groups(metadata, [("d", "in", [dt.timedelta(0)])]) == [1]
+    assert select_row_groups(metadata, [("d", "is null")]) == [5]
+    read = pa.schema([("d", pa.duration("ns"))])  # a wider read type: the file's bounds are cast, still prune
+    assert select_row_groups(metadata, [("d", ">", dt.timedelta(0))], read) == [2, 3, 4]
+    with pytest.raises(InvalidConfig, match=f"column 'd' of type duration\\[{unit}\\]"):
+        validate([("d", "=", 5)], table.schema)
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "value"),
+    [
+        (pa.struct([("a", pa.int64())]), {"a": 1}),
+        (pa.list_(pa.int64()), [1]),
+        (pa.map_(pa.string(), pa.int64()), [("k", 1)]),
+    ],
+)
+def test_nested_columns_say_they_cannot_be_filtered_by_value(arrow_type: pa.DataType, value: Any) -> None:
+    schema = pa.schema([("n", arrow_type)])
+    with pytest.raises(
+        InvalidConfig, match=f"column 'n' of type {re.escape(str(arrow_type))} cannot be filtered"
+    ) as raised:
+        validate([("n", "=", value)], schema)
+    assert "cannot be compared with" not in str(raised.value)
+    assert validate([("n", "is null")], schema) == [("n", "is null", None)]

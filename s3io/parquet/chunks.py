@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, match_names
 from s3io.parquet.leaves import leaf_indices, top_level_leaves
-from s3io.parquet.predicates import bind, may_match_with_leaves
+from s3io.parquet.predicates import BoundPredicate, bind, may_match_with_leaves
 
 PARQUET_816_PADDING = 100  # pyarrow's kMaxDictHeaderSize
 _PARQUET_MR_VERSION = re.compile(r"parquet-mr version (\d+)\.(\d+)\.(\d+)")
@@ -119,9 +119,28 @@ def select_row_groups(
             leaves = by_name[spelled[name]]
             flat = len(leaves) == 1 and metadata.schema.column(leaves[0]).path == spelled[name]
             leaf_of[name] = leaves[0] if flat else None
+    stored = _stored_durations(metadata, bound, spelled)
     return [
-        rg for rg in range(metadata.num_row_groups) if may_match_with_leaves(metadata.row_group(rg), bound, leaf_of)
+        rg
+        for rg in range(metadata.num_row_groups)
+        if may_match_with_leaves(metadata.row_group(rg), bound, leaf_of, stored)
     ]
+
+
+def _stored_durations(
+    metadata: pq.FileMetaData, bound: Sequence[BoundPredicate], spelled: dict[str, str]
+) -> dict[str, pa.DataType]:
+    """The file's Arrow type of each filtered duration column: parquet stores it as a plain INT64 of that unit."""
+    durations = [p.column for p in bound if pa.types.is_duration(p.column_type) and p.column in spelled]
+    if not durations:
+        return {}
+    file_schema = metadata.schema.to_arrow_schema()
+    stored = {}
+    for name in durations:
+        index = file_schema.get_field_index(spelled[name])
+        if index >= 0 and pa.types.is_duration(file_schema.field(index).type):
+            stored[name] = file_schema.field(index).type
+    return stored
 
 
 def _ranges(

@@ -8,7 +8,8 @@ Semantics are SQL's on the column's read type: a null never satisfies a comparis
 mathematically (see ``values.py``: ``x < 2.5`` on an integer column is ``x <= 2``); NaN follows IEEE (comparisons
 false, ``!=`` true), but ``in`` matches NaN, as Arrow's ``is_in`` does. Binding rewrites every predicate into one
 between identical Arrow types, used both by ``to_expression`` and by the pruning, so they cannot disagree.
-Pruning keeps a row group whenever statistics are missing or unusable.
+Pruning keeps a row group whenever statistics are missing or unusable. Struct, list and map columns (and other
+types without an order or equality, such as intervals) take only ``is null`` / ``is not null``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 
 from s3io.errors import InvalidConfig
 from s3io.parquet.statistics import ChunkStats, chunk_stats
-from s3io.parquet.values import convert
+from s3io.parquet.values import Converted, convert, family
 
 Predicate = tuple[str, str, Any]
 
@@ -44,6 +45,7 @@ class BoundPredicate:
     op: str  # one of OPS, or NEVER
     value: pa.Scalar | pa.Array | None
     column_type: pa.DataType  # the value type for dictionary columns
+    spans: tuple[tuple[pa.Scalar, pa.Scalar], ...] = ()  # in / not in: also the values from first to last
 
 
 def validate(predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema) -> list[Predicate]:
@@ -83,10 +85,14 @@ def to_expression(predicates: Iterable[Sequence[Any]] | None, schema: pa.Schema 
 
 
 def may_match_with_leaves(
-    row_group: pq.RowGroupMetaData, bound: Sequence[BoundPredicate], leaf_of: Mapping[str, int | None]
+    row_group: pq.RowGroupMetaData,
+    bound: Sequence[BoundPredicate],
+    leaf_of: Mapping[str, int | None],
+    stored: Mapping[str, pa.DataType] | None = None,
 ) -> bool:
     """False only when statistics prove no row of the row group satisfies every predicate, given each column's flat
-    leaf index (None: not flat, keep; absent: not in the file, so only ``is null`` can match it)."""
+    leaf index (None: not flat, keep; absent: not in the file, so only ``is null`` can match it) and, where the
+    parquet type alone does not say it (a duration is a plain INT64), the column's Arrow type in the file."""
     if row_group.num_rows == 0 and bound:
         return False
     for predicate in bound:
@@ -99,7 +105,8 @@ def may_match_with_leaves(
             return False
         if leaf is None or pa.types.is_nested(predicate.column_type):
             continue
-        stats = chunk_stats(row_group.column(leaf), row_group.num_rows, predicate.column_type)
+        file_type = (stored or {}).get(predicate.column)
+        stats = chunk_stats(row_group.column(leaf), row_group.num_rows, predicate.column_type, file_type)
         if not _stats_may_match(stats, predicate):
             return False
     return True
@@ -107,7 +114,7 @@ def may_match_with_leaves(
 
 def _stats_may_match(stats: ChunkStats, predicate: BoundPredicate) -> bool:
     """Whether a chunk with these statistics may hold a row satisfying the predicate (True when unsure)."""
-    op, value = predicate.op, predicate.value
+    op, value, spans = predicate.op, predicate.value, predicate.spans
     if op == "is null":
         return not stats.no_nulls
     if stats.all_null:
@@ -132,10 +139,14 @@ def _stats_may_match(stats: ChunkStats, predicate: BoundPredicate) -> bool:
         if op == "in":
             if floating and _true(pc.any(pc.is_nan(value))):
                 return True
+            if any(_true(pc.less_equal(first, high)) and _true(pc.greater_equal(last, low)) for first, last in spans):
+                return True
             return _true(pc.any(pc.and_(pc.greater_equal(value, low), pc.less_equal(value, high))))
         if op == "not in":
             if floating or not stats.no_nulls:
                 return True
+            if any(_true(pc.less_equal(first, low)) and _true(pc.greater_equal(last, high)) for first, last in spans):
+                return False
             return not (_true(pc.equal(low, high)) and _true(pc.any(pc.equal(value, low))))
     except (pa.ArrowException, ValueError, TypeError):
         return True
@@ -156,10 +167,11 @@ def _term(predicate: BoundPredicate) -> pc.Expression:
         return field.is_null()
     if op == "is not null":
         return field.is_valid()
-    if op == "in":
-        return field.isin(value)
-    if op == "not in":
-        return ~field.isin(value) & field.is_valid()
+    if op in SET_OPS:
+        member = field.isin(value)
+        for first, last in predicate.spans:
+            member = member | ((field >= first) & (field <= last))
+        return member if op == "in" else ~member & field.is_valid()
     comparisons = {
         "=": field.__eq__,
         "!=": field.__ne__,
@@ -175,12 +187,18 @@ def _bind(column: str, op: str, raw: Any, column_type: pa.DataType) -> BoundPred
     """Rewrite one predicate so its value has exactly the column's type (see values.py)."""
     if op in NULL_OPS:
         return BoundPredicate(column, op, None, column_type)
+    if family(column_type) is None:
+        kinds = "struct, list and map columns" if pa.types.is_nested(column_type) else "such columns"
+        raise InvalidConfig(
+            f"predicate ({column!r}, {op!r}, {raw!r}): column {column!r} of type {column_type} cannot be filtered "
+            f"by value ({kinds} take only 'is null' / 'is not null'; filters compare numbers, strings, binary, "
+            "booleans, dates, timestamps, times and durations)"
+        )
     try:
         if op in SET_OPS:
-            exact = [c.exact for c in (convert(v, column_type) for v in raw) if c.exact is not None]
-            bound = BoundPredicate(column, op, pa.array(exact, type=column_type), column_type)
+            bound = _bind_set(column, op, [convert(v, column_type) for v in raw], column_type)
         else:
-            bound = _bind_comparison(column, op, raw, column_type)
+            bound = _bind_comparison(column, op, convert(raw, column_type), column_type)
         _check_kernel(bound)
     except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
         raise InvalidConfig(
@@ -190,10 +208,21 @@ def _bind(column: str, op: str, raw: Any, column_type: pa.DataType) -> BoundPred
     return bound
 
 
-def _bind_comparison(column: str, op: str, raw: Any, column_type: pa.DataType) -> BoundPredicate:
-    converted = convert(raw, column_type)
+def _bind_set(column: str, op: str, converted: list[Converted], column_type: pa.DataType) -> BoundPredicate:
+    """in / not in: the values the column holds exactly, and the spans of values equal to one (see values.py)."""
+    exact = [c.exact for c in converted if c.exact is not None]
+    spans = tuple(c.equal for c in converted if c.equal is not None)
+    return BoundPredicate(column, op, pa.array(exact, type=column_type), column_type, spans)
+
+
+def _bind_comparison(column: str, op: str, converted: Converted, column_type: pa.DataType) -> BoundPredicate:
     if converted.exact is not None:
         return BoundPredicate(column, op, converted.exact, column_type)
+    if converted.equal is not None:  # several column values equal it: = / != test the span, <= / >= its ends
+        if op in ("=", "!="):
+            return _bind_set(column, "in" if op == "=" else "not in", [converted], column_type)
+        if op in ("<=", ">="):
+            return BoundPredicate(column, op, converted.equal[1 if op == "<=" else 0], column_type)
     if op == "=":
         return BoundPredicate(column, NEVER, None, column_type)
     if op == "!=":

@@ -44,20 +44,29 @@ class ChunkStats:
         return self.null_count == 0
 
 
-def chunk_stats(column: pq.ColumnChunkMetaData, num_rows: int, target: pa.DataType | None = None) -> ChunkStats:
-    """Statistics of a flat column chunk; bounds are cast to ``target`` (dropped when that cast fails)."""
+def chunk_stats(
+    column: pq.ColumnChunkMetaData,
+    num_rows: int,
+    target: pa.DataType | None = None,
+    stored: pa.DataType | None = None,
+) -> ChunkStats:
+    """Statistics of a flat column chunk; bounds are cast to ``target`` (dropped when that cast fails).
+
+    ``stored`` is the column's Arrow type in the file (its ARROW:schema), needed where the parquet type does not
+    say it: a duration is a plain INT64 of its unit, whose bounds are otherwise numbers and bound no duration.
+    """
     stats = column.statistics
     if stats is None:
         return ChunkStats(num_rows, None, None, None)
     null_count = stats.null_count if stats.has_null_count else None
-    bounds = _bounds(stats)
+    bounds = _bounds(stats, stored)
     if bounds is not None and target is not None:
         bounds = _cast_bounds(bounds, target)
     low, high = bounds if bounds is not None else (None, None)
     return ChunkStats(num_rows, null_count, low, high)
 
 
-def _bounds(stats: pq.Statistics) -> tuple[pa.Scalar, pa.Scalar] | None:
+def _bounds(stats: pq.Statistics, stored: pa.DataType | None = None) -> tuple[pa.Scalar, pa.Scalar] | None:
     """min and max as scalars of the Arrow type the logical type maps to, or None when not usable."""
     if not stats.has_min_max:
         return None
@@ -86,6 +95,9 @@ def _bounds(stats: pq.Statistics) -> tuple[pa.Scalar, pa.Scalar] | None:
             precision, scale = logical["precision"], logical["scale"]
             arrow_type = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
             low, high = stats.min, stats.max
+        elif kind == "None" and physical == "INT64" and stored is not None and pa.types.is_duration(stored):
+            arrow_type = stored
+            low, high = stats.min_raw, stats.max_raw
         elif kind == "None" and physical in _PLAIN:
             arrow_type = _PLAIN[physical]
             low, high = stats.min_raw, stats.max_raw
