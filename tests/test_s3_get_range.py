@@ -43,3 +43,7 @@ def test_a_206_is_judged_against_the_range_asked_for() -> None:
     assert GetRange.suffix(4).content_range_error(96, 99, 100, 4) is None
     assert "asked bytes=-4" in (GetRange.suffix(4).content_range_error(0, 3, 100, 4) or "")
     assert "no Range" in (GetRange.whole().content_range_error(0, 9, 10, 10) or "")
+    assert GetRange.starting_at(5).content_range_error(5, 99, 100, 95) is None
+    assert GetRange.bounded(5, 15).content_range_error(5, 14, None, 10) is None  # its end is known: checked
+    # "from byte 5 on" answered with 10 bytes of an unstated size: it may have stopped short of the end
+    assert "names no size" in (GetRange.starting_at(5).content_range_error(5, 14, None, 10) or "")

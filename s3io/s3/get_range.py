@@ -106,6 +106,8 @@ class GetRange:
             return f"Content-Length {content_length} does not match Content-Range {answered}"
         if total is not None and last >= total:
             return f"Content-Range {answered} ends past the object's size"
+        if self.kind == FROM and total is None:
+            return f"Content-Range {answered} names no size, so whether it reaches the object's end cannot be checked"
         if self.kind == SUFFIX:
             if total is None:
                 return f"Content-Range {answered} names no size, so the last {self.length} bytes cannot be checked"
