@@ -8,9 +8,10 @@ Runs wherever the group is executed (a Spark task, or in-process on the driver).
 2. Check each input's footer: one that does not parse, or whose schema does not fit the group's (the planned one,
    or, for a plan made from the listing, the unification of the inputs taken so far, frozen once the first row
    group is written), is left out with what was learnt, for the driver to plan again. Decode the others
-   (s3io.parquet.decode) and buffer their batches until ``row_group_bytes`` of Arrow data; then conform them to
-   the group's schema and combine them into one chunk per column (one checksum call per row group, not one per
-   input: a fifth of the job's time with thousands of tiny inputs), add them to the input checksum, and
+   (s3io.parquet.decode; INT96 in microseconds, as UTC instants: facts.INT96_INSTANT) and buffer their batches
+   until ``row_group_bytes`` of Arrow data; then conform them to the group's schema and combine them into one
+   chunk per column (one checksum call per row group, not one per input: a fifth of the job's time with
+   thousands of tiny inputs), add them to the input checksum, and
    ParquetWriter writes a row group into a small in-memory sink whose bytes go straight to a multipart upload
    (parts in parallel). Columns are dictionary-encoded as pyarrow does by default, except those the first row
    group shows are nearly all distinct and too big for a dictionary page (``dictionary_columns``). Memory stays
@@ -52,7 +53,7 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.facts import footer_facts
+from spark_ext.compact.facts import INT96_UNIT, footer_facts
 from spark_ext.compact.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.journal import layout
@@ -379,7 +380,7 @@ class _Encoder:
     def add_file(self, info: ObjectInfo, data: bytes) -> bytes:
         """Take one input (or leave it out, noted in ``left_out``); the encoded bytes ready for the upload."""
         try:
-            reader = open_whole(data, info.url)
+            reader = open_whole(data, info.url, int96_unit=INT96_UNIT)
         except CorruptFile as exc:
             self.left_out.append(FileFacts(info, error=exc.message))
             return b""
@@ -466,9 +467,9 @@ class _Encoder:
             self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         except pa.ArrowInvalid as exc:
             hint = ""
-            if "timestamp" in str(exc):
+            if "timestamp" in str(exc):  # values finer than the unit (INT96 decodes in microseconds: never INT96)
                 hint = f" (outputs store timestamps in {self.settings.coerce_timestamps}; pass "
-                hint += "coerce_timestamps=None to keep nanoseconds)"
+                hint += "coerce_timestamps=None to keep each column's own unit, e.g. nanoseconds)"
             raise CompactionError(f"cannot write the compacted output: {exc}{hint}") from exc
 
 
@@ -582,7 +583,7 @@ async def _read_back(
 
 def _checksum_whole(checksum: TableChecksum, data: bytes, schema: pa.Schema, url: str) -> None:
     """Add a whole object's rows to ``checksum``, as ``schema``."""
-    reader = open_whole(data, url)
+    reader = open_whole(data, url, int96_unit=INT96_UNIT)
     for batch in read_batches(reader, range(reader.metadata.num_row_groups), None, url=url):
         checksum.update(conform(batch, schema, url=url))
 
@@ -595,5 +596,5 @@ def _checksum_row_groups(
     schema: pa.Schema,
     url: str,
 ) -> None:
-    for batch in decode(source, metadata, row_groups, None, url=url):
+    for batch in decode(source, metadata, row_groups, None, url=url, int96_unit=INT96_UNIT):
         checksum.update(conform(batch, schema, url=url))

@@ -1,0 +1,117 @@
+"""An output means to its readers what its inputs meant: INT96 timestamps stay instants (in microseconds, whatever
+their year).
+
+Files written by Spark itself, read back through ``spark.read.parquet``, are in test_spark_compaction_types.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_compact_support import TEST_OPTIONS, data_keys, make_client, parquet_bytes
+
+from spark_ext.compact import CompactionOptions, compact_prefix
+
+pytestmark = pytest.mark.timeout(120)
+
+PREFIX = "meaning/"
+OPTIONS = TEST_OPTIONS.replace(min_input_files=2, grace_period=0.0)
+UTC = datetime.UTC
+
+
+def put(s3: Any, bucket: str, name: str, body: bytes) -> None:
+    s3.put_object(Bucket=bucket, Key=f"{PREFIX}{name}", Body=body)
+
+
+def read_files(s3: Any, bucket: str) -> dict[str, pq.ParquetFile]:
+    """Every data file under the prefix, by name."""
+    return {
+        key[len(PREFIX) :]: pq.ParquetFile(io.BytesIO(s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
+        for key in data_keys(s3, bucket, PREFIX)
+    }
+
+
+def only_output(s3: Any, bucket: str) -> pq.ParquetFile:
+    """The one compacted output under the prefix (every input was compacted into it)."""
+    files = read_files(s3, bucket)
+    assert len(files) == 1 and next(iter(files)).startswith("part-c-"), sorted(files)
+    return next(iter(files.values()))
+
+
+async def compact(endpoint: str, bucket: str, options: CompactionOptions = OPTIONS) -> Any:
+    async with make_client(endpoint) as client:
+        return await compact_prefix(client, f"s3://{bucket}/{PREFIX}", options)
+
+
+# ------------------------------------------------------------------------------------------------ INT96
+
+
+INSTANTS = [
+    datetime.datetime(1, 1, 1, 10, tzinfo=UTC),  # outside the nanosecond range (1677-2262)
+    datetime.datetime(2020, 1, 1, 10, tzinfo=UTC),
+    datetime.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    None,
+]
+
+
+def int96_file(first_id: int) -> bytes:
+    """A file whose ``ts`` is stored as INT96 (as Spark, Hive and Impala write timestamps), values of every era."""
+    table = pa.table(
+        {
+            "id": pa.array(range(first_id, first_id + len(INSTANTS)), pa.int64()),
+            "ts": pa.array(INSTANTS, pa.timestamp("us", "UTC")),
+            "s": pa.array([{"inner": v} for v in INSTANTS], pa.struct([("inner", pa.timestamp("us", "UTC"))])),
+        }
+    )
+    return parquet_bytes(table, use_deprecated_int96_timestamps=True, store_schema=False)
+
+
+@pytest.mark.parametrize("coerce", ["us", None])
+async def test_int96_timestamps_become_utc_instants_in_microseconds_whatever_their_year(
+    coerce: str | None, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """An INT96 value is an instant: the output holds it as TIMESTAMP(MICROS, isAdjustedToUTC=true), which Spark
+    reads as ``timestamp`` (not ``timestamp_ntz``), with the same instant even for year 1 or 9999, whichever
+    ``coerce_timestamps`` (decoded in nanoseconds, year 1 wrapped round to 1754 and failed or was written so)."""
+    for i in range(3):
+        put(s3_client, bucket, f"part-{i}.parquet", int96_file(10 * i))
+    report = await compact(s3_endpoint.url, bucket, OPTIONS.replace(coerce_timestamps=coerce))
+    assert report.status == "ok", report.to_text()
+    output = only_output(s3_client, bucket)
+    leaves = {output.metadata.schema.column(i).path: output.metadata.schema.column(i) for i in range(3)}
+    for path in ("ts", "s.inner"):
+        logical = leaves[path].logical_type.to_json()
+        assert leaves[path].physical_type == "INT64" and json.loads(logical) == {
+            "Type": "Timestamp",
+            "isAdjustedToUTC": True,
+            "timeUnit": "microseconds",
+            "is_from_converted_type": False,
+            "force_set_converted_type": False,
+        }, logical
+    table = output.read().sort_by("id")
+    assert table.schema.field("ts").type == pa.timestamp("us", "UTC")
+    assert table.column("ts").to_pylist() == INSTANTS * 3
+    assert [row["inner"] if row else None for row in table.column("s").to_pylist()] == INSTANTS * 3
+
+
+async def test_the_timestamp_hint_advises_only_what_keeps_every_value(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """Sub-microsecond values fail a group with a hint; following the hint keeps them exactly."""
+    values = [1_000_000_001, -5, None]
+    for i in range(3):
+        table = pa.table({"id": [i] * 3, "ts": pa.array(values, pa.timestamp("ns"))})
+        put(s3_client, bucket, f"part-{i}.parquet", parquet_bytes(table))
+    failed = await compact(s3_endpoint.url, bucket)
+    assert failed.status != "ok" and "coerce_timestamps=None" in failed.to_text(), failed.to_text()
+    report = await compact(s3_endpoint.url, bucket, OPTIONS.replace(coerce_timestamps=None))
+    assert report.status == "ok", report.to_text()
+    table = only_output(s3_client, bucket).read()
+    assert table.schema.field("ts").type == pa.timestamp("ns")
+    assert sorted(table.column("ts").cast(pa.int64()).to_pylist(), key=str) == sorted(values * 3, key=str)
