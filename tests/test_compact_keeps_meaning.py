@@ -1,5 +1,5 @@
 """An output means to its readers what its inputs meant: INT96 timestamps stay instants (in microseconds, whatever
-their year).
+their year), schema metadata every input shares stays (pandas' too), and Spark's footer keys stay with their files.
 
 Files written by Spark itself, read back through ``spark.read.parquet``, are in test_spark_compaction_types.py.
 """
@@ -115,3 +115,98 @@ async def test_the_timestamp_hint_advises_only_what_keeps_every_value(
     table = only_output(s3_client, bucket).read()
     assert table.schema.field("ts").type == pa.timestamp("ns")
     assert sorted(table.column("ts").cast(pa.int64()).to_pylist(), key=str) == sorted(values * 3, key=str)
+
+
+# ------------------------------------------------------------------------------------------------ metadata
+
+
+def with_metadata(table: pa.Table, metadata: dict[str, str]) -> bytes:
+    return parquet_bytes(table.replace_schema_metadata(metadata))
+
+
+async def test_schema_metadata_every_input_shares_is_kept_and_the_rest_dropped(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A key every input carries with one value describes the output too; a key whose value differs between the
+    inputs (or that some lack) describes some of its rows only, and is dropped; pyarrow and the raw footer agree."""
+    for i in range(3):
+        metadata = {"owner": "team-a", "version": "3", "batch": str(i)}
+        if i:
+            metadata["only-some"] = "x"
+        put(s3_client, bucket, f"part-{i}.parquet", with_metadata(pa.table({"id": [i]}), metadata))
+    report = await compact(s3_endpoint.url, bucket)
+    assert report.status == "ok", report.to_text()
+    output = only_output(s3_client, bucket)
+    assert output.schema_arrow.metadata == {b"owner": b"team-a", b"version": b"3"}
+    raw = output.metadata.metadata
+    assert raw[b"owner"] == b"team-a" and raw[b"version"] == b"3" and b"batch" not in raw
+
+
+async def test_pandas_metadata_is_kept_and_a_range_index_spans_the_output(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """pandas writes each file's RangeIndex bounds into its metadata, so the files of one writer differ only
+    there: the output keeps the rest (a named index stays the index, a tz stays) and its RangeIndex counts its own
+    rows, as pandas' concat with ignore_index and pyarrow.dataset give."""
+    import pandas as pd
+
+    for i in range(3):
+        frame = pd.DataFrame(
+            {"a": [i, i + 1], "when": pd.to_datetime(["2020-01-01", "2020-01-02"]).tz_localize("Europe/Paris")},
+            index=pd.Index([10 * i, 10 * i + 1], name="myidx"),
+        )
+        put(s3_client, bucket, f"named-{i}.parquet", parquet_bytes(pa.Table.from_pandas(frame)))
+    report = await compact(s3_endpoint.url, bucket)
+    assert report.status == "ok", report.to_text()
+    frame = only_output(s3_client, bucket).read().to_pandas()
+    assert frame.index.name == "myidx" and sorted(frame.index) == [0, 1, 10, 11, 20, 21]
+    assert list(frame.columns) == ["a", "when"] and str(frame["when"].dt.tz) == "Europe/Paris"
+
+    for key in data_keys(s3_client, bucket, PREFIX):
+        s3_client.delete_object(Bucket=bucket, Key=key)
+    for i in range(3):
+        frame = pd.DataFrame({"a": [i, i], "b": ["x", "y"]}, index=pd.RangeIndex(0, 2, name="row"))
+        put(s3_client, bucket, f"range-{i}.parquet", parquet_bytes(pa.Table.from_pandas(frame)))
+    report = await compact(s3_endpoint.url, bucket)
+    assert report.status == "ok", report.to_text()
+    output = only_output(s3_client, bucket)
+    pandas = json.loads(output.schema_arrow.metadata[b"pandas"])
+    assert pandas["index_columns"] == [{"kind": "range", "name": "row", "start": 0, "stop": 6, "step": 1}]
+    frame = output.read().to_pandas()
+    assert isinstance(frame.index, pd.RangeIndex) and frame.index.name == "row" and len(frame.index) == 6
+
+
+# ------------------------------------------------------------------------------------------------ Spark's keys
+
+
+def spark_keyed(value: int, keys: dict[str, str]) -> bytes:
+    return with_metadata(pa.table({"d": pa.array([value], pa.date32())}), keys)
+
+
+async def test_files_whose_spark_keys_differ_are_never_mixed_and_an_output_keeps_them(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """``org.apache.spark.*`` keys change what Spark reads (a LEGACY-rebased date is shifted back by them): an
+    output holds only files whose keys are equal, and carries them unchanged."""
+    legacy = {
+        "org.apache.spark.version": "4.3.0",
+        "org.apache.spark.legacyDateTime": "",
+        "org.apache.spark.timeZone": "UTC",
+    }
+    corrected = {"org.apache.spark.version": "4.3.0"}
+    for i in range(3):
+        put(s3_client, bucket, f"a-{i}.parquet", spark_keyed(i, legacy))
+        put(s3_client, bucket, f"b-{i}.parquet", spark_keyed(i, corrected))
+    put(s3_client, bucket, "c-0.parquet", spark_keyed(9, {**corrected, "org.apache.spark.legacyINT96": ""}))
+    report = await compact(s3_endpoint.url, bucket)
+    assert report.status == "ok", report.to_text()
+    files = read_files(s3_client, bucket)
+    assert len(files) == 3 and "c-0.parquet" in files, sorted(files)
+    files.pop("c-0.parquet")
+    kept = [
+        {k: v for k, v in f.metadata.metadata.items() if k.startswith(b"org.apache.spark.")} for f in files.values()
+    ]
+    expected = [{k.encode(): v.encode() for k, v in keys.items()} for keys in (legacy, corrected)]
+    assert sorted(kept, key=repr) == sorted(expected, key=repr)
+    (skipped,) = report.skipped_groups
+    assert "'org.apache.spark.legacyINT96' is absent in" in skipped.reason, skipped.reason

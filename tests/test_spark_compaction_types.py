@@ -1,7 +1,8 @@
 """Files Spark itself writes, compacted, read by Spark's built-in ``spark.read.parquet`` before and after: the same
 schema and the same rows (shown in a session time zone that is not UTC, so an instant read as a local time shows).
 
-What Spark reads depends on more than the columns: INT96 is an instant.
+What Spark reads depends on more than the columns: INT96 is an instant, the footer keys ``org.apache.spark.*``
+say how dates were rebased (LEGACY mode) and which Spark types (intervals, variant, comments) the columns hold.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from support.spark_fixtures import download_prefix, spark_session  # noqa: F401 
 from test_compact_support import TEST_OPTIONS, data_keys, make_client
 
 from spark_ext.compact import CompactionOptions, compact_prefix
+from spark_ext.compact.grouping import UNREADABLE
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -117,3 +119,94 @@ async def test_spark_reads_outputs_next_to_int96_files_left_alone_with_merge_sch
     )
     assert report.status == "ok" and report.files_after == 2, report.to_text()
     assert after == before
+
+
+# ------------------------------------------------------------------------------------------------ rebase modes
+
+
+LEGACY_DATES = {"spark.sql.parquet.datetimeRebaseModeInWrite": "LEGACY"}
+MICROS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
+
+@pytest.mark.parametrize(
+    ("sql", "conf"),
+    [
+        ("select date'1000-01-01' as d, id from range(2)", LEGACY_DATES),
+        ("select timestamp'1000-01-01 10:00:00' as ts, id from range(2)", {**MICROS, **LEGACY_DATES}),
+        (
+            "select timestamp'1000-01-01 10:00:00' as ts, date'1000-01-01' as d",
+            {**LEGACY_DATES, "spark.sql.parquet.int96RebaseModeInWrite": "LEGACY"},
+        ),
+        ("select date'0001-01-01' as d, timestamp'1000-01-01 10:00:00' as ts", {}),
+    ],
+    ids=["legacy_dates", "legacy_micros", "legacy_int96_and_dates", "corrected_ancient"],
+)
+async def test_spark_dates_keep_their_calendar_after_compaction(
+    sql: str, conf: dict[str, str], spark_la: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A date or timestamp Spark wrote in LEGACY rebase mode is read back through the footer keys that say so
+    (``org.apache.spark.legacyDateTime``, ``legacyINT96``, ``timeZone``, ``version``): an output keeps them, so
+    1000-01-01 stays 1000-01-01 (it became 1000-01-06)."""
+    files = spark_files(spark_la, sql, 3, conf)
+    before, after, report = await compacted_view(spark_la, s3_endpoint, s3_client, bucket, files)
+    compacted_all(s3_client, bucket, report)
+    assert after == before
+
+
+async def test_spark_int96_rebased_unlike_the_files_dates_is_left_alone_with_its_reason(
+    spark_la: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """INT96 written LEGACY, dates CORRECTED: as microseconds, the INT96 values would be read by the dates' rule
+    (shifted by days); such a file is left as it is, with the reason."""
+    conf = {"spark.sql.parquet.int96RebaseModeInWrite": "LEGACY"}
+    files = spark_files(spark_la, "select timestamp'1000-01-01 10:00:00' as ts", 3, conf)
+    before, after, report = await compacted_view(spark_la, s3_endpoint, s3_client, bucket, files)
+    assert report.status in ("ok", "nothing_to_do") and report.files_after == 3, report.to_text()
+    assert {f.kind for f in report.skipped_files} == {UNREADABLE}
+    assert all("org.apache.spark.legacyINT96" in f.reason for f in report.skipped_files), report.to_text()
+    assert after == before
+
+
+async def test_spark_files_of_two_rebase_modes_are_compacted_apart(
+    spark_la: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    sql = "select date'1000-01-01' as d, id from range(2)"
+    files = spark_files(spark_la, sql, 3, LEGACY_DATES) + spark_files(spark_la, sql, 3)
+    before, after, report = await compacted_view(spark_la, s3_endpoint, s3_client, bucket, files)
+    assert report.status == "ok" and report.files_after == 2, report.to_text()
+    assert after == before
+
+
+# ------------------------------------------------------------------------------------------------ Spark's types
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select interval '1-2' year to month as ym, interval '1 02:03:04.5' day to second as dt",
+        'select parse_json(\'{"a":1,"b":[true,null]}\') as v',
+        "select cast('ab' as char(5)) as c, cast('x' as varchar(3)) as v",
+        "select 1 as id",
+    ],
+    ids=["intervals", "variant", "char_varchar", "comment"],
+)
+async def test_spark_only_types_stay_after_compaction(
+    sql: str, spark_la: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """Types only Spark's schema (``org.apache.spark.sql.parquet.row.metadata``) holds stay: intervals were read
+    as int/bigint, variant as a struct; a field comment vanished."""
+    if sql == "select 1 as id":
+        df = spark_la.sql(sql).withMetadata("id", {"comment": "the key"})
+        directory = Path(tempfile.mkdtemp(prefix="sparkw-comment-"))
+        for i in range(3):
+            df.coalesce(1).write.parquet(str(directory / str(i)))
+        files = [Path(p).read_bytes() for p in sorted(glob.glob(f"{directory}/*/*.parquet"))]
+    else:
+        files = spark_files(spark_la, sql, 3)
+    before, after, report = await compacted_view(spark_la, s3_endpoint, s3_client, bucket, files)
+    compacted_all(s3_client, bucket, report)
+    assert after == before
+    if sql == "select 1 as id":
+        work = Path(tempfile.mkdtemp(prefix="sparkw-comment-after-"))
+        df = spark_la.read.parquet(str(download_prefix(s3_client, bucket, PREFIX, work)))
+        assert df.schema["id"].metadata == {"comment": "the key"}

@@ -23,6 +23,7 @@ from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact.grouping import FileFacts
+from spark_ext.compact.metadata import file_metadata, int96_rebase_conflict
 from spark_ext.journal import layout
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
@@ -64,18 +65,23 @@ async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
 def footer_facts(info: ObjectInfo, metadata: pq.FileMetaData) -> FileFacts:
     """What a parsed footer says of a file: its schema, row count and, for an earlier output, its origins.
 
-    The schema is the one its rows are compacted as: INT96 columns as ``INT96_INSTANT``. A file no output could
-    hold as it is gets an ``error``, so it is left alone with the reason."""
+    The schema is the one its rows are compacted as: INT96 columns as ``INT96_INSTANT``, and the footer's
+    key-value metadata (but the keys a writer regenerates) as its metadata, which decides what an output keeps
+    (metadata.py). A file no output could hold as it is gets an ``error``, so it is left alone with the reason."""
     schema = file_schema(metadata)
     twice = duplicate_name(schema)
     if twice is not None:  # no output schema can hold both columns: compacting it would drop one
         return FileFacts(info, error=f"two columns named {twice!r}; rename one to compact this file")
+    kept = file_metadata(metadata.metadata)
     int96 = _int96_leaves(metadata)
     if int96:
         instants = _with_int96_instants(schema, metadata.num_columns, int96)
-        if instants is None:
-            return FileFacts(info, error=INT96_LAYOUT)
+        conflict = INT96_LAYOUT if instants is None else int96_rebase_conflict(kept)
+        if conflict is not None:
+            return FileFacts(info, error=conflict)
+        assert instants is not None
         schema = instants
+    schema = schema.with_metadata(kept or None)
     replaces = layout.inputs_from_metadata(metadata.metadata)
     if replaces is None:
         return FileFacts(info, schema, metadata.num_rows)

@@ -7,9 +7,10 @@ Rules, in order:
    be unknown ("unchecked": planned from the listing alone, its footer is read by the task that rewrites it).
 2. Candidates are grouped per directory: a Hive partition (or any directory) is never mixed with another.
 3. Within a directory, files are split into schema classes, in key order: a file joins the first class whose
-   schema it unifies with (``schema_mode="unify"``, s3io.parquet.schema's rules) or equals ("exact"); files of
-   incompatible schemas never share a group, and the report names the conflicting column. Unchecked files join
-   the directory's first class (or form one): the task that reads them keeps out any that do not fit.
+   schema it unifies with (``schema_mode="unify"``, s3io.parquet.schema's rules) or equals ("exact"), and whose
+   Spark footer keys (``org.apache.spark.*``, metadata.py) it carries too; files of incompatible schemas never
+   share a group, and the report names the conflicting column or key. Unchecked files join the directory's
+   first class (or form one): the task that reads them keeps out any that do not fit.
 4. Each class is bin-packed first-fit-decreasing (size descending, then key) into bins of at most the target
    size (a bin holds at least one file).
 5. A bin becomes a group when it has at least two files and either ``min_input_files`` files or at least the
@@ -28,6 +29,7 @@ import pyarrow as pa
 from s3io.errors import SchemaMismatch
 from s3io.parquet.schema import unify_schemas, widens_losslessly
 from s3io.s3.types import ObjectInfo
+from spark_ext.compact.metadata import spark_keys, spark_keys_conflict
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.journal.layout import partition_dir
 
@@ -155,6 +157,7 @@ class _SchemaClass:
     schema: pa.Schema | None  # None: only unchecked files
     example: str
     members: list[FileFacts] = field(default_factory=list)
+    spark: dict[bytes, bytes] = field(default_factory=dict)  # the Spark footer keys its files all carry
 
 
 def plan_compaction(
@@ -236,9 +239,11 @@ def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]
     for f in files:
         if f.schema is None:  # unchecked
             continue
-        schema = f.schema.remove_metadata()
+        schema, keys = f.schema.remove_metadata(), spark_keys(f.schema.metadata)
         for cls in classes:
             assert cls.schema is not None
+            if cls.spark != keys:
+                continue
             try:
                 cls.schema = join_schema(cls.schema, cls.example, schema, f.info.url, mode)
             except SchemaMismatch:
@@ -246,7 +251,7 @@ def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]
             cls.members.append(f)
             break
         else:
-            classes.append(_SchemaClass(first_schema(schema, f.info.url, mode), f.info.url, [f]))
+            classes.append(_SchemaClass(first_schema(schema, f.info.url, mode), f.info.url, [f], keys))
     if unchecked:
         if classes:
             classes[0].members.extend(unchecked)
@@ -294,11 +299,13 @@ def _conflict_note(classes: Sequence[_SchemaClass], mode: str) -> str:
         return ""
     first, second = classes[0], classes[1]
     assert first.schema is not None and second.schema is not None  # only the first class may be unchecked alone
-    try:
-        join_schema(first.schema, first.example, second.schema, second.example, mode)
-        detail = "schemas differ"
-    except SchemaMismatch as exc:
-        detail = exc.message
+    detail = spark_keys_conflict(first.spark, first.example, second.spark, second.example)
+    if detail is None:
+        try:
+            join_schema(first.schema, first.example, second.schema, second.example, mode)
+            detail = "schemas differ"
+        except SchemaMismatch as exc:
+            detail = exc.message
     return f"; the directory holds {len(classes)} incompatible schemas, never mixed in one group ({detail})"
 
 
