@@ -1,5 +1,6 @@
 """An output means to its readers what its inputs meant: INT96 timestamps stay instants (in microseconds, whatever
-their year), schema metadata every input shares stays (pandas' too), and Spark's footer keys stay with their files.
+their year), schema metadata every input shares stays (pandas' too), Spark's footer keys stay with their files,
+and names Spark would confuse never meet.
 
 Files written by Spark itself, read back through ``spark.read.parquet``, are in test_spark_compaction_types.py.
 """
@@ -17,6 +18,7 @@ import pytest
 from test_compact_support import TEST_OPTIONS, data_keys, make_client, parquet_bytes
 
 from spark_ext.compact import CompactionOptions, compact_prefix
+from spark_ext.compact.grouping import UNREADABLE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -174,6 +176,46 @@ async def test_pandas_metadata_is_kept_and_a_range_index_spans_the_output(
     assert pandas["index_columns"] == [{"kind": "range", "name": "row", "start": 0, "stop": 6, "step": 1}]
     frame = output.read().to_pandas()
     assert isinstance(frame.index, pd.RangeIndex) and frame.index.name == "row" and len(frame.index) == 6
+
+
+# ------------------------------------------------------------------------------------------------ names and case
+
+
+async def test_columns_whose_names_differ_only_in_case_are_never_mixed(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """Spark matches names ignoring case (by default): an output holding ``ID`` and ``id`` is one it refuses
+    (COLUMN_ALREADY_EXISTS), so such files are a schema conflict: each spelling is compacted apart, and a file
+    left alone for it is reported with the clash."""
+    for i in range(3):
+        put(s3_client, bucket, f"top/b-{i}.parquet", parquet_bytes(pa.table({"id": [10 + i]})))
+        put(s3_client, bucket, f"nested/a-{i}.parquet", parquet_bytes(pa.table({"s": [{"A": i}]})))
+        put(s3_client, bucket, f"nested/b-{i}.parquet", parquet_bytes(pa.table({"s": [{"a": 10 + i}]})))
+    put(s3_client, bucket, "top/a-0.parquet", parquet_bytes(pa.table({"ID": [0]})))
+    report = await compact(s3_endpoint.url, bucket)
+    assert report.status == "ok", report.to_text()
+    files = read_files(s3_client, bucket)
+    assert sorted(name for name in files if "/part-c-" not in name) == ["top/a-0.parquet"], sorted(files)
+    schemas = sorted(f.schema_arrow.remove_metadata().to_string() for f in files.values())
+    nested = ["s: struct<A: int64>\n  child 0, A: int64", "s: struct<a: int64>\n  child 0, a: int64"]
+    assert schemas == ["ID: int64", "id: int64", *nested]
+    (skipped,) = report.skipped_groups
+    assert "columns 'ID' and 'id' differ only in case" in skipped.reason, skipped.reason
+
+
+async def test_a_file_holding_two_columns_differing_only_in_case_is_left_alone_with_its_reason(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    twins = pa.table({"ID": [1], "id": [2]})
+    put(s3_client, bucket, "a-twins.parquet", parquet_bytes(twins))
+    for i in range(3):
+        put(s3_client, bucket, f"part-{i}.parquet", parquet_bytes(pa.table({"id": [10 + i]})))
+    report = await compact(s3_endpoint.url, bucket)
+    assert report.status == "ok", report.to_text()
+    assert f"{PREFIX}a-twins.parquet" in data_keys(s3_client, bucket, PREFIX)
+    (skipped,) = [f for f in report.skipped_files if f.key.endswith("a-twins.parquet")]
+    assert skipped.kind == UNREADABLE and "'ID' and 'id'" in skipped.reason, skipped.reason
+    assert len(data_keys(s3_client, bucket, PREFIX)) == 2
 
 
 # ------------------------------------------------------------------------------------------------ Spark's keys

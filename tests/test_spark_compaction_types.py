@@ -210,3 +210,15 @@ async def test_spark_only_types_stay_after_compaction(
         work = Path(tempfile.mkdtemp(prefix="sparkw-comment-after-"))
         df = spark_la.read.parquet(str(download_prefix(s3_client, bucket, PREFIX, work)))
         assert df.schema["id"].metadata == {"comment": "the key"}
+
+
+async def test_spark_reads_a_directory_whose_files_differed_only_in_case_after_compaction(
+    spark_la: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """``ID`` in some files, ``id`` in others: Spark reads them as one column; an output holding both it refused."""
+    files = spark_files(spark_la, "select id as ID from range(2)", 3) + spark_files(
+        spark_la, "select id from range(2)", 3
+    )
+    before, after, report = await compacted_view(spark_la, s3_endpoint, s3_client, bucket, files)
+    assert report.status == "ok" and report.files_after == 2, report.to_text()
+    assert sum(after[1].values()) == sum(before[1].values()) == 12

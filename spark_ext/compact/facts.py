@@ -22,7 +22,7 @@ from s3io.parquet.schema import duplicate_name, file_schema
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact.grouping import FileFacts
+from spark_ext.compact.grouping import FileFacts, case_twins
 from spark_ext.compact.metadata import file_metadata, int96_rebase_conflict
 from spark_ext.journal import layout
 
@@ -72,6 +72,13 @@ def footer_facts(info: ObjectInfo, metadata: pq.FileMetaData) -> FileFacts:
     twice = duplicate_name(schema)
     if twice is not None:  # no output schema can hold both columns: compacting it would drop one
         return FileFacts(info, error=f"two columns named {twice!r}; rename one to compact this file")
+    twins = case_twins(schema)
+    if twins is not None:  # Spark cannot read it; an output would carry the clash on
+        return FileFacts(
+            info,
+            error=f"columns {twins[0]!r} and {twins[1]!r} differ only in case, which Spark (ignoring case by "
+            "default) cannot tell apart; rename one to compact this file",
+        )
     kept = file_metadata(metadata.metadata)
     int96 = _int96_leaves(metadata)
     if int96:

@@ -9,8 +9,10 @@ Rules, in order:
 3. Within a directory, files are split into schema classes, in key order: a file joins the first class whose
    schema it unifies with (``schema_mode="unify"``, s3io.parquet.schema's rules) or equals ("exact"), and whose
    Spark footer keys (``org.apache.spark.*``, metadata.py) it carries too; files of incompatible schemas never
-   share a group, and the report names the conflicting column or key. Unchecked files join the directory's
-   first class (or form one): the task that reads them keeps out any that do not fit.
+   share a group, and the report names the conflicting column or key. Columns whose names differ only in case
+   (``ID``, ``id``) are incompatible: Spark matches names ignoring case by default and refuses a file holding both.
+   Unchecked files join the directory's first class (or form one): the task that reads them keeps out any that
+   do not fit.
 4. Each class is bin-packed first-fit-decreasing (size descending, then key) into bins of at most the target
    size (a bin holds at least one file).
 5. A bin becomes a group when it has at least two files and either ``min_input_files`` files or at least the
@@ -269,8 +271,9 @@ def join_schema(current: pa.Schema, example: str, schema: pa.Schema, url: str, m
     """A class's schema (first seen in ``example``) once the file at ``url`` joins it: unchanged ("exact") or
     unified with it ("unify"), but only where every value of both converts exactly: the rewrite replaces the
     files, so a widening that rounds (a decimal or a bigint into a double) is a SchemaMismatch, as is a type
-    that a reader of the inputs could not read (decimal256). Raises SchemaMismatch naming the column, or in
-    exact mode both files."""
+    that a reader of the inputs could not read (decimal256), or two columns whose names differ only in case (Spark
+    matches names ignoring case by default, and refuses a file holding both). Raises SchemaMismatch naming the
+    column, or in exact mode both files."""
     if mode == "exact":
         if not schema.equals(current):
             raise SchemaMismatch(f"{example} and {url} have different schemas (schema_mode=exact)")
@@ -285,7 +288,33 @@ def join_schema(current: pa.Schema, example: str, schema: pa.Schema, url: str, m
                     f"to {url if side == example else example}, which does not hold every value exactly: such files "
                     "are not compacted together"
                 )
+    twins = case_twins(joined)
+    if twins is not None:
+        raise SchemaMismatch(
+            f"columns {twins[0]!r} and {twins[1]!r} differ only in case (one is in {example}, the other in {url}): "
+            "Spark matches names ignoring case by default and refuses a file holding both, so such files are not "
+            "compacted together"
+        )
     return joined
+
+
+def case_twins(schema: pa.Schema | pa.StructType, path: str = "") -> tuple[str, str] | None:
+    """The first two columns (or fields of one struct, as ``outer.inner``) whose names differ only in case."""
+    seen: dict[str, str] = {}
+    for column in schema:
+        twin = seen.setdefault(column.name.lower(), column.name)
+        if twin != column.name:
+            return f"{path}{twin}", f"{path}{column.name}"
+        inner = column.type
+        while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
+            inner = inner.value_type
+        if pa.types.is_map(inner):
+            inner = inner.item_type
+        if pa.types.is_struct(inner):
+            nested = case_twins(inner, f"{path}{column.name}.")
+            if nested is not None:
+                return nested
+    return None
 
 
 def worth_a_group(count: int, total: int, min_input_files: int, threshold: int) -> bool:
