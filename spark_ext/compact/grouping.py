@@ -7,9 +7,12 @@ Rules, in order:
    be unknown ("unchecked": planned from the listing alone, its footer is read by the task that rewrites it).
 2. Candidates are grouped per directory: a Hive partition (or any directory) is never mixed with another.
 3. Within a directory, files are split into schema classes, in key order: a file joins the first class whose
-   schema it unifies with (``schema_mode="unify"``, s3io.parquet.schema's rules) or equals ("exact"); files of
-   incompatible schemas never share a group, and the report names the conflicting column. Unchecked files join
-   the directory's first class (or form one): the task that reads them keeps out any that do not fit.
+   schema it unifies with (``schema_mode="unify"``, s3io.parquet.schema's rules) or equals ("exact"), and whose
+   Spark footer keys (``org.apache.spark.*``, metadata.py) it carries too; files of incompatible schemas never
+   share a group, and the report names the conflicting column or key. Columns whose names differ only in case
+   (``ID``, ``id``) are incompatible: Spark matches names ignoring case by default and refuses a file holding both.
+   Unchecked files join the directory's first class (or form one): the task that reads them keeps out any that
+   do not fit.
 4. Each class is bin-packed first-fit-decreasing (size descending, then key) into bins of at most the target
    size (a bin holds at least one file).
 5. A bin becomes a group when it has at least two files and either ``min_input_files`` files or at least the
@@ -28,6 +31,7 @@ import pyarrow as pa
 from s3io.errors import SchemaMismatch
 from s3io.parquet.schema import unify_schemas, widens_losslessly
 from s3io.s3.types import ObjectInfo
+from spark_ext.compact.metadata import spark_keys, spark_keys_conflict
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.journal.layout import partition_dir
 
@@ -155,6 +159,7 @@ class _SchemaClass:
     schema: pa.Schema | None  # None: only unchecked files
     example: str
     members: list[FileFacts] = field(default_factory=list)
+    spark: dict[bytes, bytes] = field(default_factory=dict)  # the Spark footer keys its files all carry
 
 
 def plan_compaction(
@@ -236,9 +241,11 @@ def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]
     for f in files:
         if f.schema is None:  # unchecked
             continue
-        schema = f.schema.remove_metadata()
+        schema, keys = f.schema.remove_metadata(), spark_keys(f.schema.metadata)
         for cls in classes:
             assert cls.schema is not None
+            if cls.spark != keys:
+                continue
             try:
                 cls.schema = join_schema(cls.schema, cls.example, schema, f.info.url, mode)
             except SchemaMismatch:
@@ -246,7 +253,7 @@ def _schema_classes(files: Sequence[FileFacts], mode: str) -> list[_SchemaClass]
             cls.members.append(f)
             break
         else:
-            classes.append(_SchemaClass(first_schema(schema, f.info.url, mode), f.info.url, [f]))
+            classes.append(_SchemaClass(first_schema(schema, f.info.url, mode), f.info.url, [f], keys))
     if unchecked:
         if classes:
             classes[0].members.extend(unchecked)
@@ -264,8 +271,9 @@ def join_schema(current: pa.Schema, example: str, schema: pa.Schema, url: str, m
     """A class's schema (first seen in ``example``) once the file at ``url`` joins it: unchanged ("exact") or
     unified with it ("unify"), but only where every value of both converts exactly: the rewrite replaces the
     files, so a widening that rounds (a decimal or a bigint into a double) is a SchemaMismatch, as is a type
-    that a reader of the inputs could not read (decimal256). Raises SchemaMismatch naming the column, or in
-    exact mode both files."""
+    that a reader of the inputs could not read (decimal256), or two columns whose names differ only in case (Spark
+    matches names ignoring case by default, and refuses a file holding both). Raises SchemaMismatch naming the
+    column, or in exact mode both files."""
     if mode == "exact":
         if not schema.equals(current):
             raise SchemaMismatch(f"{example} and {url} have different schemas (schema_mode=exact)")
@@ -280,7 +288,33 @@ def join_schema(current: pa.Schema, example: str, schema: pa.Schema, url: str, m
                     f"to {url if side == example else example}, which does not hold every value exactly: such files "
                     "are not compacted together"
                 )
+    twins = case_twins(joined)
+    if twins is not None:
+        raise SchemaMismatch(
+            f"columns {twins[0]!r} and {twins[1]!r} differ only in case (one is in {example}, the other in {url}): "
+            "Spark matches names ignoring case by default and refuses a file holding both, so such files are not "
+            "compacted together"
+        )
     return joined
+
+
+def case_twins(schema: pa.Schema | pa.StructType, path: str = "") -> tuple[str, str] | None:
+    """The first two columns (or fields of one struct, as ``outer.inner``) whose names differ only in case."""
+    seen: dict[str, str] = {}
+    for column in schema:
+        twin = seen.setdefault(column.name.lower(), column.name)
+        if twin != column.name:
+            return f"{path}{twin}", f"{path}{column.name}"
+        inner = column.type
+        while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
+            inner = inner.value_type
+        if pa.types.is_map(inner):
+            inner = inner.item_type
+        if pa.types.is_struct(inner):
+            nested = case_twins(inner, f"{path}{column.name}.")
+            if nested is not None:
+                return nested
+    return None
 
 
 def worth_a_group(count: int, total: int, min_input_files: int, threshold: int) -> bool:
@@ -294,11 +328,13 @@ def _conflict_note(classes: Sequence[_SchemaClass], mode: str) -> str:
         return ""
     first, second = classes[0], classes[1]
     assert first.schema is not None and second.schema is not None  # only the first class may be unchecked alone
-    try:
-        join_schema(first.schema, first.example, second.schema, second.example, mode)
-        detail = "schemas differ"
-    except SchemaMismatch as exc:
-        detail = exc.message
+    detail = spark_keys_conflict(first.spark, first.example, second.spark, second.example)
+    if detail is None:
+        try:
+            join_schema(first.schema, first.example, second.schema, second.example, mode)
+            detail = "schemas differ"
+        except SchemaMismatch as exc:
+            detail = exc.message
     return f"; the directory holds {len(classes)} incompatible schemas, never mixed in one group ({detail})"
 
 

@@ -13,10 +13,10 @@ Defaults, and where they come from:
   each protocol step of the holder is cut off when its lease ends.
 - clock_skew 2 s: a margin added to the lease before a lock is taken over (its expiry is judged on the store's
   clock, Last-Modified against the store's time, so machine clocks do not enter): drift and network delay.
-- coerce_timestamps "us": outputs store timestamps in microseconds, as Spark writes them; pyarrow reads Spark's
-  INT96 timestamps as nanoseconds, and Spark cannot read a TIMESTAMP(NANOS) column, so keeping nanoseconds would
-  make a Spark-readable landing zone unreadable to Spark. A group holding sub-microsecond values fails (nothing is
-  truncated); pass None to keep nanoseconds.
+- coerce_timestamps "us": outputs store timestamps in microseconds, as Spark writes them: Spark cannot read a
+  TIMESTAMP(NANOS) column. A group holding sub-microsecond values fails (nothing is truncated); pass None to keep
+  each column's own unit (nanoseconds stay nanoseconds). INT96 columns are decoded in microseconds either way and
+  written as UTC instants (facts.INT96_INSTANT), whatever their year.
 - schema_mode "unify": files whose schemas unify by s3io.parquet.schema's rules share groups (outputs are
   written with the unified schema); "exact": only files with identical schemas share a group.
 - processes 0: groups run on the driver's event loop, their CPU work on one thread (about one core; a Spark

@@ -7,10 +7,11 @@ Runs wherever the group is executed (a Spark task, or in-process on the driver).
    worker thread together (one hand-off, not one per file: thread wake-ups cost more than a tiny file's decode).
 2. Check each input's footer: one that does not parse, or whose schema does not fit the group's (the planned one,
    or, for a plan made from the listing, the unification of the inputs taken so far, frozen once the first row
-   group is written), is left out with what was learnt, for the driver to plan again. Decode the others
-   (s3io.parquet.decode) and buffer their batches until ``row_group_bytes`` of Arrow data; then conform them to
-   the group's schema and combine them into one chunk per column (one checksum call per row group, not one per
-   input: a fifth of the job's time with thousands of tiny inputs), add them to the input checksum, and
+   group is written), or whose Spark footer keys are not the first input's (metadata.py), is left out with what was
+   learnt, for the driver to plan again. Decode the others (s3io.parquet.decode; INT96 in microseconds, as UTC
+   instants: facts.INT96_INSTANT) and buffer their batches until ``row_group_bytes`` of Arrow data; then conform
+   them to the group's schema and combine them into one chunk per column (one checksum call per row group, not one
+   per input: a fifth of the job's time with thousands of tiny inputs), add them to the input checksum, and
    ParquetWriter writes a row group into a small in-memory sink whose bytes go straight to a multipart upload
    (parts in parallel). Columns are dictionary-encoded as pyarrow does by default, except those the first row
    group shows are nearly all distinct and too big for a dictionary page (``dictionary_columns``). Memory stays
@@ -19,6 +20,8 @@ Runs wherever the group is executed (a Spark task, or in-process on the driver).
    process share one such thread (``in_process_executor``): the work holds the GIL most of the time, so more threads
    only add wake-ups and GIL hand-offs (measured: a fifth less CPU, half the kernel time; the wall 0-10 % shorter).
    If too few inputs are left to be worth a file (the plan's rules), the upload is aborted and the group dissolves.
+   The footer, written last, carries the schema metadata the inputs share (metadata.output_metadata), in the
+   key-value metadata and in ARROW:schema, which is written then rather than when the writer opens.
 3. Read the uploaded object back, a row group at a time, pinned to its ETag, and compare row count and checksums
    (checksum.py) with the inputs'. Any difference deletes the staging object and fails the group.
 Nothing here touches the journal: an unverified output can never be committed.
@@ -52,8 +55,9 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.facts import footer_facts
+from spark_ext.compact.facts import INT96_UNIT, footer_facts
 from spark_ext.compact.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
+from spark_ext.compact.metadata import footer_metadata, output_metadata, spark_keys, spark_keys_conflict
 from spark_ext.compact.options import CompactionOptions
 from spark_ext.journal import layout
 from spark_ext.journal.entries import ObjectRef
@@ -360,7 +364,9 @@ class _Encoder:
     """Check, decode, conform, checksum and encode the inputs; used from one worker thread at a time.
 
     The output schema is the planned one, or (a plan from the listing) the unification of the inputs taken so
-    far; it is frozen when the first row group is written, and inputs that do not fit it are left out.
+    far; it is frozen when the first row group is written, and inputs that do not fit it are left out, as are
+    inputs whose Spark footer keys differ from the first input's (metadata.py). The output's schema metadata is
+    decided once every input is known, when it is closed (metadata.output_metadata).
     """
 
     def __init__(self, schema: pa.Schema | None, settings: RewriteSettings) -> None:
@@ -370,6 +376,8 @@ class _Encoder:
         self.taken: list[FileFacts] = []
         self.left_out: list[FileFacts] = []
         self._example = ""  # the input the schema was first taken from, for messages
+        self._spark: dict[bytes, bytes] | None = None  # the Spark footer keys of the first input taken
+        self._spark_example = ""
         self._fits: list[pa.Schema] = []  # input schemas already known to fit (a landing zone has a handful)
         self._sink = _Sink()
         self._writer: pq.ParquetWriter | None = None
@@ -379,7 +387,7 @@ class _Encoder:
     def add_file(self, info: ObjectInfo, data: bytes) -> bytes:
         """Take one input (or leave it out, noted in ``left_out``); the encoded bytes ready for the upload."""
         try:
-            reader = open_whole(data, info.url)
+            reader = open_whole(data, info.url, int96_unit=INT96_UNIT)
         except CorruptFile as exc:
             self.left_out.append(FileFacts(info, error=exc.message))
             return b""
@@ -388,7 +396,7 @@ class _Encoder:
         if facts.schema is None:  # a footer no output can hold (facts.error says why)
             self.left_out.append(facts)
             return b""
-        conflict = self._fit(facts.schema.remove_metadata(), info.url)
+        conflict = self._fit(facts.schema, info.url)
         if conflict is not None:
             self.left_out.append(dataclasses.replace(facts, conflict=conflict or None))
             return b""
@@ -415,15 +423,31 @@ class _Encoder:
         """Write what is buffered and the footer (naming the original files of every row); the last bytes."""
         self._flush(last=True)
         assert self._writer is not None
+        assert self.schema is not None and self.checksum is not None
         origins = tuple(ref for f in self.taken for ref in f.refs())
         modified = tuple(when for f in self.taken for when in f.refs_modified())
-        self._writer.add_key_value_metadata(layout.inputs_metadata(origins, modified))
+        kept = output_metadata([f.schema.metadata if f.schema else None for f in self.taken], self.checksum.rows)
+        footer = footer_metadata(self.schema, kept)
+        self._writer.add_key_value_metadata({**footer, **layout.inputs_metadata(origins, modified)})
         self._writer.close()
         return self._sink.take()
 
     def _fit(self, schema: pa.Schema, url: str) -> str | None:
-        """None if an input of ``schema`` fits the output (which may widen it); else why not ("" if only because
-        the output's schema is frozen: it is planned again with its peers, not reported as a conflict)."""
+        """None if an input of ``schema`` (its metadata the footer's) fits the output (which may widen it); else
+        why not ("" if only because the output's schema is frozen: it is planned again with its peers, not
+        reported as a conflict). Spark's footer keys must be the first input's: they say how Spark reads it."""
+        keys = spark_keys(schema.metadata)
+        if self._spark is not None:
+            conflict = spark_keys_conflict(self._spark, self._spark_example, keys, url)
+            if conflict is not None:
+                return conflict
+        conflict = self._fit_columns(schema.remove_metadata(), url)
+        if conflict is None and self._spark is None:
+            self._spark, self._spark_example = keys, url
+        return conflict
+
+    def _fit_columns(self, schema: pa.Schema, url: str) -> str | None:
+        """``_fit`` for the columns alone (``schema`` without metadata)."""
         if any(schema.equals(known) for known in self._fits):
             return None
         mode = self.settings.schema_mode
@@ -457,6 +481,7 @@ class _Encoder:
                 compression=self.settings.compression,
                 coerce_timestamps=self.settings.coerce_timestamps,
                 use_dictionary=dictionary_columns(table),
+                store_schema=False,  # ARROW:schema is written at close, with the metadata the inputs share
             )
         assert self.checksum is not None
         if not batches:
@@ -466,9 +491,9 @@ class _Encoder:
             self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         except pa.ArrowInvalid as exc:
             hint = ""
-            if "timestamp" in str(exc):
+            if "timestamp" in str(exc):  # values finer than the unit (INT96 decodes in microseconds: never INT96)
                 hint = f" (outputs store timestamps in {self.settings.coerce_timestamps}; pass "
-                hint += "coerce_timestamps=None to keep nanoseconds)"
+                hint += "coerce_timestamps=None to keep each column's own unit, e.g. nanoseconds)"
             raise CompactionError(f"cannot write the compacted output: {exc}{hint}") from exc
 
 
@@ -582,7 +607,7 @@ async def _read_back(
 
 def _checksum_whole(checksum: TableChecksum, data: bytes, schema: pa.Schema, url: str) -> None:
     """Add a whole object's rows to ``checksum``, as ``schema``."""
-    reader = open_whole(data, url)
+    reader = open_whole(data, url, int96_unit=INT96_UNIT)
     for batch in read_batches(reader, range(reader.metadata.num_row_groups), None, url=url):
         checksum.update(conform(batch, schema, url=url))
 
@@ -595,5 +620,5 @@ def _checksum_row_groups(
     schema: pa.Schema,
     url: str,
 ) -> None:
-    for batch in decode(source, metadata, row_groups, None, url=url):
+    for batch in decode(source, metadata, row_groups, None, url=url, int96_unit=INT96_UNIT):
         checksum.update(conform(batch, schema, url=url))
