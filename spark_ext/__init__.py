@@ -61,6 +61,9 @@ def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool =
         time_zone=_time_zone(spark),
         partition_column_type_inference=_bool_conf(spark, "spark.sql.sources.partitionColumnTypeInference.enabled"),
         case_sensitive=_bool_conf(spark, "spark.sql.caseSensitive"),
+        datetime_rebase_mode=_conf(spark, "spark.sql.parquet.datetimeRebaseModeInRead"),
+        int96_rebase_mode=_conf(spark, "spark.sql.parquet.int96RebaseModeInRead"),
+        jvm_time_zone=_jvm_time_zone(spark),
     )
     source = bound_to_session(defaults, filter_pushdown=filter_pushdown)
     if filter_pushdown:
@@ -89,6 +92,15 @@ def _time_zone(spark: Any) -> str | None:
     except ValueError:
         return None
     return zone
+
+
+def _jvm_time_zone(spark: Any) -> str | None:
+    """The default time zone of the driver's JVM, in which Spark rebases timestamps of legacy files (None on Spark
+    Connect, which has no JVM here)."""
+    try:
+        return str(spark.sparkContext._jvm.java.util.TimeZone.getDefault().getID())
+    except Exception:
+        return None
 
 
 def _conf(spark: Any, key: str) -> str | None:

@@ -78,6 +78,8 @@ EXPECTED_READ_ERRORS = frozenset(
         "user_schema_int_as_tinyint",
         "user_schema_long_time_units_of_timestamp",
         "user_schema_not_null_with_nulls_fails",
+        "legacy_exception_mode_option_fails",
+        "legacy_time_zone_key_ancient_timestamps",
     }
 )
 
@@ -525,8 +527,115 @@ def _filters() -> list[Case]:
     return cases
 
 
+def _julian_day(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a Julian calendar date: what Spark 2.4 stored for it."""
+    a = (14 - month) // 12
+    y, m = year + 4800 - a, month + 12 * a - 3
+    return day + (153 * m + 2) // 5 + 365 * y + y // 4 - 32083 - 2440588
+
+
+def _legacy_table(int96: bool = False) -> pa.Table:
+    """Dates and timestamps as a legacy Spark writer stores them: Julian century leap days, the switch days of
+    1582, BCE, 1850 and modern values, nulls, and dates nested in a struct and a list."""
+    julian = [_julian_day(c, m, d) for c in (100, 400, 1000, 1500) for m, d in ((2, 28), (2, 29), (3, 1))]
+    days = [*julian, _julian_day(1582, 10, 4), -141427, -141426, -800000, _julian_day(1850, 1, 1), 18262, None]
+    day_us = 86_400_000_000
+    times = [None if d is None else d * day_us + 36_000_123_456 for d in days]
+    kind = pa.timestamp("us") if int96 else pa.timestamp("us", "UTC")
+    columns: dict[str, Any] = {
+        "id": pa.array(range(len(days)), pa.int64()),
+        "d": pa.array(days, pa.date32()),
+        "ts": pa.array(times, kind),
+    }
+    if not int96:
+        columns["ts_ms"] = pa.array([None if t is None else t // 1000 for t in times], pa.timestamp("ms", "UTC"))
+        columns["ntz"] = pa.array(times, pa.timestamp("us"))
+        columns["s"] = pa.array([{"d": d} for d in days], pa.struct([("d", pa.date32())]))
+        columns["l"] = pa.array([[d, d] for d in days], pa.list_(pa.date32()))
+    return pa.table(columns)
+
+
+def _legacy_file(
+    meta: Mapping[str, str], *, int96: bool = False, table: pa.Table | None = None, **options: Any
+) -> bytes:
+    data = table if table is not None else _legacy_table(int96)
+    data = data.replace_schema_metadata({k.encode(): v.encode() for k, v in meta.items()})
+    return parquet(data, use_deprecated_int96_timestamps=int96, **options)
+
+
+def _legacy() -> list[Case]:
+    v24 = {"org.apache.spark.version": "2.4.8"}
+    v35 = {"org.apache.spark.version": "3.5.0"}
+    legacy_datetime = {**v35, "org.apache.spark.legacyDateTime": ""}
+    legacy_int96 = {**v35, "org.apache.spark.legacyINT96": ""}
+    modern_times = pa.table(
+        {
+            "d": pa.array([_julian_day(1000, 1, 1), 18262], pa.date32()),
+            "ts": pa.array([datetime(1900, 1, 1, tzinfo=UTC), datetime(2020, 1, 1, 10, tzinfo=UTC)]),
+        }
+    )
+    ancient_times = pa.table({"ts": pa.array([datetime(1850, 1, 1, 10, tzinfo=UTC)])})
+    two_groups = pa.table(
+        {
+            "d": pa.array([_julian_day(1000, 1, 1), _julian_day(1000, 1, 2), 18262, 18263], pa.date32()),
+            "ts": pa.array([d * 86_400_000_000 for d in (-354280, -354279, 18262, 18263)], pa.timestamp("us", "UTC")),
+        }
+    )
+    pushdown = {"spark.sql.python.filterPushdown.enabled": "true", "spark.sql.parquet.filterPushdown": "true"}
+    return [
+        Case("legacy_spark24_dates_and_micros", {"f.parquet": _legacy_file(v24)}),
+        Case("legacy_spark24_int96", {"f.parquet": _legacy_file(v24, int96=True)}),
+        Case("legacy_spark35_legacy_datetime_key", {"f.parquet": _legacy_file(legacy_datetime)}),
+        Case("legacy_spark35_legacy_datetime_key_int96", {"f.parquet": _legacy_file(legacy_datetime, int96=True)}),
+        Case("legacy_spark35_legacy_int96_key", {"f.parquet": _legacy_file(legacy_int96, int96=True)}),
+        Case("legacy_spark30_int96", {"f.parquet": _legacy_file({"org.apache.spark.version": "3.0.1"}, int96=True)}),
+        Case("legacy_spark35_corrected", {"f.parquet": _legacy_file(v35)}),
+        Case("legacy_version_compared_as_text", {"f.parquet": _legacy_file({"org.apache.spark.version": "10.0.0"})}),
+        Case(
+            "legacy_and_corrected_files_together",
+            {"a.parquet": _legacy_file(v24), "b.parquet": _legacy_file(v35), "c.parquet": _legacy_file({})},
+        ),
+        Case(
+            "legacy_mode_option_without_version",
+            {"f.parquet": _legacy_file({})},
+            options={"datetimeRebaseMode": "LEGACY"},
+        ),
+        Case(
+            "legacy_int96_mode_option_without_version",
+            {"f.parquet": _legacy_file({}, int96=True)},
+            options={"int96RebaseMode": "LEGACY"},
+        ),
+        Case(
+            "legacy_exception_mode_option_fails",
+            {"f.parquet": _legacy_file({})},
+            options={"datetimeRebaseMode": "EXCEPTION"},
+        ),
+        Case(
+            "legacy_time_zone_key_timestamps_from_1900",
+            {"f.parquet": _legacy_file({**v24, "org.apache.spark.timeZone": "Asia/Kolkata"}, table=modern_times)},
+        ),
+        Case(
+            "legacy_time_zone_key_ancient_timestamps",
+            {
+                "f.parquet": _legacy_file(
+                    {**v24, "org.apache.spark.timeZone": "America/Los_Angeles"}, table=ancient_times
+                )
+            },
+            difference=Difference(
+                "legacy hybrid calendar", _refuses("LegacyCalendarError", "America/Los_Angeles", "spark.read.parquet")
+            ),
+        ),
+        Case(
+            "legacy_filter_on_rebased_values_pushdown_true",
+            {"f.parquet": _legacy_file(v24, table=two_groups, row_group_size=2)},
+            query=lambda df: df.filter("d = DATE'1000-01-01' OR ts = TIMESTAMP'1000-01-02 00:00:00Z'"),
+            conf=pushdown,
+        ),
+    ]
+
+
 def all_cases() -> list[Case]:
-    cases = [*_partitions(), *_evolution(), *_types(), *_layouts(), *_user_schemas(), *_filters()]
+    cases = [*_partitions(), *_evolution(), *_types(), *_layouts(), *_user_schemas(), *_filters(), *_legacy()]
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     assert set(names) >= EXPECTED_READ_ERRORS, EXPECTED_READ_ERRORS - set(names)

@@ -8,6 +8,7 @@ fails naming the setting, and registering again reads exactly what ``spark.read.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date
 from typing import Any
 
 import pyarrow as pa
@@ -28,19 +29,20 @@ JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
 
 @pytest.fixture
 def files(spark, s3_endpoint, bucket, s3_client, tmp_path) -> dict[str, tuple[str, str]]:
-    """Name -> (s3 URL, local path) of two small tables: timestamp partitions, and ``ID``/``id`` columns."""
+    """Name -> (s3 URL, local path) of small tables: timestamp partitions, ``ID``/``id`` columns, an old date."""
     tables = {
         "ts/t=2024-01-02 03%3A04%3A05/a.parquet": pa.table({"v": [1]}),
         "ts/t=2024-07-01 00%3A00%3A00/b.parquet": pa.table({"v": [2]}),
         "case/a.parquet": pa.table({"ID": [1]}),
         "case/b.parquet": pa.table({"id": [2]}),
+        "legacy/a.parquet": pa.table({"d": [date(1000, 1, 1)]}),  # no Spark version: the read mode decides
     }
     for key, table in tables.items():
         put_parquet(s3_client, bucket, key, table)
         local = tmp_path / key
         local.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, local)
-    return {name: (f"s3://{bucket}/{name}/", str(tmp_path / name)) for name in ("ts", "case")}
+    return {name: (f"s3://{bucket}/{name}/", str(tmp_path / name)) for name in ("ts", "case", "legacy")}
 
 
 @pytest.fixture
@@ -130,6 +132,18 @@ def test_case_sensitivity_turned_on_after_register_fails_then_matches_spark_once
     ours, builtin = _ours(spark, s3_endpoint.url, url), spark.read.parquet(local)
     assert ours.schema == builtin.schema
     assert _rows(ours) == _rows(builtin) == ['{"ID":1}', "{}"]  # case-sensitive: b.parquet has no column ID
+
+
+def test_rebase_mode_set_after_register_fails_then_matches_spark_once_registered(
+    spark, s3_endpoint, files, session_setting
+):
+    session_setting("spark.sql.parquet.datetimeRebaseModeInRead", "LEGACY")
+    url, local = files["legacy"]
+    with pytest.raises(Exception, match=r"spark\.sql\.parquet\.datetimeRebaseModeInRead is 'LEGACY'"):
+        _ours(spark, s3_endpoint.url, url).collect()
+    spark_ext.register(spark)
+    ours, builtin = _ours(spark, s3_endpoint.url, url), spark.read.parquet(local)
+    assert _rows(ours) == _rows(builtin) == ['{"d":"0999-12-27"}']  # read as written in the Julian calendar
 
 
 def test_only_settings_that_change_the_result_are_checked():

@@ -48,7 +48,7 @@ from s3io.dataset.read_units import (
 from s3io.engine import ByteBudget, Lease, RangeEngine, SingleFlight
 from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.tasks import map_bounded
-from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, match_names
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, file_adjustment, match_names
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE, decode
 from s3io.parquet.footer import TAIL_BYTES, FooterNeedsMore, parse_footer
 from s3io.parquet.leaves import top_level_leaves
@@ -548,6 +548,7 @@ class ParquetReader:
             groups = [[rg] for rg in fetched.row_groups]
             size = sum(len(segment) for _, segment in data)
         finisher = unit.finisher
+        adjustment = file_adjustment(options.conversions, metadata, url)
         threaded = size >= DECODE_IN_THREAD_BYTES
 
         def work(row_groups: list[int]) -> list[pa.RecordBatch]:
@@ -567,6 +568,8 @@ class ParquetReader:
                 int96_unit=int96_unit,
                 use_threads=threaded,  # a large row group's columns decode in parallel
             )
+            if adjustment is not None:
+                decoded = (adjustment.apply(batch) for batch in decoded)
             return finisher.finish_all(decoded)
 
         return [

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, match_names
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, file_adjustment, match_names
 from s3io.parquet.leaves import leaf_indices, top_level_leaves
 from s3io.parquet.predicates import BoundPredicate, bind, may_match_with_leaves
 
@@ -104,7 +104,8 @@ def select_row_groups(
     """Indices of the row groups whose statistics do not rule out every row; ``schema`` defaults to the file's.
 
     Pass the read (unified) schema when there is one, so values and statistics compare in the read types, and the
-    read's conversions, so a predicate finds its column as the read does (ignoring case, if names are matched so).
+    read's conversions, so a predicate finds its column as the read does (ignoring case, if names are matched so),
+    and never prunes by a column whose values the conversions adjust in this file.
     """
     read_schema = schema if schema is not None else metadata.schema.to_arrow_schema()
     bound = bind(predicates, read_schema)
@@ -113,12 +114,15 @@ def select_row_groups(
     by_name = top_level_leaves(metadata)
     wanted = sorted({p.column for p in bound})
     spelled = match_names(list(by_name), wanted, conversions, url=url)  # read name -> the file's name
+    adjustment = file_adjustment(conversions, metadata, url or "")
+    adjusted = adjustment.columns if adjustment is not None else frozenset()
     leaf_of: dict[str, int | None] = {}
     for name in wanted:
         if name in spelled:
             leaves = by_name[spelled[name]]
             flat = len(leaves) == 1 and metadata.schema.column(leaves[0]).path == spelled[name]
-            leaf_of[name] = leaves[0] if flat else None
+            # An adjusted column's statistics bound the stored values, not the values read: they cannot prune.
+            leaf_of[name] = leaves[0] if flat and spelled[name] not in adjusted else None
     stored = _stored_durations(metadata, bound, spelled)
     return [
         rg

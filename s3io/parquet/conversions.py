@@ -3,23 +3,43 @@
 A read has one schema but many files, which may spell a column in another case or store it in another type.
 ``ReadConversions`` is the policy for one read (a frozen value passed down to every batch): match names exactly
 or ignoring case (nested struct fields too), allow any lossless cast or only those a rule accepts, and whether
-timestamps may drop digits finer than the target unit. The default is what s3io always did: exact names, any
-safe cast.
+timestamps may drop digits finer than the target unit, and ``adjust``: a per-file change to the decoded values,
+decided from the file's footer (Spark's calendar rebase of files written in its legacy mode). The default is what
+s3io always did: exact names, any safe cast, values as stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from s3io.errors import SchemaMismatch
 from s3io.parquet.naming import file_error
 
 # (file type, read type) -> None when the conversion is allowed, else the reason it is not.
 ConversionRule = Callable[[pa.DataType, pa.DataType], str | None]
+
+
+class FileAdjustment(Protocol):
+    """A change a read makes to one file's decoded batches before they are conformed to the read schema."""
+
+    @property
+    def columns(self) -> frozenset[str]:
+        """The file's top-level columns whose values it changes: their statistics do not bound the values read."""
+        ...
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` (the file's names and types) with the values changed; raises an S3IOError naming the file."""
+        ...
+
+
+# (footer, url) -> the adjustment of that file's values, or None (no change: the usual case, decided cheaply).
+AdjustmentRule = Callable[[pq.FileMetaData, str], FileAdjustment | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +50,7 @@ class ReadConversions:
     rule: ConversionRule | None = None  # None: any cast Arrow does without losing values
     truncate_time: bool = False  # timestamps finer than the read type's unit are truncated, not refused
     int96_unit: str | None = None  # decode INT96 timestamps in this unit (None: pyarrow's nanoseconds)
+    adjust: AdjustmentRule | None = None  # None: every file's values are read as stored
 
     @property
     def is_default(self) -> bool:
@@ -37,6 +58,11 @@ class ReadConversions:
 
 
 DEFAULT_CONVERSIONS = ReadConversions()
+
+
+def file_adjustment(conversions: ReadConversions, metadata: pq.FileMetaData, url: str) -> FileAdjustment | None:
+    """The adjustment ``conversions`` make to the file with this footer, or None when its values are read as stored."""
+    return None if conversions.adjust is None else conversions.adjust(metadata, url)
 
 
 def match_names(

@@ -14,6 +14,10 @@ errors (a typo must not silently fall back to a default). Defaults, and where th
 - timeZone UTC, partitionColumnTypeInference true, caseSensitive false: what Spark's session uses unless
   configured; a Python data source cannot read the session's settings at load(), so they are options here
   (``spark_ext.register`` fills them in from the session).
+- datetimeRebaseMode / int96RebaseMode CORRECTED (Spark's spark.sql.parquet.*RebaseModeInRead, filled in by
+  ``spark_ext.register``): how dates and timestamps of files without a Spark version are read (see
+  ``spark_ext.source.legacy_files``); jvmTimeZone: the default time zone of Spark's JVM, in which Spark rebases
+  legacy timestamps (captured by ``spark_ext.register``; unset, such timestamps before 1900 are refused).
 - Policy fields (timeouts, retries, sockets): see s3io.policy.
 """
 
@@ -63,12 +67,13 @@ _ALIASES = {
     "secretKey": "secretAccessKey",
     "hedging": "hedgeEnabled",
 }
-_OTHER = ("path", "paths", "basePath", "pathGlobFilter", "columns", "endpoint", "region", "timeZone")
+_REBASE_MODES = {"datetimeRebaseMode": "datetime_rebase_mode", "int96RebaseMode": "int96_rebase_mode"}
+_OTHER = ("path", "paths", "basePath", "pathGlobFilter", "columns", "endpoint", "region", "timeZone", "jvmTimeZone")
 _POLICY = tuple(option_name(name) for name in Policy.field_names())
 _ENGINE = tuple(option_name(name) for name in EngineConfig.field_names())
 
 KNOWN_OPTIONS: tuple[str, ...] = tuple(
-    sorted({*_BOOL, *_SIZE, *_INT, *_SECRET, *_ALIASES, *_OTHER, *_POLICY, *_ENGINE}, key=str.lower)
+    sorted({*_BOOL, *_SIZE, *_INT, *_SECRET, *_ALIASES, *_REBASE_MODES, *_OTHER, *_POLICY, *_ENGINE}, key=str.lower)
 )
 _REDACTED_PARTS = ("secret", "token", "password", "passwd", "credential", "accesskey", "sessionkey")
 _ENDPOINT = re.compile(r"https?://[^\s/@?#]+/?", re.IGNORECASE)
@@ -100,6 +105,9 @@ class ReadOptions:
     time_zone: str = "UTC"
     partition_column_type_inference: bool = True
     case_sensitive: bool = False  # spark.sql.caseSensitive: column names match exactly, not ignoring case
+    datetime_rebase_mode: str = "CORRECTED"  # spark.sql.parquet.datetimeRebaseModeInRead
+    int96_rebase_mode: str = "CORRECTED"  # spark.sql.parquet.int96RebaseModeInRead
+    jvm_time_zone: str | None = None  # Spark's JVM default zone: legacy timestamps are rebased in it
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
@@ -139,6 +147,10 @@ class ReadOptions:
             elif name == "timeZone":
                 parse_time_zone(value)
                 fields["time_zone"] = value.strip()
+            elif name in _REBASE_MODES:
+                fields[_REBASE_MODES[name]] = _rebase_mode(value, name)
+            elif name == "jvmTimeZone":
+                fields["jvm_time_zone"] = value.strip() or None
         options_value = cls(**fields)  # type: ignore[arg-type]
         _check_credentials(options_value)
         return options_value
@@ -191,6 +203,14 @@ def _canonical_values(options: Mapping[str, str]) -> dict[str, str]:
             )
         values[name], given_as[name] = value, str(key)
     return values
+
+
+def _rebase_mode(value: str, name: str) -> str:
+    """One of Spark's rebase modes (EXCEPTION, CORRECTED, LEGACY; any case)."""
+    mode = value.strip().upper()
+    if mode not in ("EXCEPTION", "CORRECTED", "LEGACY"):
+        raise InvalidConfig(f"option {name}: {value!r} is not one of EXCEPTION, CORRECTED, LEGACY")
+    return mode
 
 
 def _unknown_message(key: str) -> str:

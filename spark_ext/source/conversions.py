@@ -16,6 +16,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from s3io.parquet.conversions import ReadConversions
+from spark_ext.source.legacy_files import LegacyCalendar
 
 # Integer digits an integer type needs in a decimal, as Spark counts them (by the parquet physical type).
 _SIGNED_DECIMAL_DIGITS = {8: 10, 16: 10, 32: 10, 64: 20}
@@ -53,10 +54,15 @@ def spark_read_rule(source: pa.DataType, target: pa.DataType) -> str | None:
     return "Spark's parquet reader does not convert between these types"
 
 
-def spark_conversions(*, case_sensitive: bool) -> ReadConversions:
-    """The conversion policy of an s3parquet read: Spark's name matching, rules and microsecond timestamps."""
+def spark_conversions(*, case_sensitive: bool, calendar: LegacyCalendar | None = None) -> ReadConversions:
+    """The conversion policy of an s3parquet read: Spark's name matching, rules and microsecond timestamps, and
+    Spark's rebase of files written in its legacy calendar (``calendar``; default: CORRECTED, zone unknown)."""
     return ReadConversions(
-        case_insensitive=not case_sensitive, rule=spark_read_rule, truncate_time=True, int96_unit="us"
+        case_insensitive=not case_sensitive,
+        rule=spark_read_rule,
+        truncate_time=True,
+        int96_unit="us",
+        adjust=calendar if calendar is not None else LegacyCalendar(),
     )
 
 

@@ -57,6 +57,9 @@ class SessionDefaults:
     time_zone: str | None = None  # spark.sql.session.timeZone
     partition_column_type_inference: bool | None = None  # spark.sql.sources.partitionColumnTypeInference.enabled
     case_sensitive: bool | None = None  # spark.sql.caseSensitive
+    datetime_rebase_mode: str | None = None  # spark.sql.parquet.datetimeRebaseModeInRead
+    int96_rebase_mode: str | None = None  # spark.sql.parquet.int96RebaseModeInRead
+    jvm_time_zone: str | None = None  # the driver JVM's default time zone (legacy timestamps are rebased in it)
 
 
 class S3ParquetDataSource(DataSource):
@@ -213,6 +216,8 @@ _SESSION_SETTINGS = (  # (option, Spark setting, SessionDefaults field, the valu
         "true",
     ),
     ("caseSensitive", "spark.sql.caseSensitive", "case_sensitive", "false"),
+    ("datetimeRebaseMode", "spark.sql.parquet.datetimeRebaseModeInRead", "datetime_rebase_mode", "CORRECTED"),
+    ("int96RebaseMode", "spark.sql.parquet.int96RebaseModeInRead", "int96_rebase_mode", "CORRECTED"),
 )
 
 
@@ -231,15 +236,19 @@ def with_session_defaults(
         value = fallback if captured is None else str(captured).lower() if isinstance(captured, bool) else captured
         out[option] = value
         used.append(SessionSetting(conf, option, value))
+    if defaults.jvm_time_zone is not None and "jvmtimezone" not in given:
+        out["jvmTimeZone"] = defaults.jvm_time_zone  # not a session setting: the JVM's, fixed when it started
     return out, tuple(used)
 
 
 def relevant_settings(settings: Sequence[SessionSetting], partitions: PartitionSpec) -> tuple[SessionSetting, ...]:
     """The settings that change this read's result: the time zone only with timestamp partition columns, type
-    inference only with partition columns, case sensitivity always."""
+    inference only with partition columns, case sensitivity and the rebase modes always."""
     timestamps = any(isinstance(c.data_type, TimestampType | TimestampNTZType) for c in partitions.columns)
     keep = {
         "caseSensitive",
+        "datetimeRebaseMode",
+        "int96RebaseMode",
         *(["timeZone"] if timestamps else []),
         *(["partitionColumnTypeInference"] * bool(partitions.columns)),
     }

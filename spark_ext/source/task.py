@@ -25,6 +25,7 @@ from s3io.engine import RangeEngine
 from s3io.sync import BackgroundLoop
 from spark_ext.source.conversions import spark_conversions
 from spark_ext.source.driver_side import make_client
+from spark_ext.source.legacy_files import legacy_calendar
 from spark_ext.source.metrics import TaskMetrics, log_task_metrics
 from spark_ext.source.partition import S3ParquetPartition
 from spark_ext.source.session_check import check_session, task_local_property
@@ -92,7 +93,7 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
             ignore_missing=options.ignore_missing_files,
             ignore_corrupt=options.ignore_corrupt_files,
             batch_size=spec.batch_size,
-            conversions=spark_conversions(case_sensitive=options.case_sensitive),
+            conversions=spark_conversions(case_sensitive=options.case_sensitive, calendar=legacy_calendar(options)),
         )
         try:
             async for batch in batches:
