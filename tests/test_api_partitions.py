@@ -4,6 +4,7 @@ schema metadata. The oracle is ``pyarrow.dataset`` (``partitioning="hive"``) ove
 from __future__ import annotations
 
 import io
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,27 @@ def test_the_first_files_schema_metadata_is_kept_so_pandas_gets_its_index_and_ty
 def test_filters_in_pyarrows_or_form_are_refused_saying_so(s3_endpoint: Any, bucket: str) -> None:
     with pytest.raises(InvalidConfig, match=r"OR of conjunctions .* not supported"):
         s3io.read_parquet(f"s3://{bucket}/t/", filters=[[("id", "=", 1)], [("id", "=", 2)]])
+
+
+def test_int96_timestamps_are_read_as_utc_instants_in_microseconds_unlike_pyarrows_wrapping_nanoseconds(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """A deliberate difference: INT96 (Spark's, Hive's, Impala's instants) reads as timestamp[us, UTC], as Spark
+    reads it and compaction writes it; pyarrow's naive nanoseconds wrap outside 1677-2262. So a directory holding
+    INT96 files next to a compaction's outputs of them reads as one type."""
+    when = [datetime(1, 1, 1, 10, tzinfo=UTC), datetime(2020, 1, 1, 10, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC)]
+    sink = io.BytesIO()
+    pq.write_table(
+        pa.table({"ts": pa.array(when, pa.timestamp("us", "UTC"))}), sink, use_deprecated_int96_timestamps=True
+    )
+    int96 = sink.getvalue()
+    s3_client.put_object(Bucket=bucket, Key="t/a-int96.parquet", Body=int96)
+    s3_client.put_object(
+        Bucket=bucket,
+        Key="t/b-output.parquet",
+        Body=_parquet(pa.table({"ts": pa.array(when[1:2], pa.timestamp("us", "UTC"))})),
+    )
+    table = _read(s3_endpoint, bucket)
+    assert table.schema.field("ts").type == pa.timestamp("us", "UTC")
+    assert table.column("ts").to_pylist() == [*when, when[1]]
+    assert pq.read_table(io.BytesIO(int96)).column("ts").to_pylist()[0] != when[0].replace(tzinfo=None)  # it wraps

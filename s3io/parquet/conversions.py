@@ -23,6 +23,7 @@ from s3io.parquet.naming import file_error
 
 # (file type, read type) -> None when the conversion is allowed, else the reason it is not.
 ConversionRule = Callable[[pa.DataType, pa.DataType], str | None]
+INT96_UNIT = "us"  # INT96 timestamps are read in microseconds: nanoseconds wrap outside 1677-2262 (schema.py)
 
 
 class FileAdjustment(Protocol):
@@ -49,7 +50,7 @@ class ReadConversions:
     case_insensitive: bool = False  # a file column matches a read column whose name differs only in case
     rule: ConversionRule | None = None  # None: any cast Arrow does without losing values
     truncate_time: bool = False  # timestamps finer than the read type's unit are truncated, not refused
-    int96_unit: str | None = None  # decode INT96 timestamps in this unit (None: pyarrow's nanoseconds)
+    int96_unit: str | None = INT96_UNIT  # decode INT96 timestamps in this unit (None: pyarrow's nanoseconds)
     adjust: AdjustmentRule | None = None  # None: every file's values are read as stored
 
     @property

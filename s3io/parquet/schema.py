@@ -12,12 +12,17 @@ Unification rules (Spark-like, lossless where Spark is):
 - timestamps take the finer unit; both must be naive or both zoned (the first file's zone wins: same instants);
   times and durations take the finer unit;
 - anything else (string vs int, bool vs int, naive vs zoned) raises SchemaMismatch naming both files and the column.
-Schema-level metadata (e.g. pandas') is dropped: it describes one file, not the union.
+Schema-level metadata (e.g. pandas') is dropped by ``unify_schemas``: it describes one file, not the union (the
+callers decide: ``s3io.read_parquet`` keeps the first file's, compaction what every input shares).
+
+INT96 columns (Spark's, Hive's and Impala's timestamps: UTC-normalized instants) are read as ``INT96_INSTANT``,
+``timestamp[us, tz=UTC]``, as Spark reads them and compaction writes them, not as pyarrow's naive nanoseconds,
+which wrap outside 1677-2262 (decoded with ``ReadConversions.int96_unit`` "us").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 import pyarrow as pa
@@ -25,7 +30,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from s3io.errors import SchemaMismatch
-from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, convert_column, match_names
+from s3io.parquet.conversions import DEFAULT_CONVERSIONS, INT96_UNIT, ReadConversions, convert_column, match_names
+from s3io.parquet.leaves import leaf_count
 from s3io.parquet.naming import file_error
 
 Data = TypeVar("Data", pa.RecordBatch, pa.Table)
@@ -42,9 +48,54 @@ class _Incompatible(Exception):
         super().__init__(path)
 
 
+INT96_INSTANT = pa.timestamp(INT96_UNIT, tz="UTC")
+
+
 def file_schema(metadata: pq.FileMetaData) -> pa.Schema:
-    """The Arrow schema pyarrow reads the file with (honours a stored ARROW:schema)."""
-    return metadata.schema.to_arrow_schema()
+    """The Arrow schema a file is read as: pyarrow's (honours a stored ARROW:schema), with its INT96 columns as
+    ``INT96_INSTANT`` (as pyarrow has them where its fields do not line up with its leaf columns, a rare layout)."""
+    schema = metadata.schema.to_arrow_schema()
+    return with_int96_instants(schema, metadata) or schema
+
+
+def int96_leaves(metadata: pq.FileMetaData) -> set[int]:
+    """The indices of the file's INT96 leaf columns."""
+    columns = metadata.schema
+    return {i for i in range(metadata.num_columns) if columns.column(i).physical_type == "INT96"}
+
+
+def with_int96_instants(schema: pa.Schema, metadata: pq.FileMetaData) -> pa.Schema | None:
+    """``schema`` (the file's, as pyarrow reads it) with the fields stored as INT96 typed ``INT96_INSTANT``, nested
+    ones too; None if the file has INT96 leaves but the schema's fields do not add up to its leaf columns (which
+    field is INT96 is then not known)."""
+    int96 = int96_leaves(metadata)
+    if not int96:
+        return schema
+    if sum(leaf_count(f.type) for f in schema) != metadata.num_columns:
+        return None
+    counter = iter(range(metadata.num_columns))
+    return pa.schema([f.with_type(_instant_type(f.type, counter, int96)) for f in schema], metadata=schema.metadata)
+
+
+def _instant_type(arrow_type: pa.DataType, leaves: Iterator[int], int96: set[int]) -> pa.DataType:
+    """``arrow_type`` with INT96 leaves as ``INT96_INSTANT``; ``leaves`` counts the leaf columns in file order."""
+    t = pa.types
+    if t.is_struct(arrow_type):
+        fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+        return pa.struct([f.with_type(_instant_type(f.type, leaves, int96)) for f in fields])
+    if t.is_map(arrow_type):
+        key = arrow_type.key_field.with_type(_instant_type(arrow_type.key_type, leaves, int96))
+        item = arrow_type.item_field.with_type(_instant_type(arrow_type.item_type, leaves, int96))
+        return pa.map_(key, item, arrow_type.keys_sorted)
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
+        value = arrow_type.value_field.with_type(_instant_type(arrow_type.value_type, leaves, int96))
+        if t.is_fixed_size_list(arrow_type):
+            return pa.list_(value, arrow_type.list_size)
+        return pa.large_list(value) if t.is_large_list(arrow_type) else pa.list_(value)
+    first = next(leaves)
+    for _ in range(leaf_count(arrow_type) - 1):  # an extension type over a struct: its leaves, left as they are
+        next(leaves)
+    return INT96_INSTANT if first in int96 and t.is_timestamp(arrow_type) else arrow_type
 
 
 def unify_schemas(schemas: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:

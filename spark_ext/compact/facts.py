@@ -9,7 +9,7 @@ still needs them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,8 +17,7 @@ import pyarrow.parquet as pq
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
-from s3io.parquet.leaves import leaf_count
-from s3io.parquet.schema import duplicate_name, file_schema
+from s3io.parquet.schema import duplicate_name, file_schema, int96_leaves, with_int96_instants
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
@@ -27,11 +26,6 @@ from spark_ext.compact.metadata import file_metadata, int96_rebase_conflict
 from spark_ext.journal import layout
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
-# What an INT96 column is compacted as: an instant (Spark, Hive and Impala write UTC-normalized instants there), in
-# microseconds (the tasks decode INT96 so: nanoseconds cannot hold years before 1677 or after 2262). Spark reads
-# TIMESTAMP(MICROS, isAdjustedToUTC=true) as ``timestamp``, as it reads INT96.
-INT96_UNIT = "us"
-INT96_INSTANT = pa.timestamp(INT96_UNIT, "UTC")
 INT96_LAYOUT = "it has INT96 columns, but its leaf columns do not line up with its schema; left as it is"
 
 
@@ -80,56 +74,17 @@ def footer_facts(info: ObjectInfo, metadata: pq.FileMetaData) -> FileFacts:
             "default) cannot tell apart; rename one to compact this file",
         )
     kept = file_metadata(metadata.metadata)
-    int96 = _int96_leaves(metadata)
-    if int96:
-        instants = _with_int96_instants(schema, metadata.num_columns, int96)
-        conflict = INT96_LAYOUT if instants is None else int96_rebase_conflict(kept)
+    if int96_leaves(metadata):  # file_schema has them as INT96_INSTANT, the type outputs store them in
+        layout_known = with_int96_instants(metadata.schema.to_arrow_schema(), metadata) is not None
+        conflict = int96_rebase_conflict(kept) if layout_known else INT96_LAYOUT
         if conflict is not None:
             return FileFacts(info, error=conflict)
-        assert instants is not None
-        schema = instants
     schema = schema.with_metadata(kept or None)
     replaces = layout.inputs_from_metadata(metadata.metadata)
     if replaces is None:
         return FileFacts(info, schema, metadata.num_rows)
     modified = layout.inputs_modified_from_metadata(metadata.metadata, len(replaces))
     return FileFacts(info, schema, metadata.num_rows, replaces=tuple(replaces), replaces_modified=tuple(modified))
-
-
-def _int96_leaves(metadata: pq.FileMetaData) -> set[int]:
-    """The indices of the file's INT96 leaf columns."""
-    columns = metadata.schema
-    return {i for i in range(metadata.num_columns) if columns.column(i).physical_type == "INT96"}
-
-
-def _with_int96_instants(schema: pa.Schema, leaves: int, int96: set[int]) -> pa.Schema | None:
-    """``schema`` with the fields stored in the ``int96`` leaves as ``INT96_INSTANT``; None if the schema's
-    leaves do not add up to the file's ``leaves`` (an unusual layout: which field is INT96 is not known)."""
-    if sum(leaf_count(f.type) for f in schema) != leaves:
-        return None
-    counter = iter(range(leaves))
-    return pa.schema([f.with_type(_instant_type(f.type, counter, int96)) for f in schema], metadata=schema.metadata)
-
-
-def _instant_type(arrow_type: pa.DataType, leaves: Iterator[int], int96: set[int]) -> pa.DataType:
-    """``arrow_type`` with INT96 leaves as ``INT96_INSTANT``; ``leaves`` counts the leaf columns in file order."""
-    t = pa.types
-    if t.is_struct(arrow_type):
-        fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
-        return pa.struct([f.with_type(_instant_type(f.type, leaves, int96)) for f in fields])
-    if t.is_map(arrow_type):
-        key = arrow_type.key_field.with_type(_instant_type(arrow_type.key_type, leaves, int96))
-        item = arrow_type.item_field.with_type(_instant_type(arrow_type.item_type, leaves, int96))
-        return pa.map_(key, item, arrow_type.keys_sorted)
-    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
-        value = arrow_type.value_field.with_type(_instant_type(arrow_type.value_type, leaves, int96))
-        if t.is_fixed_size_list(arrow_type):
-            return pa.list_(value, arrow_type.list_size)
-        return pa.large_list(value) if t.is_large_list(arrow_type) else pa.list_(value)
-    first = next(leaves)
-    for _ in range(leaf_count(arrow_type) - 1):  # an extension type over a struct: its leaves, left as they are
-        next(leaves)
-    return INT96_INSTANT if first in int96 and t.is_timestamp(arrow_type) else arrow_type
 
 
 async def fetch_file_facts(

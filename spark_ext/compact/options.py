@@ -16,7 +16,7 @@ Defaults, and where they come from:
 - coerce_timestamps "us": outputs store timestamps in microseconds, as Spark writes them: Spark cannot read a
   TIMESTAMP(NANOS) column. A group holding sub-microsecond values fails (nothing is truncated); pass None to keep
   each column's own unit (nanoseconds stay nanoseconds). INT96 columns are decoded in microseconds either way and
-  written as UTC instants (facts.INT96_INSTANT), whatever their year.
+  written as UTC instants (s3io.parquet.schema.INT96_INSTANT), whatever their year.
 - schema_mode "unify": files whose schemas unify by s3io.parquet.schema's rules share groups (outputs are
   written with the unified schema); "exact": only files with identical schemas share a group.
 - processes 0: groups run on the driver's event loop, their CPU work on one thread (about one core; a Spark

@@ -9,9 +9,10 @@ Runs wherever the group is executed (a Spark task, or in-process on the driver).
    or, for a plan made from the listing, the unification of the inputs taken so far, frozen once the first row
    group is written), or whose Spark footer keys are not the first input's (metadata.py), is left out with what was
    learnt, for the driver to plan again. Decode the others (s3io.parquet.decode; INT96 in microseconds, as UTC
-   instants: facts.INT96_INSTANT) and buffer their batches until ``row_group_bytes`` of Arrow data; then conform
-   them to the group's schema and combine them into one chunk per column (one checksum call per row group, not one
-   per input: a fifth of the job's time with thousands of tiny inputs), add them to the input checksum, and
+   instants: s3io.parquet.schema.INT96_INSTANT) and buffer their batches until ``row_group_bytes`` of Arrow data;
+   then conform them to the group's schema and combine them into one chunk per column (one checksum call per row
+   group, not one per input: a fifth of the job's time with thousands of tiny inputs), add them to the input
+   checksum, and
    ParquetWriter writes a row group into a small in-memory sink whose bytes go straight to a multipart upload
    (parts in parallel). Columns are dictionary-encoded as pyarrow does by default, except those the first row
    group shows are nearly all distinct and too big for a dictionary page (``dictionary_columns``). Memory stays
@@ -48,14 +49,14 @@ from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.chunks import row_group_byte_span
 from s3io.parquet.decode import decode, open_whole, read_batches
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
-from s3io.parquet.schema import conform
+from s3io.parquet.schema import INT96_UNIT, conform
 from s3io.parquet.sparse import SparseFile
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.facts import INT96_UNIT, footer_facts
+from spark_ext.compact.facts import footer_facts
 from spark_ext.compact.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
 from spark_ext.compact.metadata import footer_metadata, output_metadata, spark_keys, spark_keys_conflict
 from spark_ext.compact.options import CompactionOptions

@@ -9,45 +9,34 @@ wins): int with bigint, float with double or timestamp with timestamp_ntz fail; 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructField, StructType
 
 from s3io.errors import SchemaMismatch
-from s3io.parquet.leaves import leaf_count
 from s3io.parquet.schema import file_schema, plain_field
 from spark_ext.source.types import spark_schema
 
-INT96_TYPE = pa.timestamp("us", tz="UTC")
-
 
 def spark_file_schema(metadata: pq.FileMetaData) -> StructType:
-    """The Spark schema of one file: every field nullable, INT96 as timestamp, an all-null column as int."""
+    """The Spark schema of one file: every field nullable, INT96 as timestamp (``file_schema`` reads it as UTC
+    instants), an all-null column as int."""
     arrow = pa.schema([plain_field(f) for f in file_schema(metadata)]).remove_metadata()
-    int96 = {i for i in range(metadata.num_columns) if metadata.schema.column(i).physical_type == "INT96"}
-    leaves = iter(range(metadata.num_columns))
-    if sum(leaf_count(f.type) for f in arrow) != metadata.num_columns:
-        int96, leaves = set(), iter(())  # an unusual layout: leave the types as pyarrow reads them
-    return spark_schema(pa.schema([f.with_type(_spark_view(f.type, leaves, int96)) for f in arrow]))
+    return spark_schema(pa.schema([f.with_type(_null_as_int(f.type)) for f in arrow]))
 
 
-def _spark_view(arrow_type: pa.DataType, leaves: Iterator[int], int96: set[int]) -> pa.DataType:
-    """``arrow_type`` with INT96 leaves as zoned timestamps and null as int32; ``leaves`` counts leaves in order."""
+def _null_as_int(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` with the null type (an all-null column: INT32 in the file) as int32, nested ones too."""
     t = pa.types
     if t.is_struct(arrow_type):
         fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
-        return pa.struct([f.with_type(_spark_view(f.type, leaves, int96)) for f in fields])
+        return pa.struct([f.with_type(_null_as_int(f.type)) for f in fields])
     if t.is_map(arrow_type):
-        key = _spark_view(arrow_type.key_type, leaves, int96)
-        item = _spark_view(arrow_type.item_type, leaves, int96)
-        return pa.map_(key, item)
+        return pa.map_(_null_as_int(arrow_type.key_type), _null_as_int(arrow_type.item_type))
     if t.is_list(arrow_type) or t.is_fixed_size_list(arrow_type):
-        return pa.list_(_spark_view(arrow_type.value_type, leaves, int96))
-    leaf = next(leaves, None)
-    if leaf is not None and leaf in int96:
-        return INT96_TYPE
+        return pa.list_(_null_as_int(arrow_type.value_type))
     return pa.int32() if t.is_null(arrow_type) else arrow_type
 
 
