@@ -56,7 +56,7 @@ from s3io.s3.types import ObjectInfo
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.facts import footer_facts
+from spark_ext.compact.facts import FooterFactsMemo
 from spark_ext.compact.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
 from spark_ext.compact.metadata import footer_metadata, output_metadata, spark_keys, spark_keys_conflict
 from spark_ext.compact.options import CompactionOptions
@@ -380,6 +380,8 @@ class _Encoder:
         self._spark: dict[bytes, bytes] | None = None  # the Spark footer keys of the first input taken
         self._spark_example = ""
         self._fits: list[pa.Schema] = []  # input schemas already known to fit (a landing zone has a handful)
+        self._fitted: dict[int, pa.Schema] = {}  # by id: the very schema objects (the memo's) that fitted before
+        self._footer_facts = FooterFactsMemo()
         self._sink = _Sink()
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[tuple[pa.RecordBatch, str]] = []  # decoded, not yet conformed: the schema may widen
@@ -393,7 +395,7 @@ class _Encoder:
             self.left_out.append(FileFacts(info, error=exc.message))
             return b""
         metadata = reader.metadata
-        facts = footer_facts(info, metadata)
+        facts = self._footer_facts(info, metadata)
         if facts.schema is None:  # a footer no output can hold (facts.error says why)
             self.left_out.append(facts)
             return b""
@@ -407,7 +409,7 @@ class _Encoder:
             rows += batch.num_rows
             if batch.num_rows:
                 self._pending.append((batch, info.url))
-                self._pending_bytes += batch.nbytes
+                self._pending_bytes += batch.get_total_buffer_size()  # exact for freshly decoded batches
             if self._pending_bytes >= self.settings.row_group_bytes:
                 self._flush()
         if rows != metadata.num_rows:
@@ -437,14 +439,18 @@ class _Encoder:
         """None if an input of ``schema`` (its metadata the footer's) fits the output (which may widen it); else
         why not ("" if only because the output's schema is frozen: it is planned again with its peers, not
         reported as a conflict). Spark's footer keys must be the first input's: they say how Spark reads it."""
+        if self._fitted.get(id(schema)) is schema:  # fitted before, so fits still: the output only ever widens
+            return None
         keys = spark_keys(schema.metadata)
         if self._spark is not None:
             conflict = spark_keys_conflict(self._spark, self._spark_example, keys, url)
             if conflict is not None:
                 return conflict
         conflict = self._fit_columns(schema.remove_metadata(), url)
-        if conflict is None and self._spark is None:
-            self._spark, self._spark_example = keys, url
+        if conflict is None:
+            self._fitted[id(schema)] = schema
+            if self._spark is None:
+                self._spark, self._spark_example = keys, url
         return conflict
 
     def _fit_columns(self, schema: pa.Schema, url: str) -> str | None:
