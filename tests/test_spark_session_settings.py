@@ -7,6 +7,7 @@ fails naming the setting, and registering again reads exactly what ``spark.read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
@@ -108,42 +109,36 @@ def test_a_time_zone_option_is_what_the_read_uses_whatever_the_session_says(spar
     ]
 
 
-def test_partition_type_inference_turned_off_after_register_fails_then_matches_spark_once_registered(
-    spark, s3_endpoint, files, session_setting
+@pytest.mark.parametrize(
+    ("setting", "value", "fileset", "as_spark_reads_it"),
+    [
+        (  # inference off: the partition column t stays a string
+            "spark.sql.sources.partitionColumnTypeInference.enabled",
+            "false",
+            "ts",
+            lambda df: df.schema["t"].dataType == StringType(),
+        ),
+        ("spark.sql.caseSensitive", "true", "case", lambda df: _rows(df) == ['{"ID":1}', "{}"]),  # b has no ID
+        (  # read as written, in the Julian calendar
+            "spark.sql.parquet.datetimeRebaseModeInRead",
+            "LEGACY",
+            "legacy",
+            lambda df: _rows(df) == ['{"d":"0999-12-27"}'],
+        ),
+    ],
+)
+def test_a_setting_changed_after_register_fails_naming_it_then_matches_spark_once_registered(
+    spark, s3_endpoint, files, session_setting, setting, value, fileset, as_spark_reads_it
 ):
-    session_setting("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-    url, local = files["ts"]
-    with pytest.raises(Exception, match=r"partitionColumnTypeInference\.enabled is 'false'"):
-        _ours(spark, s3_endpoint.url, url).collect()
-    spark_ext.register(spark)
-    ours, builtin = _ours(spark, s3_endpoint.url, url), spark.read.parquet(local)
-    assert ours.schema == builtin.schema and ours.schema["t"].dataType == StringType()
-    assert _rows(ours) == _rows(builtin)
-
-
-def test_case_sensitivity_turned_on_after_register_fails_then_matches_spark_once_registered(
-    spark, s3_endpoint, files, session_setting
-):
-    session_setting("spark.sql.caseSensitive", "true")
-    url, local = files["case"]
-    with pytest.raises(Exception, match=r"spark\.sql\.caseSensitive is 'true'"):
+    session_setting(setting, value)
+    url, local = files[fileset]
+    with pytest.raises(Exception, match=re.escape(f"{setting} is '{value}'")):
         _ours(spark, s3_endpoint.url, url).collect()
     spark_ext.register(spark)
     ours, builtin = _ours(spark, s3_endpoint.url, url), spark.read.parquet(local)
     assert ours.schema == builtin.schema
-    assert _rows(ours) == _rows(builtin) == ['{"ID":1}', "{}"]  # case-sensitive: b.parquet has no column ID
-
-
-def test_rebase_mode_set_after_register_fails_then_matches_spark_once_registered(
-    spark, s3_endpoint, files, session_setting
-):
-    session_setting("spark.sql.parquet.datetimeRebaseModeInRead", "LEGACY")
-    url, local = files["legacy"]
-    with pytest.raises(Exception, match=r"spark\.sql\.parquet\.datetimeRebaseModeInRead is 'LEGACY'"):
-        _ours(spark, s3_endpoint.url, url).collect()
-    spark_ext.register(spark)
-    ours, builtin = _ours(spark, s3_endpoint.url, url), spark.read.parquet(local)
-    assert _rows(ours) == _rows(builtin) == ['{"d":"0999-12-27"}']  # read as written in the Julian calendar
+    assert _rows(ours) == _rows(builtin)
+    assert as_spark_reads_it(ours)
 
 
 def test_only_settings_that_change_the_result_are_checked():
