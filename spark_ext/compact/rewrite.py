@@ -409,7 +409,7 @@ class _Encoder:
             rows += batch.num_rows
             if batch.num_rows:
                 self._pending.append((batch, info.url))
-                self._pending_bytes += batch.get_total_buffer_size()  # exact for freshly decoded batches
+                self._pending_bytes += batch.get_total_buffer_size()  # each buffer whole: decoded batches are no slices
             if self._pending_bytes >= self.settings.row_group_bytes:
                 self._flush()
         if rows != metadata.num_rows:
