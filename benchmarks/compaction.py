@@ -22,7 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.api import Options, Report
-from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Clock, Measurement, Stack, environment
+from benchmarks.infra import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    Clock,
+    Measurement,
+    Stack,
+    environment,
+    reaped_children_cpu_seconds,
+)
 from benchmarks.parquet_data import (
     add_sums,
     checksum,
@@ -110,6 +119,7 @@ class RunResult:
     hidden_left: int  # lock, journal or staging objects left under the prefix
     server_cpu: dict[str, float]  # CPU seconds moto, the proxies and the endpoint used during the call
     before: tuple[int, str, float] | None = None  # rows, checksum, seconds of a read before compacting
+    worker_cpu: float | None = None  # processes=N: CPU seconds of the worker processes
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,7 @@ def _compact_once(
         phases = Phases()
         clock = Clock(target.counter)
         cpu = server.stack.server_cpu()
+        workers = _forkserver_cpu()
         with clock:
             report = spark_ext.compact(
                 spark,
@@ -163,6 +174,7 @@ def _compact_once(
                 progress=phases,
             )
         cpu_after = server.stack.server_cpu()
+        workers_after = _forkserver_cpu()
         assert clock.result is not None
         after = s3io.read_parquet(url, COLUMNS, endpoint_url=target.url, region=REGION, credentials=credentials)
         listed = _list_keys(server, prefix)
@@ -177,9 +189,21 @@ def _compact_once(
             hidden,
             {name: cpu_after[name] - cpu[name] for name in cpu},
             before,
+            (workers_after[1] - (workers[1] if workers[0] == workers_after[0] else 0.0)) if processes else None,
         )
     finally:
         delete_prefix(server.setup_url, BUCKET, prefix)
+
+
+def _forkserver_cpu() -> tuple[int | None, float]:
+    """(pid, CPU seconds of the worker processes it has reaped) of the forkserver that starts the job's workers
+    (``processes=N``); the pool joins its workers before the job returns, so a run's are all counted once it has.
+    The forkserver's own start (importing the workers' code, once per driver) is not counted. (None, 0.0) before
+    it has started."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public handle
+    return pid, reaped_children_cpu_seconds(pid)
 
 
 FLOOR_CONCURRENCY = 64
@@ -345,6 +369,13 @@ def _server_cpu(name: str, results: list[RunResult]) -> str:
     return _med([r.server_cpu["endpoint"] for r in results])
 
 
+def _worker_cpu(row: Row, results: list[RunResult]) -> str:
+    """The worker processes' CPU seconds (processes=N rows); Spark's Python workers are not counted."""
+    if row.kind == "processes":
+        return _med([r.worker_cpu or 0.0 for r in results])
+    return "not counted" if row.kind == "spark" else "(in driver)"
+
+
 def render(
     landing: Landing, server_list: tuple[Server, ...], rows: tuple[Row, ...], outcomes: dict[Key, Outcome]
 ) -> tuple[str, str]:
@@ -403,6 +434,7 @@ def render(
                 *(_med([s[name] for s in splits]) for name in ("setup", "plan", "rewrite", "publish")),
                 _med([r.measurement.wall - rep.duration_s for r, rep in zip(results, reports, strict=True)]),
                 _med([r.measurement.cpu for r in results]),
+                _worker_cpu(row, results),
                 _server_cpu(server.name, results),
                 f"{sent / landing.total_bytes:.2f}",
             ]
@@ -433,6 +465,7 @@ def render(
             "publish + delete + cleanup s",
             "outside report's `duration_s` s",
             "driver CPU s",
+            "worker CPU s",
             "server CPU s",
             "bytes served ÷ input bytes",
         ],
@@ -493,7 +526,9 @@ NOTES = """
   group; publish (copy), delete inputs, delete staging and journal, and the final listing. "Outside the
   report's `duration_s`": the call's wall minus the report's own duration (lock release, the client's close).
 - CPU: driver CPU is user+sys of the benchmark process (in-process: the whole job; Spark and worker processes:
-  the driver side only, the groups run in Python workers, which are not counted); server CPU is the user+sys of
+  the driver side only); worker CPU is user+sys of the worker processes (`processes=N`: what the forkserver
+  that starts them counts for the children it reaped, from /proc); Spark's Python workers and executor are not
+  counted; server CPU is the user+sys of
   moto and the proxy, or of the endpoint, during the call (from /proc). All share the same 2 cores. moto is a
   Python server: about one core's worth of its CPU per second of wall means the run was waiting on moto.
 - Bytes served ÷ input bytes: response bodies the proxy or endpoint sent during the call (inputs, the read-back
@@ -550,11 +585,16 @@ def _floor_verdict(
                 )
             elif wall > 1.5 * floor and row.kind == "processes":
                 served = median([sum(r.server_cpu.values()) for r in results])
+                workers = median([r.worker_cpu or 0.0 for r in results])
+                driver = median([r.measurement.cpu for r in results])
+                client = median([f.client_cpu for f in floors[server.label]])
                 why = (
                     f" Why: CPU, as in process: the parquet work alone takes {costs.parquet:.2f} CPU-s "
                     f"({costs.parquet / floor:.1f}x the floor), here split over {PROCESSES} worker processes (forked "
                     f"from a forkserver at the start; each group has its own event loop and client) on the same 2 "
-                    f"cores as the server's {served:.1f} CPU-s."
+                    f"cores as the server's {served:.1f} CPU-s. The workers used {workers:.1f} CPU-s and the driver "
+                    f"{driver:.1f}, against {costs.parquet + client:.1f} for the parquet work and the floor's client "
+                    f"side together: {workers + driver + served:.1f} CPU-s in a {wall:.1f} s run on 2 cores."
                 )
             elif wall > 1.5 * floor and row.kind == "spark":
                 groups = median([len(r.report.groups) for r in results])

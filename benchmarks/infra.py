@@ -73,6 +73,17 @@ def process_cpu_seconds(pid: int | None) -> float:
         return 0.0
 
 
+def reaped_children_cpu_seconds(pid: int | None) -> float:
+    """user+sys CPU seconds of the children ``pid`` has waited for (its cutime + cstime; 0.0 if unavailable)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _stop_process(proc: subprocess.Popen[Any]) -> None:
     """Terminate, then kill after STOP_TIMEOUT, and always reap."""
     if proc.poll() is None:
