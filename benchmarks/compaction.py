@@ -268,6 +268,7 @@ class Costs:
 
 
 SPARK_JOB_PROBES = 20
+PARQUET_COST_RUNS = 3  # CPU seconds on this shared VM drift by tens of percent from one measurement to the next
 PROCESSES = 2  # the machine's cores
 
 
@@ -526,17 +527,18 @@ NOTES = """
   group; publish (copy), delete inputs, delete staging and journal, and the final listing. "Outside the
   report's `duration_s`": the call's wall minus the report's own duration (lock release, the client's close).
 - CPU: driver CPU is user+sys of the benchmark process (in-process: the whole job; Spark and worker processes:
-  the driver side only); worker CPU is user+sys of the worker processes (`processes=N`: what the forkserver
-  that starts them counts for the children it reaped, from /proc); Spark's Python workers and executor are not
-  counted; server CPU is the user+sys of
-  moto and the proxy, or of the endpoint, during the call (from /proc). All share the same 2 cores. moto is a
-  Python server: about one core's worth of its CPU per second of wall means the run was waiting on moto.
+  the driver side only); worker CPU is user+sys of the worker processes (`processes=N`: what the forkserver that
+  starts them counts for the children it reaped, from /proc); Spark's Python workers and executor are not
+  counted; server CPU is the user+sys of moto and the proxy, or of the endpoint, during the call (from /proc).
+  All share the same 2 cores. moto is a Python server: about one core's worth of its CPU per second of wall means
+  the run was waiting on moto.
 - Bytes served ÷ input bytes: response bodies the proxy or endpoint sent during the call (inputs, the read-back
   of every output) over the input's size.
 - Targets' "why": the parquet work alone is measured after the runs, on the benchmark's thread with no I/O
   (CPU seconds, `time.process_time`): every input's footer parsed and decoded, then the task's own steps
   (`rewrite._Encoder`: decode, conform, checksum, encode; the output decoded and checksummed again) over groups of
-  the job's size. The Spark job cost is the median wall of 20 trivial one-task jobs in the benchmark's session.
+  the job's size; median of 3 measurements. The Spark job cost is the median wall of 20 trivial one-task jobs
+  in the benchmark's session.
 - After: the prefix read back with `s3io.read_parquet` (rows and checksum equal to the generated data's, and the
   report's `rows_rewritten` equal to all rows), and hidden objects left under the prefix (lock, journal,
   staging): 0 expected. ✓ = all of these hold.
@@ -647,7 +649,9 @@ def run(stack: Stack, options: Options) -> Report:
         finally:
             spark.stop()
     counts = [len(r.report.groups) for outcome in outcomes.values() for r in outcome.results]
-    costs = Costs(*_parquet_costs(landing, round(median(counts)) if counts else 1), spark_job=spark_job)
+    groups = round(median(counts)) if counts else 1
+    measured = [_parquet_costs(landing, groups) for _ in range(PARQUET_COST_RUNS)]
+    costs = Costs(median([m[0] for m in measured]), median([m[1] for m in measured]), spark_job=spark_job)
     floors = {
         server.label: [_floor_once(server, landing, f"floor-{n}/") for n in range(options.runs)]
         for server in server_list
