@@ -64,22 +64,21 @@ def free_port() -> int:
 
 def process_cpu_seconds(pid: int | None) -> float:
     """user+sys CPU seconds a process has used so far, all its threads (Linux /proc; 0.0 if unavailable)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
+    return _stat_seconds(pid, 11)
 
 
 def reaped_children_cpu_seconds(pid: int | None) -> float:
     """user+sys CPU seconds of the children ``pid`` has waited for (its cutime + cstime; 0.0 if unavailable)."""
+    return _stat_seconds(pid, 13)
+
+
+def _stat_seconds(pid: int | None, user_field: int) -> float:
+    """The sum of two adjacent clock-tick fields of /proc/<pid>/stat (counted after the command name), in seconds."""
     if pid is None:
         return 0.0
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+        return (int(fields[user_field]) + int(fields[user_field + 1])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
 
