@@ -44,12 +44,20 @@ class FakeS3:
         self.objects[key] = data
         self.versions[key] += 1
 
-    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult:
-        """What the engine calls: the range as (start, end) offsets, as ``calls`` records them."""
+    async def get_range(
+        self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None, into: memoryview | None = None
+    ) -> GetResult:
+        """What the engine calls: the range as (start, end) offsets, as ``calls`` records them; written ``into`` the
+        buffer given, as S3Client writes it."""
         if want.kind == SUFFIX:
             return await self.get_object(bucket, key, -want.length, None, if_match=if_match)
         start = None if want.kind == WHOLE else want.start
-        return await self.get_object(bucket, key, start, want.end, if_match=if_match)
+        result = await self.get_object(bucket, key, start, want.end, if_match=if_match)
+        size = len(result.data)
+        if into is None or size > len(into):
+            return result
+        into[:size] = result.data
+        return dataclasses.replace(result, data=into if size == len(into) else into[:size])
 
     async def get_object(
         self, bucket: str, key: str, start: int | None = None, end: int | None = None, *, if_match: str | None = None

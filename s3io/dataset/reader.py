@@ -382,7 +382,7 @@ class ParquetReader:
             self._c.bytes_fetched += len(head)
             self._c.footer_rereads += 1
             try:
-                metadata = parse_footer(head + tail, size, obj.url)
+                metadata = parse_footer(b"".join((head, tail)), size, obj.url)
             except FooterNeedsMore as again:
                 raise errors.CorruptFile(
                     f"footer length changed between reads ({more.needed} then {again.needed} bytes)",
