@@ -153,6 +153,43 @@ def run_s3fs_async(target: Target, proxy: ChildServer, n: int, warmup: int) -> M
     return asyncio.run(main())
 
 
+def _obstore_store(target: Target) -> object:
+    from obstore.store import S3Store
+
+    return S3Store(
+        target.bucket,
+        endpoint=target.endpoint,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        region=REGION,
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
+
+
+def run_obstore_async(target: Target, proxy: ChildServer, n: int, warmup: int) -> Measurement:
+    """obstore (Rust object_store) ``get_async``, awaited in our own loop (its Rust runtime does the I/O)."""
+    import obstore
+
+    async def main() -> Measurement:
+        store = _obstore_store(target)
+
+        async def get() -> bytes:
+            return bytes(await (await obstore.get_async(store, target.key)).bytes_async())
+
+        return await _timed_loop(get, target, proxy, n, warmup)
+
+    return asyncio.run(main())
+
+
+def run_obstore_sync(target: Target, proxy: ChildServer, n: int, warmup: int) -> Measurement:
+    """obstore ``get`` (blocking: the call waits on its Rust runtime)."""
+    import obstore
+
+    store = _obstore_store(target)
+    return _timed_sync_loop(lambda: bytes(obstore.get(store, target.key).bytes()), target, proxy, n, warmup)
+
+
 def run_s3io_fs_sync(target: Target, proxy: ChildServer, n: int, warmup: int) -> Measurement:
     """s3io.fs.S3FileSystem (the s3fs drop-in) cat_file, sync like the s3fs row."""
     from s3io.fs import S3FileSystem
@@ -324,6 +361,8 @@ def run_asyncio_streams(target: Target, proxy: ChildServer, n: int, warmup: int)
 CASES = (
     Case("s3io `S3Client.get_object`", "async, own loop", run_s3io_client),
     Case("s3io `S3FileSystem.cat_file` (s3fs drop-in)", "sync", run_s3io_fs_sync),
+    Case("obstore `get_async` (Rust object_store)", "async, own loop", run_obstore_async),
+    Case("obstore `get` (Rust object_store)", "sync", run_obstore_sync),
     Case("s3fs `S3FileSystem.cat_file`", "sync (fsspec I/O thread)", run_s3fs_sync),
     Case("s3fs `S3FileSystem._cat_file`", "async, own loop", run_s3fs_async),
     Case("aiohttp + botocore `S3SigV4Auth`", "async, own loop", run_aiohttp_botocore_sigv4),

@@ -44,12 +44,20 @@ class FakeS3:
         self.objects[key] = data
         self.versions[key] += 1
 
-    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult:
-        """What the engine calls: the range as (start, end) offsets, as ``calls`` records them."""
+    async def get_range(
+        self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None, into: memoryview | None = None
+    ) -> GetResult:
+        """What the engine calls: the range as (start, end) offsets, as ``calls`` records them; written ``into`` the
+        buffer given, as S3Client writes it."""
         if want.kind == SUFFIX:
             return await self.get_object(bucket, key, -want.length, None, if_match=if_match)
         start = None if want.kind == WHOLE else want.start
-        return await self.get_object(bucket, key, start, want.end, if_match=if_match)
+        result = await self.get_object(bucket, key, start, want.end, if_match=if_match)
+        size = len(result.data)
+        if into is None or size > len(into):
+            return result
+        into[:size] = result.data
+        return dataclasses.replace(result, data=into if size == len(into) else into[:size])
 
     async def get_object(
         self, bucket: str, key: str, start: int | None = None, end: int | None = None, *, if_match: str | None = None
@@ -230,3 +238,30 @@ def test_cache_serves_a_small_object_fetched_whole_for_its_tail_and_then_its_ran
 
     run(fake, EngineConfig(cache_bytes=1024), work)
     assert len(fake.calls) == 1
+
+
+def test_a_read_of_many_spans_starts_one_fixed_set_of_workers_not_a_set_per_span() -> None:
+    """100 scattered ranges, 100 GETs: the read starts at most max_concurrency workers in all, besides the one task
+    single-flight runs each GET in (it used to start max_concurrency workers per merged span: 800 more here)."""
+    fake = FakeS3({"k": bytes(range(256)) * 4000})
+    ranges = [(i * 10_000, i * 10_000 + 100) for i in range(100)]
+    created: list[int] = []
+
+    async def work(engine: RangeEngine) -> list[bytes]:
+        loop = asyncio.get_running_loop()
+
+        def counting_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+            created.append(1)
+            return asyncio.Task(coro, loop=loop, **kwargs)
+
+        loop.set_task_factory(counting_factory)
+        try:
+            return await engine.fetch_ranges(info(fake, "k"), ranges)
+        finally:
+            loop.set_task_factory(None)
+
+    config = EngineConfig(whole_object_threshold=0, coalesce_gap=0, max_concurrency=8)
+    got = run(fake, config, work)
+    assert [bytes(b) for b in got] == [fake.objects["k"][a:b] for a, b in ranges]
+    assert len(fake.calls) == 100
+    assert len(created) <= 8 + len(fake.calls), f"{len(created)} tasks for one read of 100 spans"

@@ -106,7 +106,7 @@ def test_large_object_is_split_into_parallel_parts_and_reassembled(
     assert max(r.time for r in first_five) < min(r.finished for r in first_five if r.finished is not None)
 
 
-def test_fetch_segments_returns_the_parts_as_fetched_covering_every_range(
+def test_fetch_segments_returns_each_merged_span_as_one_buffer_its_parts_landed_in(
     s3_endpoint: Any, bucket: str, s3_client: Any
 ) -> None:
     data = data_of(300 * KiB + 7, seed=5)
@@ -122,9 +122,10 @@ def test_fetch_segments_returns_the_parts_as_fetched_covering_every_range(
     segments, empty, merged = run(s3_endpoint.url, config, work)
     assert empty == []
     assert merged == 2  # the first two ranges coalesce (2 KiB apart); the third stands alone
-    assert [start for start, _ in segments] == sorted(start for start, _ in segments)
-    for start, piece in segments:  # each segment is one part as it arrived: at most part_size, never joined
-        assert 0 < len(piece) <= 64 * KiB and piece == data[start : start + len(piece)]
+    # one segment per merged span: its parts (64 KiB each) landed in place in one buffer, nothing joined
+    assert [(start, start + len(piece)) for start, piece in segments] == [(10, 160 * KiB), (250 * KiB, 300 * KiB + 7)]
+    for start, piece in segments:
+        assert isinstance(piece, memoryview) and piece.readonly and piece == data[start : start + len(piece)]
     covered = {(start, start + len(piece)) for start, piece in segments}
     for start, end in ranges:  # every requested byte lies in some segment
         assert all(any(a <= b < z for a, z in covered) for b in (start, (start + end) // 2, end - 1))

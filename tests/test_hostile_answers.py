@@ -628,11 +628,13 @@ async def test_a_read_that_joins_another_reads_unpinned_get_never_gets_that_read
         def stats(self) -> s3io.MetricsSnapshot:
             return self.real.stats()
 
-        async def get_range(self, bucket: str, key: str, want: s3io.GetRange, *, if_match: str | None = None):
+        async def get_range(
+            self, bucket: str, key: str, want: s3io.GetRange, *, if_match: str | None = None, into=None
+        ):
             if want.start == part:
                 self.started.set()
                 await asyncio.sleep(0.3)
-            return await self.real.get_range(bucket, key, want, if_match=if_match)
+            return await self.real.get_range(bucket, key, want, if_match=if_match, into=into)
 
     server.script = script
     async with client(server) as real:

@@ -47,6 +47,7 @@ from s3io.dataset.read_units import (
 )
 from s3io.engine import ByteBudget, Lease, RangeEngine, SingleFlight
 from s3io.engine.consumer import ConsumerWatch
+from s3io.engine.engine import Blob
 from s3io.engine.tasks import map_bounded
 from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, file_adjustment, match_names
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE, decode
@@ -145,7 +146,7 @@ class _Fetched:
 
     footer: Footer
     row_groups: list[int]
-    source: bytes | list[tuple[int, bytes]] | None
+    source: Blob | list[tuple[int, Blob]] | None  # a small object's bytes, or a large one's fetched segments
     small: bool
 
 
@@ -360,7 +361,7 @@ class ParquetReader:
             return footer
         return await self._flights.get(("tail", key), lambda: self._load_footer(obj), cache=False)
 
-    async def _load_small(self, obj: ObjectInfo) -> tuple[Footer, bytes]:
+    async def _load_small(self, obj: ObjectInfo) -> tuple[Footer, Blob]:
         """One GET of the whole object; the footer is parsed from its end."""
         data = await self.engine.fetch_object(obj)
         self._c.bytes_fetched += len(data)
@@ -382,7 +383,7 @@ class ParquetReader:
             self._c.bytes_fetched += len(head)
             self._c.footer_rereads += 1
             try:
-                metadata = parse_footer(head + tail, size, obj.url)
+                metadata = parse_footer(b"".join((head, tail)), size, obj.url)
             except FooterNeedsMore as again:
                 raise errors.CorruptFile(
                     f"footer length changed between reads ({more.needed} then {again.needed} bytes)",
@@ -540,7 +541,7 @@ class ParquetReader:
         int96_unit = options.conversions.int96_unit
         data = fetched.source
         if fetched.small:
-            assert isinstance(data, bytes)
+            assert not isinstance(data, list)
             groups: list[list[int]] = [fetched.row_groups]
             size = len(data)
         else:
@@ -555,7 +556,7 @@ class ParquetReader:
             # A file object of its own per call: two row groups of a unit may decode at once, in two threads.
             source: Any = (
                 pa.BufferReader(pa.py_buffer(data))
-                if isinstance(data, bytes)
+                if not isinstance(data, list)
                 else SparseFile(fetched.footer.size, data, url)
             )
             decoded = decode(
@@ -713,7 +714,7 @@ class ParquetReader:
         piece, obj = unit.piece, unit.piece.obj
         if unit.plan is not None:
             assert unit.footer is not None
-            segments: list[tuple[int, bytes]] = []
+            segments: list[tuple[int, Blob]] = []
             if unit.plan.ranges:
                 sized = obj if obj.size >= 0 else dataclasses.replace(obj, size=unit.footer.size)
                 segments = await self.engine.fetch_segments(sized, list(unit.plan.ranges))  # read in place

@@ -60,11 +60,13 @@ def iter_parts(start: int, end: int, part_size: int) -> Iterator[Range]:
     return ((offset, min(offset + part_size, end)) for offset in range(start, end, part_size))
 
 
-def slice_merged(requested: Sequence[Range], merged: Sequence[Range], blobs: Sequence[bytes]) -> list[bytes]:
+def slice_merged(
+    requested: Sequence[Range], merged: Sequence[Range], blobs: Sequence[bytes | memoryview]
+) -> list[bytes | memoryview]:
     """The bytes of each requested range, in request order, cut from ``blobs[i]`` holding ``merged[i]``.
 
     Every non-empty requested range must lie inside one merged range (as ``merge_ranges`` guarantees); a
-    request equal to its merged range gets that blob itself, without a copy.
+    request equal to its merged range gets that blob itself, any other a ``memoryview`` of it: nothing is copied.
     """
     if len(merged) != len(blobs):
         raise ValueError(f"{len(merged)} merged ranges but {len(blobs)} blobs")
@@ -72,7 +74,7 @@ def slice_merged(requested: Sequence[Range], merged: Sequence[Range], blobs: Seq
         if len(blob) != end - start:
             raise ValueError(f"blob for ({start}, {end}) holds {len(blob)} bytes, expected {end - start}")
     starts = [start for start, _ in merged]
-    out: list[bytes] = []
+    out: list[bytes | memoryview] = []
     for start, end in requested:
         check_range(start, end)
         if start == end:
@@ -83,8 +85,5 @@ def slice_merged(requested: Sequence[Range], merged: Sequence[Range], blobs: Seq
             raise ValueError(f"requested range ({start}, {end}) is not inside any merged range")
         base, base_end = merged[i]
         blob = blobs[i]
-        if start == base and end == base_end:
-            out.append(bytes(blob) if not isinstance(blob, bytes) else blob)
-        else:
-            out.append(bytes(memoryview(blob)[start - base : end - base]))
+        out.append(blob if start == base and end == base_end else memoryview(blob)[start - base : end - base])
     return out

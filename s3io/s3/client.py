@@ -27,7 +27,7 @@ from s3io.resilience.deadline import Watchdog
 from s3io.resilience.retryable import clock_correction, error_for_status
 from s3io.s3 import xml
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
-from s3io.s3.get_range import BOUNDED, GetRange
+from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.multipart import MultipartWriter
 from s3io.s3.paging import ListingGuard
 from s3io.s3.range_read import RangeRead
@@ -138,6 +138,7 @@ class S3Client:
             body,
             request.on_headers,
             request.on_chunk,
+            request.landing,
         )
         sent = time.time()
         try:
@@ -235,12 +236,13 @@ class S3Client:
         end: int | None = None,
         *,
         if_match: str | None = None,
+        into: memoryview | bytearray | None = None,
     ) -> GetResult:
         """Bytes ``[start, end)`` of an object (whole object when both are None; ``start=-n``: the last n bytes).
 
         The offsets are ``GetRange.from_offsets``'s; ``get_range`` takes the range as a value. Resumes a broken
         body from the last byte received, pinned to the ETag; raises ObjectChanged if the object was replaced,
-        Truncated/DeadlineExceeded/... after the policy's retries.
+        Truncated/DeadlineExceeded/... after the policy's retries. ``into``: see ``get_range``.
         """
         if start is None and end is not None:
             start = 0
@@ -250,19 +252,44 @@ class S3Client:
             _check_key(bucket, key)
             _check_etag(bucket, key, if_match)
             raise errors.InvalidConfig(f"range: {exc}", bucket=bucket, key=key) from None
-        return await self.get_range(bucket, key, want, if_match=if_match)
+        return await self.get_range(bucket, key, want, if_match=if_match, into=into)
 
-    async def get_range(self, bucket: str, key: str, want: GetRange, *, if_match: str | None = None) -> GetResult:
+    async def get_range(
+        self,
+        bucket: str,
+        key: str,
+        want: GetRange,
+        *,
+        if_match: str | None = None,
+        into: memoryview | bytearray | None = None,
+    ) -> GetResult:
         """The bytes of an object that ``want`` selects (whole, bounded, from an offset, or the last n bytes).
 
         Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
         object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
+
+        ``data`` is ``bytes``, unless ``into`` is given: a writable buffer of exactly a bounded range's length (or of
+        the object's size, for the whole object), which the body is written into in place (a large one straight
+        from the socket); ``data`` is then a view of it (of its first bytes when the object ends inside the range;
+        ``bytes`` when a whole object turns out larger than ``into``). A GET ``into`` one buffer per part is how
+        the range engine assembles a large read without joining anything.
         """
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
         if want.kind == BOUNDED and want.end == want.start:
             return GetResult(b"", if_match, None, want.start)
-        read = RangeRead(bucket, key, want, if_match)
+        target = None
+        if into is not None:
+            target = memoryview(into).cast("B")
+            if target.readonly or want.kind not in (BOUNDED, WHOLE) or want.expected_length not in (None, len(target)):
+                raise errors.InvalidConfig(
+                    "into: a writable buffer of exactly the range's length, for a bounded range (or of the object's "
+                    f"size, for the whole object); got {'a read-only ' if target.readonly else ''}{len(target)} bytes "
+                    f"for {want.header() or 'the whole object'}",
+                    bucket=bucket,
+                    key=key,
+                )
+        read = RangeRead(bucket, key, want, if_match, target)
 
         async def attempt(watchdog: Watchdog) -> None:
             headers: dict[str, str] = {}
@@ -275,7 +302,14 @@ class S3Client:
                 await self._send(
                     watchdog,
                     S3Request(
-                        "get", "GET", bucket, key, headers=headers, on_headers=read.on_headers, on_chunk=read.add
+                        "get",
+                        "GET",
+                        bucket,
+                        key,
+                        headers=headers,
+                        on_headers=read.on_headers,
+                        on_chunk=read.add,
+                        landing=read if target is not None else None,
                     ),
                 )
             except errors.PreconditionFailed as exc:

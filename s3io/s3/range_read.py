@@ -8,6 +8,10 @@ Every answer is judged before a byte of it is kept:
 - a size or ETag that differs from an earlier answer's is ObjectChanged or ProtocolError, never mixed bytes;
 - bytes are only ever resumed under a pin: after an answer that named no ETag (nothing to pin the rest to) or a 200
   of unstated length, the next attempt drops what was kept and asks for the whole range again.
+
+With ``into`` (a writable buffer of exactly the bytes wanted, e.g. a part's window of the buffer a span lands in)
+every kept byte is written at its place there, once: chunks are copied into it, and ``room()`` offers the transport
+the rest of it to receive the body straight from the socket. Without it the chunks are kept and joined.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class RangeRead:
         "cut",
         "etag",
         "first",
+        "into",
         "key",
         "received",
         "size",
@@ -40,12 +45,15 @@ class RangeRead:
         "want",
     )
 
-    def __init__(self, bucket: str, key: str, want: GetRange, etag: str | None) -> None:
+    def __init__(self, bucket: str, key: str, want: GetRange, etag: str | None, into: memoryview | None = None) -> None:
         self.bucket = bucket
         self.key = key
         self.want = want
         self.asked = want
         self.etag = etag
+        if into is not None and want.kind != WHOLE and (want.kind != BOUNDED or len(into) != want.expected_length):
+            raise ValueError(f"into: a buffer of the bounded range's length (or the whole object's), not for {want}")
+        self.into = into
         self._start()
 
     def _start(self) -> None:
@@ -148,13 +156,33 @@ class RangeRead:
             remaining = self.stop - self.first - self.received
             if len(chunk) >= remaining:
                 if remaining > 0:
-                    self.chunks.append(chunk[:remaining])
-                    self.received += remaining
+                    self._keep(chunk[:remaining] if len(chunk) > remaining else chunk)
                 self.cut = True  # whether the answer had more is unknown: its size is not learnt from it
                 return False
-        self.chunks.append(chunk)
-        self.received += len(chunk)
+        self._keep(chunk)
         return True
+
+    def _keep(self, chunk: bytes) -> None:
+        into = self.into
+        if into is not None and self.received + len(chunk) > len(into):
+            self.chunks = [bytes(into[: self.received])]  # a whole object larger than expected: kept aside, joined
+            self.into = into = None
+        if into is None:
+            self.chunks.append(chunk)
+        else:
+            into[self.received : self.received + len(chunk)] = chunk
+        self.received += len(chunk)
+
+    def room(self) -> memoryview | None:
+        """Where the rest of the wanted bytes go, when the body from here on is exactly them (nothing to skip, an
+        answer of stated length): the transport may receive straight into it and report with ``filled``."""
+        if self.into is None or self.skip or self.unsized or self.stop is None or self.first is None:
+            return None
+        return self.into[self.received : self.stop - self.first]
+
+    def filled(self, count: int) -> None:
+        """``count`` more wanted bytes were written at the start of ``room()``."""
+        self.received += count
 
     def check_complete(self) -> None:
         """Raise Truncated if the answer ended before the wanted bytes were all in (the next attempt resumes)."""
@@ -168,7 +196,10 @@ class RangeRead:
             )
 
     def result(self) -> GetResult:
-        data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        if self.into is not None:
+            data: bytes | memoryview = self.into if self.received == len(self.into) else self.into[: self.received]
+        else:
+            data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
         if self.unsized and self.want.kind not in (BOUNDED, FROM):
             total = len(data)  # the whole object from byte 0: cut out what was asked for
             first, stop = self.want.span(total)

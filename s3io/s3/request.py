@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from multidict import CIMultiDictProxy
 
+from s3io.transport.landing import BodyTarget
+
 
 @dataclass(slots=True)
 class S3Request:
@@ -25,4 +27,5 @@ class S3Request:
     body: bytes | None = None
     on_headers: Callable[[int, CIMultiDictProxy[str]], None] | None = None
     on_chunk: Callable[[bytes], bool | None] | None = None
+    landing: BodyTarget | None = None  # a data body received in place (a GET ``into`` a buffer)
     error_in_200: bool = False  # an <Error> body in a 200 answer is an error (CopyObject, CompleteMultipartUpload)

@@ -28,7 +28,7 @@ class ObjectInfo:
 class GetResult:
     """Bytes of a GET (whole object or a range) and the identity of the object they came from."""
 
-    data: bytes
+    data: bytes | memoryview  # bytes, or a view of the buffer the caller gave (``get_range(..., into=...)``)
     etag: str | None
     # total size of the object, from Content-Range or Content-Length; None when the answer did not say (a 206 of
     # total "*", a 200 of unstated length cut once the range was in): the object may go on past ``data``

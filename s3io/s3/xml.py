@@ -7,16 +7,17 @@ naming what was asked; an error's message is cut to ``MAX_MESSAGE_CHARS`` before
 
 from __future__ import annotations
 
-import calendar
-import functools
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
 
 from s3io.errors import ProtocolError
+from s3io.s3.list_page import NotFastPath, parse_fast
 from s3io.s3.types import DeleteError, MultipartUpload, ObjectInfo
+from s3io.s3.xml_values import parse_timestamp, url_decoded
+
+__all__ = ["parse_timestamp"]  # re-exported: the listing's timestamp rule, for callers that parse one
 
 MAX_MESSAGE_CHARS = 512
 _CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,128})</Code>")
@@ -102,70 +103,64 @@ def error_fields(body: bytes) -> tuple[str | None, str | None]:
     return root.findtext("Code"), shorten(root.findtext("Message"))
 
 
-_TIMESTAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)")
-
-
-@functools.lru_cache(maxsize=4096)  # the files of one upload batch share their second
-def parse_timestamp(text: str | None) -> float | None:
-    """Seconds since the epoch of an S3 timestamp (``2026-11-24T08:16:14.000Z``, UTC); None if it is not one.
-
-    A regular expression and ``timegm``: ``time.strptime`` costs ~10 µs, a tenth of a second per 10,000 keys.
-    """
-    match = _TIMESTAMP.match(text) if text else None
-    if match is None:
-        return None
-    year, month, day, hour, minute, second = map(int, match.groups())
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59 and second <= 60):
-        return None
-    return float(calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)))
-
-
 def _decoder(root: ET.Element, ns: str = "") -> Callable[[str], str]:
     """How this answer's keys and prefixes are decoded: url-encoded if it says so, else as they are."""
-    return _url_decoded if (root.findtext(ns + "EncodingType") or "").lower() == "url" else str
-
-
-def _url_decoded(text: str) -> str:
-    return unquote_plus(text) if "%" in text or "+" in text else text  # most keys need no decoding: skip the call
+    return url_decoded if (root.findtext(ns + "EncodingType") or "").lower() == "url" else str
 
 
 def parse_list_page(bucket: str, body: bytes) -> tuple[list[ObjectInfo], list[str], str | None]:
-    """(objects, common prefixes, next continuation token or None) of a ListObjectsV2 page (keys decoded)."""
-    root, ns = _parse_named(body, "ListObjectsV2 answer")
-    decode = _decoder(root, ns)
-    key, size, etag, modified = ns + "Key", ns + "Size", ns + "ETag", ns + "LastModified"
+    """(objects, common prefixes, next continuation token or None) of a ListObjectsV2 page (keys decoded).
+
+    Read by ``list_page``'s regular expressions when the page has the shape every S3 store sends, else by
+    ElementTree; either way an object <Size> that is not a number, or a truncated page without a token, is a
+    ProtocolError."""
     try:
-        objects = [
-            ObjectInfo(
-                bucket,
-                decode(item.findtext(key) or ""),
-                _size(item.findtext(size)),
-                item.findtext(etag) or None,  # an empty <ETag/> is no ETag, never a pin to ""
-                parse_timestamp(item.findtext(modified)),
-            )
-            for item in root.iterfind(ns + "Contents")
-        ]
-    except ValueError as exc:
-        raise ProtocolError(f"a ListObjectsV2 answer with {exc}", bucket=bucket) from None
-    prefixes = [decode(p.findtext(ns + "Prefix") or "") for p in root.iterfind(ns + "CommonPrefixes")]
-    truncated = (root.findtext(ns + "IsTruncated") or "false").lower() == "true"
-    token = root.findtext(ns + "NextContinuationToken") if truncated else None
+        objects, prefixes, truncated, token, bad_sizes = parse_fast(bucket, body)
+    except NotFastPath:
+        objects, prefixes, truncated, token, bad_sizes = _parse_list_tree(bucket, body)
+    if bad_sizes:
+        raise ProtocolError(
+            "a ListObjectsV2 answer with an object <Size> that is not a number of bytes: "
+            f"{shorten(bad_sizes[0][1], 64)!r}",
+            bucket=bucket,
+        )
     if truncated and not token:
         raise ProtocolError(
             "a ListObjectsV2 answer says it is truncated but gives no NextContinuationToken: the rest of the listing "
             "cannot be asked for, and taking this page for the last would miss objects",
             bucket=bucket,
         )
-    return objects, prefixes, token
+    return objects, prefixes, token if truncated else None
 
 
-def _size(text: str | None) -> int:
-    """An object's <Size>: a whole number of bytes (a missing one is 0, as an empty object's)."""
-    if text is None:
-        return 0
-    if not text.isdigit():
-        raise ValueError(f"an object <Size> that is not a number of bytes: {shorten(text, 64)!r}")
-    return int(text)
+def _parse_list_tree(
+    bucket: str, body: bytes
+) -> tuple[list[ObjectInfo], list[str], bool, str | None, list[tuple[str, str]]]:
+    """``list_page.parse_fast``'s answer, by ElementTree: any well-formed page (else ProtocolError)."""
+    root, ns = _parse_named(body, "ListObjectsV2 answer")
+    decode = _decoder(root, ns)
+    key, size, etag, modified = ns + "Key", ns + "Size", ns + "ETag", ns + "LastModified"
+    objects: list[ObjectInfo] = []
+    bad_sizes: list[tuple[str, str]] = []
+    for item in root.iterfind(ns + "Contents"):
+        name = decode(item.findtext(key) or "")
+        text = item.findtext(size)  # a missing <Size> is 0, as an empty object's
+        whole = text is None or (text.isdigit() and text.isascii())
+        if not whole:
+            bad_sizes.append((name, text))
+        number = int(text) if text is not None and whole else 0
+        objects.append(
+            ObjectInfo(
+                bucket,
+                name,
+                number,
+                item.findtext(etag) or None,  # an empty <ETag/> is no ETag, never a pin to ""
+                parse_timestamp(item.findtext(modified)),
+            )
+        )
+    prefixes = [decode(p.findtext(ns + "Prefix") or "") for p in root.iterfind(ns + "CommonPrefixes")]
+    truncated = (root.findtext(ns + "IsTruncated") or "false").lower() == "true"
+    return objects, prefixes, truncated, root.findtext(ns + "NextContinuationToken"), bad_sizes
 
 
 def _parse_named(body: bytes, what: str) -> tuple[ET.Element, str]:

@@ -8,7 +8,9 @@ before use, never read as the answer to the next request.
 
 A body that is not data (an error, a listing, any XML) is read only up to a cap: past it the connection is
 closed and the answer is marked ``overflowed``, so a flood of bytes costs bounded memory and time. A data
-sink (``on_chunk``) that returns False has what it asked for: reading stops there and the connection is closed.
+sink (``on_chunk``) that returns False has what it asked for: reading stops there and the connection is closed. A
+data sink that also gives a ``BodyTarget`` (``landing``) has the rest of a large body of stated length received
+straight into its buffer (``landing.receive_into``) once the bytes aiohttp parsed with the headers are taken.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from multidict import CIMultiDictProxy
 
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
+from s3io.transport.landing import BodyTarget, can_receive_into, receive_into
 from s3io.transport.session import HttpSession
 
 if TYPE_CHECKING:  # the transport sits below the resilience layer: it is handed a watchdog, never imports one
@@ -116,10 +119,12 @@ async def exchange(
     *,
     on_headers: Callable[[int, CIMultiDictProxy[str]], None] | None = None,
     on_chunk: Callable[[bytes], bool | None] | None = None,
+    landing: BodyTarget | None = None,
 ) -> Response:
     """Run the exchange. With ``on_chunk`` the body is handed over chunk by chunk (kept even if the
-    exchange fails later, so a range read can resume; ``on_chunk`` returning False ends the read there);
-    otherwise it is returned whole, up to ``XML_BODY_LIMIT`` (``ERROR_BODY_LIMIT`` for an error)."""
+    exchange fails later, so a range read can resume; ``on_chunk`` returning False ends the read there), or with
+    ``landing`` too, received in place where it allows; otherwise it is returned whole, up to ``XML_BODY_LIMIT``
+    (``ERROR_BODY_LIMIT`` for an error)."""
     body_length = len(body) if body else (0 if method in _LENGTH_REQUIRED else None)
     head = request_head(method, target, headers, body_length)
     start_first_byte_phase(watchdog, policy, body)
@@ -147,7 +152,9 @@ async def exchange(
         while 100 <= message.code < 200:  # an interim answer (100 Continue) precedes the real one
             message, payload = await protocol.read()
         status = message.code
-        if tune_reads and int(message.headers.get("Content-Length", "0")) > RECV_BYTES:
+        stated = message.headers.get("Content-Length")
+        length = int(stated) if stated is not None and not message.chunked else None
+        if tune_reads and (length or 0) > RECV_BYTES:
             transport.max_size = LARGE_RECV_BYTES  # a large body: fewer, larger reads from here on
             tune_reads = False
         if on_headers is not None:
@@ -156,10 +163,18 @@ async def exchange(
         chunks: list[bytes] = []
         received = 0
         sink = on_chunk if status < 300 else None
+        target = landing if sink is not None and length is not None else None
         limit = ERROR_BODY_LIMIT if status >= 300 else XML_BODY_LIMIT
         complete = True
         overflowed = False
         while True:
+            if target is not None and received == payload.total_bytes:  # all aiohttp parsed is taken
+                assert length is not None
+                room = target.room()
+                if room is not None and len(room) == length - received and can_receive_into(transport, len(room)):
+                    await receive_into(transport, protocol, payload, room, target, watchdog)
+                    received = length
+                    break
             chunk = await payload.readany()
             if not chunk:
                 break

@@ -17,6 +17,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from s3io.policy import Policy
 from s3io.transport.exchange import Response, exchange, start_first_byte_phase
+from s3io.transport.landing import BodyTarget
 from s3io.transport.session import HttpSession, make_session
 
 if TYPE_CHECKING:  # the transport is handed a watchdog by the layer above, never imports one
@@ -35,6 +36,7 @@ class HttpRequest:
     body: bytes | None = None
     on_headers: Callable[[int, CIMultiDictProxy[str]], None] | None = None
     on_chunk: Callable[[bytes], bool | None] | None = None
+    landing: BodyTarget | None = None  # where a data body may be received in place (see ``landing``)
 
 
 class Transport(Protocol):
@@ -78,6 +80,7 @@ class AiohttpTransport:
             request.body,
             on_headers=request.on_headers,
             on_chunk=request.on_chunk,
+            landing=request.landing,
         )
 
     async def close(self) -> None:

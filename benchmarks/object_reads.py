@@ -1,0 +1,510 @@
+"""object_reads: bytes at the speed of the wire. s3io against obstore (Python bindings of Rust's object_store), s3fs
+and pyarrow's S3 filesystem on the jobs they share: one large object, scattered ranges of it, many small objects, a
+large listing.
+
+Why: on small GETs s3io is the cheapest Python client measured here; large objects and many ranges are where a
+client that copies or joins bytes, or starts tasks per range, falls behind one written in Rust (issue 30). Every
+client runs in this process, one workload at a time, rows and servers interleaved with the order rotated each run;
+a fresh client per run. Servers: the in-memory endpoint (the clients' own costs) and moto behind the keep-alive
+proxy (a Python server: smaller sizes, so a run stays short); no latency is added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import hashlib
+import random
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.api import Options, Report
+from benchmarks.infra import ACCESS_KEY, REGION, SECRET_KEY, Clock, Measurement, Stack, release_free_memory
+from benchmarks.results import markdown_table, median
+from benchmarks.servers import Server, Target, servers
+
+MiB = 1024 * 1024
+BUCKET = "bench-object-reads"
+RANGE_COUNT = 200
+RANGE_BYTES = 64 * 1024
+SMALL_BYTES = 100 * 1024
+IN_FLIGHT = 64  # small objects in flight, for every client that lets the caller choose
+OBSTORE_PARTS = 16  # the large object as this many gathered get_range_async calls (obstore has no parallel get)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What one server holds for the run."""
+
+    large: int  # bytes of the large object
+    small: int  # number of small objects
+    listed: int  # keys under the listing prefix
+    directories: int  # Hive directories they are spread over
+
+
+FULL = {"memory": Sizes(256 * MiB, 2000, 200_000, 100), "moto": Sizes(64 * MiB, 500, 5_000, 10)}
+QUICK = {"memory": Sizes(32 * MiB, 200, 5_000, 10), "moto": Sizes(16 * MiB, 50, 500, 5)}
+
+
+@dataclass(frozen=True)
+class Env:
+    """A seeded server: where to point a client and what every answer must be."""
+
+    server: str
+    target: Target
+    sizes: Sizes
+    large_digest: str
+    ranges: list[tuple[int, int]]
+    ranges_digest: str
+    small_keys: list[str]
+
+    @property
+    def url(self) -> str:
+        return self.target.url
+
+
+@dataclass(frozen=True)
+class Row:
+    """One client doing one job: ``run(env)`` returns what the check compares (a digest, a count)."""
+
+    workload: str
+    client: str
+    run: Callable[[Env], Any]
+    expected: Callable[[Env], Any]
+    most: int | None = None  # objects or keys past which the row is not run (minutes a run); None: always
+
+
+def _digest(blobs: Any) -> str:
+    h = hashlib.sha256()
+    for blob in blobs:
+        h.update(blob)
+    return h.hexdigest()[:12]
+
+
+# ------------------------------------------------------------------------------------------------ clients
+
+
+def _s3io_client(env: Env) -> Any:
+    from s3io import Credentials, S3Client
+
+    return S3Client(endpoint_url=env.url, region=REGION, credentials=Credentials(ACCESS_KEY, SECRET_KEY))
+
+
+def _obstore(env: Env) -> Any:
+    from obstore.store import S3Store
+
+    return S3Store(
+        BUCKET,
+        endpoint=env.url,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        region=REGION,
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
+
+
+def _s3fs(env: Env) -> Any:
+    import s3fs
+
+    return s3fs.S3FileSystem(
+        key=ACCESS_KEY,
+        secret=SECRET_KEY,
+        endpoint_url=env.url,
+        client_kwargs={"region_name": REGION},
+        skip_instance_cache=True,
+    )
+
+
+def _pyarrow(env: Env) -> Any:
+    import pyarrow.fs as pafs
+
+    return pafs.S3FileSystem(
+        access_key=ACCESS_KEY,
+        secret_key=SECRET_KEY,
+        region=REGION,
+        endpoint_override=env.url.removeprefix("http://"),
+        scheme="http",
+    )
+
+
+def _info(key: str, size: int) -> Any:
+    from s3io import ObjectInfo
+
+    return ObjectInfo(BUCKET, key, size)
+
+
+# ------------------------------------------------------------------------------------------------ large object
+
+
+def large_s3io(env: Env) -> str:
+    from s3io.engine import RangeEngine
+
+    async def main() -> str:
+        async with _s3io_client(env) as s3:
+            return _digest([await RangeEngine(s3).fetch_object(_info("large.bin", env.sizes.large))])
+
+    return asyncio.run(main())
+
+
+def large_obstore(env: Env) -> str:
+    import obstore
+
+    store, size = _obstore(env), env.sizes.large
+    step = -(-size // OBSTORE_PARTS)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(
+            *(
+                obstore.get_range_async(store, "large.bin", start=start, end=min(start + step, size))
+                for start in range(0, size, step)
+            )
+        )
+
+    return _digest(asyncio.run(main()))
+
+
+def large_s3fs(env: Env) -> str:
+    return _digest([_s3fs(env).cat_file(f"{BUCKET}/large.bin")])
+
+
+def large_pyarrow(env: Env) -> str:
+    with _pyarrow(env).open_input_file(f"{BUCKET}/large.bin") as f:
+        return _digest([f.read()])
+
+
+# ------------------------------------------------------------------------------------------------ ranges
+
+
+def ranges_s3io(env: Env) -> str:
+    from s3io.engine import RangeEngine
+
+    async def main() -> str:
+        async with _s3io_client(env) as s3:
+            return _digest(await RangeEngine(s3).fetch_ranges(_info("large.bin", env.sizes.large), env.ranges))
+
+    return asyncio.run(main())
+
+
+def ranges_s3io_fs(env: Env) -> str:
+    from s3io.fs import S3FileSystem
+
+    fs = S3FileSystem(key=ACCESS_KEY, secret=SECRET_KEY, endpoint_url=env.url, client_kwargs={"region_name": REGION})
+    try:
+        n = len(env.ranges)
+        path = f"{BUCKET}/large.bin"
+        return _digest(fs.cat_ranges([path] * n, [a for a, _ in env.ranges], [b for _, b in env.ranges]))
+    finally:
+        fs.close()
+
+
+def ranges_obstore(env: Env) -> str:
+    import obstore
+
+    async def main() -> list[Any]:
+        starts = [a for a, _ in env.ranges]
+        return await obstore.get_ranges_async(
+            _obstore(env), "large.bin", starts=starts, ends=[b for _, b in env.ranges]
+        )
+
+    return _digest(asyncio.run(main()))
+
+
+def ranges_s3fs(env: Env) -> str:
+    n = len(env.ranges)
+    fs = _s3fs(env)
+    return _digest(fs.cat_ranges([f"{BUCKET}/large.bin"] * n, [a for a, _ in env.ranges], [b for _, b in env.ranges]))
+
+
+# ------------------------------------------------------------------------------------------------ many objects
+
+
+def many_s3io(env: Env) -> int:
+    from s3io.engine import RangeEngine, Request
+
+    async def main() -> int:
+        async with _s3io_client(env) as s3:
+            engine = RangeEngine(s3)
+            requests = [Request(_info(key, SMALL_BYTES)) for key in env.small_keys]
+            return sum([len(data) async for _, data in engine.stream(requests)])
+
+    return asyncio.run(main())
+
+
+def many_obstore(env: Env) -> int:
+    import obstore
+
+    store = _obstore(env)
+    limit = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(key: str) -> int:
+        async with limit:
+            return len(await (await obstore.get_async(store, key)).bytes_async())
+
+    async def main() -> int:
+        return sum(await asyncio.gather(*(one(key) for key in env.small_keys)))
+
+    return asyncio.run(main())
+
+
+def many_s3fs(env: Env) -> int:
+    fs = _s3fs(env)
+    return sum(
+        len(data) for data in fs.cat([f"{BUCKET}/{key}" for key in env.small_keys], batch_size=IN_FLIGHT).values()
+    )
+
+
+def many_pyarrow(env: Env) -> int:
+    fs = _pyarrow(env)
+
+    def one(key: str) -> int:
+        with fs.open_input_stream(f"{BUCKET}/{key}") as f:
+            return len(f.read())
+
+    with ThreadPoolExecutor(IN_FLIGHT) as pool:
+        return sum(pool.map(one, env.small_keys))
+
+
+# ------------------------------------------------------------------------------------------------ listing
+
+
+def list_s3io(env: Env) -> int:
+    async def main() -> int:
+        async with _s3io_client(env) as s3:
+            return sum([1 async for _ in s3.list_objects(BUCKET, "list/")])
+
+    return asyncio.run(main())
+
+
+def list_obstore(env: Env) -> int:
+    import obstore
+
+    return sum(len(batch) for batch in obstore.list(_obstore(env), "list/", chunk_size=1000))
+
+
+def list_s3fs(env: Env) -> int:
+    return len(_s3fs(env).find(f"{BUCKET}/list/"))
+
+
+def list_pyarrow(env: Env) -> int:
+    import pyarrow.fs as pafs
+
+    infos = _pyarrow(env).get_file_info(pafs.FileSelector(f"{BUCKET}/list", recursive=True))
+    return sum(1 for info in infos if info.type == pafs.FileType.File)
+
+
+WORKLOADS = {
+    "large": "one large object, whole",
+    "ranges": f"{RANGE_COUNT} ranges of {RANGE_BYTES // 1024} KiB scattered over the large object",
+    "many": f"small objects of {SMALL_BYTES // 1024} KiB, {IN_FLIGHT} in flight",
+    "listing": "a listing of every key under a prefix of Hive directories",
+}
+ROWS = (
+    Row("large", "s3io `RangeEngine.fetch_object` (16 MiB parts, 32 in flight)", large_s3io, lambda e: e.large_digest),
+    Row("large", f"obstore, {OBSTORE_PARTS} gathered `get_range_async`", large_obstore, lambda e: e.large_digest),
+    Row("large", "s3fs `cat_file`", large_s3fs, lambda e: e.large_digest),
+    Row("large", "pyarrow `S3FileSystem.open_input_file().read()`", large_pyarrow, lambda e: e.large_digest),
+    Row("ranges", "s3io `RangeEngine.fetch_ranges`", ranges_s3io, lambda e: e.ranges_digest),
+    Row("ranges", "s3io `S3FileSystem.cat_ranges` (s3fs drop-in)", ranges_s3io_fs, lambda e: e.ranges_digest),
+    Row("ranges", "obstore `get_ranges_async`", ranges_obstore, lambda e: e.ranges_digest),
+    Row("ranges", "s3fs `cat_ranges`", ranges_s3fs, lambda e: e.ranges_digest),
+    Row("many", "s3io `RangeEngine.stream` (whole objects)", many_s3io, lambda e: e.sizes.small * SMALL_BYTES),
+    Row("many", "obstore `get_async`, gathered", many_obstore, lambda e: e.sizes.small * SMALL_BYTES),
+    Row("many", "s3fs `cat` (batch 64)", many_s3fs, lambda e: e.sizes.small * SMALL_BYTES, most=500),
+    Row("many", "pyarrow `open_input_stream`, 64 threads", many_pyarrow, lambda e: e.sizes.small * SMALL_BYTES),
+    Row("listing", "s3io `S3Client.list_objects`", list_s3io, lambda e: e.sizes.listed),
+    Row("listing", "obstore `list`", list_obstore, lambda e: e.sizes.listed),
+    Row("listing", "s3fs `find`", list_s3fs, lambda e: e.sizes.listed, most=20_000),
+    Row("listing", "pyarrow `get_file_info` (recursive selector)", list_pyarrow, lambda e: e.sizes.listed),
+)
+
+
+# ------------------------------------------------------------------------------------------------ set-up
+
+
+def _seed(server: Server, sizes: Sizes) -> Env:
+    """Upload the large object, the small objects and the listed keys; set-up traffic is not counted."""
+    rnd = random.Random(30)
+    block = rnd.randbytes(MiB + 4093)
+    large = (block * (sizes.large // len(block) + 1))[: sizes.large]
+    small_body = rnd.randbytes(SMALL_BYTES)
+    small_keys = [f"small/f-{i:07d}.bin" for i in range(sizes.small)]
+    starts = sorted(rnd.sample(range(0, sizes.large - RANGE_BYTES, 4096), RANGE_COUNT))
+    ranges = [(start, start + RANGE_BYTES) for start in starts]
+    client = server.client()
+    try:
+        client.create_bucket(Bucket=BUCKET)
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    client.put_object(Bucket=BUCKET, Key="large.bin", Body=large)
+    if server.name == "memory":
+        with tempfile.TemporaryDirectory() as tmp:
+            body, empty = Path(tmp, "small"), Path(tmp, "empty")
+            body.write_bytes(small_body)
+            empty.write_bytes(b"")
+            server.stack.endpoint.seed_many(BUCKET, "small/", sizes.small, 0, str(body))
+            server.stack.endpoint.seed_many(BUCKET, "list/", sizes.listed, sizes.directories, str(empty))
+        small_keys = [f"small/f-{i:07d}.parquet" for i in range(sizes.small)]
+    else:
+        listed = [f"list/d={i % sizes.directories:03d}/f-{i:07d}.parquet" for i in range(sizes.listed)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda key: client.put_object(Bucket=BUCKET, Key=key, Body=small_body), small_keys))
+            list(pool.map(lambda key: client.put_object(Bucket=BUCKET, Key=key, Body=b""), listed))
+    return Env(
+        server.name,
+        server.target(0.0),
+        sizes,
+        _digest([large]),
+        ranges,
+        _digest([large[a:b] for a, b in ranges]),
+        small_keys,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ harness
+
+
+@dataclass
+class Outcome:
+    measurements: list[Measurement]
+    failure: str | None = None
+
+
+def _measure(envs: list[Env], runs: int) -> dict[tuple[str, str, str], Outcome]:
+    """Every row on every server ``runs`` times; within a workload, rows and servers rotate each run."""
+    outcomes: dict[tuple[str, str, str], Outcome] = {}
+    for workload in WORKLOADS:
+        cases = [(env, row) for env in envs for row in ROWS if row.workload == workload]
+        for env, row in cases:
+            items = env.sizes.small if workload == "many" else env.sizes.listed
+            skipped = row.most is not None and items > row.most
+            reason = f"not run above {row.most:,} (about 1,700 a second here: minutes a run)" if skipped else None
+            outcomes[env.server, workload, row.client] = Outcome([], reason)
+        for repetition in range(runs):
+            shift = repetition % len(cases)
+            for env, row in cases[shift:] + cases[:shift]:
+                outcome = outcomes[env.server, workload, row.client]
+                if outcome.failure:
+                    continue
+                release_free_memory()
+                clock = Clock(env.target.counter)
+                try:
+                    with clock:
+                        got = row.run(env)
+                    if got != row.expected(env):
+                        raise AssertionError(f"got {got!r}, expected {row.expected(env)!r}")
+                except Exception as exc:  # one broken client must not hide the others' figures
+                    outcome.failure = f"failed: {type(exc).__name__}: {exc}"[:300]
+                    continue
+                finally:
+                    gc.collect()
+                assert clock.result is not None
+                outcome.measurements.append(clock.result)
+                print(f"  object_reads run {repetition + 1}: {env.server}: {row.client}: {clock.result.wall:.3f} s")
+    return outcomes
+
+
+def _amount(env: Env, workload: str) -> tuple[float, str]:
+    """How much one run moves, and the unit of its rate."""
+    if workload == "large":
+        return env.sizes.large / 1e6, "MB/s"
+    if workload == "ranges":
+        return RANGE_COUNT * RANGE_BYTES / 1e6, "MB/s"
+    if workload == "many":
+        return env.sizes.small, "objects/s"
+    return env.sizes.listed, "keys/s"
+
+
+def _render(envs: list[Env], outcomes: dict[tuple[str, str, str], Outcome]) -> str:
+    tables = []
+    for workload, about in WORKLOADS.items():
+        table_rows = []
+        for env in envs:
+            amount, unit = _amount(env, workload)
+            obstore_row = next(r for r in ROWS if r.workload == workload and r.client.startswith("obstore"))
+            peer = outcomes.get((env.server, workload, obstore_row.client))
+            peer_wall = median([m.wall for m in peer.measurements]) if peer and peer.measurements else None
+            peer_cpu = median([m.cpu for m in peer.measurements]) if peer and peer.measurements else None
+            for row in (r for r in ROWS if r.workload == workload):
+                outcome = outcomes[env.server, workload, row.client]
+                runs = outcome.measurements
+                if not runs:
+                    table_rows.append([env.server, row.client, outcome.failure or "not run", "", "", "", "", "", ""])
+                    continue
+                wall, cpu = median([m.wall for m in runs]), median([m.cpu for m in runs])
+                table_rows.append(
+                    [
+                        env.server,
+                        row.client,
+                        f"{wall:.3f} ({min(m.wall for m in runs):.3f}-{max(m.wall for m in runs):.3f})",
+                        f"{cpu:.3f} ({min(m.cpu for m in runs):.3f}-{max(m.cpu for m in runs):.3f})",
+                        f"{amount / wall:,.0f} {unit}",
+                        f"{median([m.requests.total for m in runs]):.0f}",
+                        f"{wall / peer_wall:.2f}" if peer_wall else "n/a",
+                        f"{cpu / peer_cpu:.2f}" if peer_cpu else "n/a",
+                        "✓",
+                    ]
+                )
+        sizes = ", ".join(f"{env.server}: {_describe(env, workload)}" for env in envs)
+        headers = [
+            "server",
+            "client",
+            "wall s, median (min-max)",
+            "client CPU s, median (min-max)",
+            "rate",
+            "requests",
+            "wall ÷ obstore",
+            "CPU ÷ obstore",
+            "checked",
+        ]
+        tables.append(f"### {about} ({sizes})\n\n{markdown_table(headers, table_rows, text_columns=2)}")
+    return "\n\n".join(tables)
+
+
+def _describe(env: Env, workload: str) -> str:
+    sizes = env.sizes
+    if workload in ("large", "ranges"):
+        return f"{sizes.large // MiB} MiB"
+    if workload == "many":
+        return f"{sizes.small:,} objects"
+    return f"{sizes.listed:,} keys in {sizes.directories} directories"
+
+
+NOTES = """
+- One process, one client at a time; wall and CPU include creating the client (each run a fresh one). Client CPU is
+  user+sys of the benchmark process over all its threads (obstore's Rust runtime, s3fs's and pyarrow's I/O threads
+  included); the servers run in other processes on the same two cores.
+- "checked": every run's bytes are compared with the uploaded ones (a digest of the object, of the ranges in
+  request order, the total bytes of the small objects, the number of keys listed).
+- obstore has no parallel whole-object read: its large-object row is the object as 16 gathered
+  `get_range_async` calls; `get_ranges` merges ranges closer than 1 MiB and runs at most 10 GETs at once.
+- s3io's rows use its defaults (`EngineConfig()`, `Policy()`), as a user would.
+"""
+
+
+def run(stack: Stack, options: Options) -> Report:
+    """Every workload, every client, on each server of ``options.servers``."""
+    table = QUICK if options.quick else FULL
+    envs = []
+    for server in servers(stack, options.servers):
+        sizes = table[server.name]
+        print(f"  object_reads: seeding {server.label}: {sizes}", flush=True)
+        envs.append(_seed(server, sizes))
+    outcomes = _measure(envs, options.runs)
+    intro = (
+        f"Median of {options.runs} runs per row. Servers: "
+        + ", ".join(
+            f"{env.server} ({'in-memory endpoint' if env.server == 'memory' else 'moto behind the keep-alive proxy'})"
+            for env in envs
+        )
+        + ". Targets (issue 30): s3io at or below obstore's median wall time on the large object, the scattered "
+        "ranges, the many small objects and the listing, with client CPU at most 1.2x obstore's."
+    )
+    return Report(
+        "Object reads: s3io vs obstore, s3fs and pyarrow (`object_reads`)",
+        f"{intro}\n\n{_render(envs, outcomes)}\n{NOTES}",
+    )

@@ -1,0 +1,118 @@
+"""The rest of a body received straight from the socket into the buffer it belongs in: one copy, kernel to place.
+
+aiohttp's parser hands a body over as fresh ``bytes`` per read (the socket's read, then the parser's slice of it);
+a large GET's bytes then cost two allocations and copies before they reach the buffer the caller keeps. Once the
+headers are parsed and the bytes the parser already holds are taken, what is left of a body of stated length is
+exactly a run of bytes: ``receive_into`` swaps the connection's protocol for an asyncio ``BufferedProtocol`` whose
+``get_buffer`` is the caller's buffer, and swaps aiohttp's back when the last byte is in.
+
+Guarantees kept: the stall watch restarts at every read (``watchdog.progress``), as for chunks; the swap asks the
+socket for no byte past the body's end, so anything a server sends after it reaches aiohttp's protocol with no
+parser to take it, and marks the connection as one that must not be reused (``should_close``); a connection lost
+mid-body, or an exchange cancelled by its deadline, ends the receive with the bytes in so far reported, and never
+writes into the buffer again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
+
+# Bodies with less than this left after the headers are read chunk by chunk: the swap costs about as much as a
+# few chunks (a future and two protocol swaps), and small bodies come in one or two reads anyway.
+RECEIVE_INTO_MIN = 256 * 1024
+
+
+class BodyTarget(Protocol):
+    """Where a GET's body lands in place: ``room()`` is the writable rest of it when the body from here on is exactly
+    the bytes wanted (else None), ``filled(n)`` records ``n`` more bytes written at its start."""
+
+    def room(self) -> memoryview | None: ...
+
+    def filled(self, count: int) -> None: ...
+
+
+class _Watch(Protocol):
+    def progress(self) -> None: ...
+
+
+class _ReceiveInto(asyncio.BufferedProtocol):
+    """Fills ``view`` from the socket; ``done`` resolves when it is full, fails when the connection ends first."""
+
+    def __init__(self, handler: ResponseHandler, view: memoryview, target: BodyTarget, watch: _Watch) -> None:
+        self.handler = handler
+        self.view = view
+        self.target = target
+        self.watch = watch
+        self.position = 0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.detached = False
+
+    def get_buffer(self, sizehint: int) -> Any:
+        if self.detached:  # a late read after the receive ended (a TLS transport flushing): never into the buffer
+            return bytearray(max(sizehint, 64 * 1024))
+        return self.view[self.position :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.detached:
+            return
+        self.position += nbytes
+        self.target.filled(nbytes)
+        self.watch.progress()
+        if self.position == len(self.view):
+            self.detached = True
+            if not self.done.done():
+                self.done.set_result(None)
+
+    def eof_received(self) -> bool | None:
+        self._lost(None)
+        return self.handler.eof_received()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._lost(exc)
+        self.handler.connection_lost(exc)
+
+    def _lost(self, exc: BaseException | None) -> None:
+        self.detached = True
+        if not self.done.done():
+            self.done.set_exception(
+                aiohttp.ClientPayloadError(
+                    f"Response payload is not completed: the connection ended after {self.position} of the "
+                    f"{len(self.view)} body bytes left ({exc!r})"
+                )
+            )
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
+
+
+def can_receive_into(transport: asyncio.BaseTransport, rest: int) -> bool:
+    """Whether the rest of a body (``rest`` bytes on the wire) is worth receiving in place on ``transport``."""
+    return rest >= RECEIVE_INTO_MIN and isinstance(transport, asyncio.Transport) and transport.is_reading()
+
+
+async def receive_into(
+    transport: asyncio.Transport,
+    handler: ResponseHandler,
+    payload: aiohttp.StreamReader,
+    view: memoryview,
+    target: BodyTarget,
+    watch: _Watch,
+) -> None:
+    """Receive exactly ``len(view)`` body bytes into ``view``, then hand the connection back to aiohttp's protocol,
+    told the body is complete (``payload`` at its end) and with no parser for anything past it."""
+    receiver = _ReceiveInto(handler, view, target, watch)
+    transport.set_protocol(receiver)
+    try:
+        await receiver.done
+    finally:
+        receiver.detached = True
+        transport.set_protocol(handler)
+    handler._parser = None  # bytes past the body go to the handler's tail: should_close, never parsed as an answer
+    payload.feed_eof()
