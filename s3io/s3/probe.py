@@ -71,14 +71,22 @@ async def probe_store(
     form, clock, offset = await _conditional_writes(client, bucket, base, gaps, monotonic)
     await _ranges_and_bulk_delete(client, bucket, f"{base}-ranges", gaps)
     await _multipart(client, bucket, f"{base}-multipart", gaps)
-    order = list(Capability)
     return StoreCapabilities(
         endpoint=endpoint_key(client.endpoint),
-        gaps=tuple(sorted(gaps, key=lambda g: order.index(g.capability))),
+        gaps=_one_per_capability(gaps),
         if_match_form=form,
         clock=clock,
         clock_offset=offset,
         requests=client.stats().request_count - before,
+    )
+
+
+def _one_per_capability(gaps: list[Gap]) -> tuple[Gap, ...]:
+    """The gaps in Capability order, those of one capability joined into one line."""
+    return tuple(
+        Gap(c, "; ".join(g.detail for g in gaps if g.capability is c))
+        for c in Capability
+        if any(g.capability is c for g in gaps)
     )
 
 
@@ -113,7 +121,9 @@ async def _conditional_writes(
     try:
         await client.put_object(bucket, key, _body("create"), if_none_match=True)
     except PreconditionFailed:
-        raise S3IOError("a probe object already exists at this random key; probe again", bucket=bucket, key=key)
+        raise S3IOError(
+            "a probe object already exists at this random key; probe again", bucket=bucket, key=key
+        ) from None
     except RequestError as exc:
         gaps.append(Gap(Capability.CONDITIONAL_CREATE, f"PUT If-None-Match: * answered {exc.status} {exc.code}"))
         await client.put_object(bucket, key, _body("create"))
@@ -187,7 +197,8 @@ async def _conditional_delete(client: S3Client, bucket: str, key: str, gaps: lis
         gaps.append(Gap(capability, f"DELETE If-Match: <another ETag> {wrong} instead of 412"))
     own = await _outcome(client.delete_object(bucket, key, if_match=await _etag(client, bucket, key)))
     if own != ACCEPTED:
-        gaps.append(Gap(capability, f"DELETE If-Match: <its own ETag> {own or 'answered 412'}: nothing could be deleted"))
+        answer = own or "answered 412"
+        gaps.append(Gap(capability, f"DELETE If-Match: <its own ETag> {answer}: no conditional delete can succeed"))
     elif await _exists(client, bucket, key):
         gaps.append(Gap(capability, "DELETE If-Match: <its own ETag> answered success but kept the object"))
 
@@ -196,6 +207,7 @@ async def _ranges_and_bulk_delete(client: S3Client, bucket: str, key: str, gaps:
     """Ranges on a 32-byte object, then DeleteObjects with another ETag and with its own."""
     await client.put_object(bucket, key, RANGE_BODY)
     try:
+        whole_answers = client.stats().requests.get(("get", 200), 0)
         for want, expected in RANGES:
             try:
                 got = (await client.get_range(bucket, key, want)).data
@@ -204,6 +216,8 @@ async def _ranges_and_bulk_delete(client: S3Client, bucket: str, key: str, gaps:
                 continue
             if got != expected:
                 gaps.append(Gap(Capability.RANGES, f"{want.header()} answered {got[:16]!r}, not {expected[:16]!r}"))
+        if client.stats().requests.get(("get", 200), 0) > whole_answers:
+            gaps.append(Gap(Capability.RANGES, "a GET with a Range was answered 200 with the whole object"))
         try:
             past = await client.get_range(bucket, key, PAST_THE_END)
         except RequestError as exc:
@@ -212,9 +226,7 @@ async def _ranges_and_bulk_delete(client: S3Client, bucket: str, key: str, gaps:
         except (ProtocolError, Truncated) as exc:
             gaps.append(Gap(Capability.RANGES, f"{PAST_THE_END.header()} failed: {exc.message}"))
         else:
-            gaps.append(
-                Gap(Capability.RANGES, f"{PAST_THE_END.header()} answered {len(past.data)} bytes, not 416")
-            )
+            gaps.append(Gap(Capability.RANGES, f"{PAST_THE_END.header()} answered {len(past.data)} bytes, not 416"))
         await _bulk_delete(client, bucket, key, gaps)
     finally:
         await _remove(client, bucket, key)

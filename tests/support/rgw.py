@@ -44,6 +44,7 @@ POLL_SECONDS = 0.25
 LOG_TAIL_BYTES = 3000
 MEMSTORE_BYTES = 2 * 1024**3  # the OSD's RAM disk: an upper bound (memstore allocates what objects use)
 USER = "s3io-tests"
+ALLOW_ALL = "allow *"
 
 
 class RgwUnavailable(RuntimeError):
@@ -122,8 +123,8 @@ class CephRgw:
             self._create_osd()
             self._spawn("osd", ["ceph-osd", "-f", "-i", "0"])
             self._wait("the OSD to be up", deadline, self._osd_up)
-            self._ceph("auth", "get-or-create", "client.rgw.a", "mon", "allow rw", "osd", "allow rwx", "-o",
-                       str(self._dir / "keyring.client.rgw.a"))  # fmt: skip
+            keyring = str(self._dir / "keyring.client.rgw.a")
+            self._ceph("auth", "get-or-create", "client.rgw.a", "mon", "allow rw", "osd", "allow rwx", "-o", keyring)
             self._spawn("rgw", ["radosgw", "-f", "-n", "client.rgw.a"])
             self._endpoint = S3Endpoint(f"http://127.0.0.1:{rgw_port}", "127.0.0.1", rgw_port)
             self._wait("radosgw to answer HTTP", deadline, self._answers)
@@ -183,33 +184,35 @@ rgw dns name = 127.0.0.1
         (d / "ceph.conf").write_text(config)
 
     def _create_monitor(self, mon_port: int) -> None:
+        """Keyrings for the monitor and the admin, a monmap with one v1 address, the monitor's store."""
         d = self._require_dir()
-        mon_keyring = d / "keyring.mon.a"
-        admin_keyring = d / "keyring.client.admin"
-        self._run(["ceph-authtool", "--create-keyring", str(mon_keyring), "--gen-key", "-n", "mon.", "--cap", "mon",
-                   "allow *"])  # fmt: skip
-        self._run(["ceph-authtool", "--create-keyring", str(admin_keyring), "--gen-key", "-n", "client.admin",
-                   "--cap", "mon", "allow *", "--cap", "osd", "allow *", "--cap", "mgr", "allow *"])  # fmt: skip
+        mon_keyring, admin_keyring, monmap = d / "keyring.mon.a", d / "keyring.client.admin", d / "monmap"
+        everything = ("--cap", "mon", ALLOW_ALL, "--cap", "osd", ALLOW_ALL, "--cap", "mgr", ALLOW_ALL)
+        self._run(["ceph-authtool", "--create-keyring", str(mon_keyring), "--gen-key", "-n", "mon.", *everything[:3]])
+        self._run(
+            ["ceph-authtool", "--create-keyring", str(admin_keyring), "--gen-key", "-n", "client.admin", *everything]
+        )
         self._run(["ceph-authtool", str(mon_keyring), "--import-keyring", str(admin_keyring)])
-        monmap = d / "monmap"
-        self._run(["monmaptool", "--create", "--fsid", self._fsid, "--addv", "a", f"[v1:127.0.0.1:{mon_port}]",
-                   str(monmap)])  # fmt: skip
+        address = f"[v1:127.0.0.1:{mon_port}]"
+        self._run(["monmaptool", "--create", "--fsid", self._fsid, "--addv", "a", address, str(monmap)])
         self._run(["ceph-mon", "--mkfs", "-i", "a", "--monmap", str(monmap), "--keyring", str(mon_keyring)])
 
     def _create_osd(self) -> None:
-        d = self._require_dir()
+        """OSD 0 in the osdmap, its key, and its (memstore) store."""
         osd_uuid = str(uuid.uuid4())
         osd_id = self._ceph("osd", "create", osd_uuid).strip()
         if osd_id != "0":
             raise RgwUnavailable(f"`ceph osd create` gave OSD id {osd_id!r}, expected 0")
-        self._ceph("auth", "get-or-create", "osd.0", "osd", "allow *", "mon", "allow profile osd", "-o",
-                   str(d / "keyring.osd.0"))  # fmt: skip
+        keyring = str(self._require_dir() / "keyring.osd.0")
+        self._ceph("auth", "get-or-create", "osd.0", "osd", ALLOW_ALL, "mon", "allow profile osd", "-o", keyring)
         self._run(["ceph-osd", "-i", "0", "--mkfs", "--osd-uuid", osd_uuid])
 
     def _create_user(self, deadline: float) -> RgwUser:
-        user = self._wanted_user or RgwUser(access_key=secrets.token_hex(10).upper(), secret_key=secrets.token_hex(20))
-        self._run(["radosgw-admin", "user", "create", f"--uid={USER}", "--display-name=s3io tests",
-                   f"--access-key={user.access_key}", f"--secret={user.secret_key}"], timeout=self._left(deadline))  # fmt: skip
+        """The S3 user (the wanted keys, or random ones)."""
+        user = self._wanted_user or RgwUser(secrets.token_hex(10).upper(), secrets.token_hex(20))
+        keys = [f"--access-key={user.access_key}", f"--secret={user.secret_key}"]
+        command = ["radosgw-admin", "user", "create", f"--uid={USER}", "--display-name=s3io tests", *keys]
+        self._run(command, timeout=self._left(deadline))
         return user
 
     # -------------------------------------------------------------------------------------------- waiting
