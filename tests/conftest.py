@@ -162,4 +162,19 @@ def rgw(fake_aws_env: None) -> Iterator[CephRgw]:
     try:
         yield server
     finally:
+        rss = server.rss_bytes()
         server.stop()
+        RGW_COSTS.append(
+            f"Ceph RGW: up in {server.started_in:.1f} s; the daemons' RSS at the end: "
+            + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items())
+            + f" (total {sum(rss.values()) / 2**20:.0f} MiB)"
+        )
+
+
+RGW_COSTS: list[str] = []  # what the session's RGW cost, for the summary
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line with the RGW's start time and memory, where the session started one."""
+    for line in RGW_COSTS:
+        terminalreporter.write_line(line)

@@ -92,10 +92,14 @@ class CephRgw:
             raise RuntimeError("CephRgw not started")
         return self._endpoint
 
-    @property
-    def pids(self) -> list[int]:
-        """The daemons' process ids (for measuring their memory)."""
-        return [p.pid for p in self._processes.values() if p.poll() is None]
+    def rss_bytes(self) -> dict[str, int]:
+        """Each running daemon's resident memory (VmRSS), by name: mon, osd, rgw."""
+        sizes = {}
+        for name, process in self._processes.items():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                status = Path(f"/proc/{process.pid}/status").read_text()
+                sizes[name] = int(status.split("VmRSS:")[1].split()[0]) * 1024
+        return sizes
 
     def __enter__(self) -> CephRgw:
         return self.start()
