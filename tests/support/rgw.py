@@ -84,6 +84,8 @@ class CephRgw:
         self._logs: list[IO[bytes]] = []
         self._endpoint: S3Endpoint | None = None
         self.user: RgwUser | None = None
+        self.workdir: Path | None = None  # where the cluster lived (kept after stop(), which removes it)
+        self.started_pids: list[int] = []  # every daemon ever started (stop() leaves none of them running)
         self.started_in: float | None = None  # seconds from start() to the first S3 answer with the user made
 
     @property
@@ -117,7 +119,7 @@ class CephRgw:
             raise RgwUnavailable(reason)
         began = time.monotonic()
         deadline = began + self._start_timeout
-        self._dir = Path(tempfile.mkdtemp(prefix="s3io-rgw-"))
+        self._dir = self.workdir = Path(tempfile.mkdtemp(prefix="s3io-rgw-"))
         try:
             mon_port, rgw_port = _free_ports(2)
             self._write_config(mon_port, rgw_port)
@@ -232,7 +234,7 @@ rgw dns name = 127.0.0.1
             if time.monotonic() >= deadline:
                 break
             time.sleep(POLL_SECONDS)
-        raise RgwUnavailable(f"waited {self._start_timeout:.0f} s for {what}, in vain")
+        raise RgwUnavailable(f"waited {self._start_timeout:g} s for {what}, in vain")
 
     def _left(self, deadline: float) -> float:
         return max(1.0, min(COMMAND_TIMEOUT_SECONDS, deadline - time.monotonic()))
@@ -287,7 +289,7 @@ rgw dns name = 127.0.0.1
         """Start a daemon in the foreground, in a process group of its own, output to its log directory."""
         log = open(self._require_dir() / "log" / f"{name}.out", "wb")  # noqa: SIM115 closed in stop()
         self._logs.append(log)
-        self._processes[name] = subprocess.Popen(
+        self._processes[name] = process = subprocess.Popen(
             [argv[0], *self._conf(), *argv[1:]],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -296,6 +298,7 @@ rgw dns name = 127.0.0.1
             preexec_fn=_die_with_parent,
             env=_env(),
         )
+        self.started_pids.append(process.pid)
 
     def _require_dir(self) -> Path:
         if self._dir is None:
