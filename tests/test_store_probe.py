@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support import store_quirks as quirks
 from support.moto_server import boto3_client
-from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals
+from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals, without_etags
 
 from s3io import Policy
 from s3io.errors import PreconditionFailed, TransportError
@@ -187,6 +187,13 @@ async def test_an_empty_etag_in_the_complete_answer_costs_one_head_and_no_retry(
     assert stats.retries == {}
     assert stats.requests_for("complete_multipart") == 1 and stats.requests_for(COMPLETE_MULTIPART_HEAD) == 1
     assert s3_client.get_object(Bucket=bucket, Key="big.bin")["Body"].read() == data
+
+
+async def test_a_store_that_sends_no_etags_is_refused_by_name_and_left_clean(bucket: str, s3_client: Any) -> None:
+    no_etags = without_etags(lambda method, path: True)
+    with MotoWsgiServer(S3_AS_DOCUMENTED, no_etags) as url, pytest.raises(MissingCapability, match="sent no ETag"):
+        await _probe(url, bucket)
+    assert _left_behind(s3_client, bucket) == []
 
 
 async def test_a_probe_that_cannot_reach_the_store_raises_and_remembers_nothing(bucket: str) -> None:

@@ -31,6 +31,7 @@ from s3io.s3.capabilities import (
     Capability,
     EtagForm,
     Gap,
+    MissingCapability,
     StoreCapabilities,
     StoreClock,
     endpoint_key,
@@ -277,7 +278,9 @@ async def _multipart(client: S3Client, bucket: str, key: str, gaps: list[Gap]) -
 async def _etag(client: S3Client, bucket: str, key: str) -> str:
     etag = (await client.head_object(bucket, key)).etag
     if not etag:
-        raise S3IOError("the store sent no ETag for an object it holds; no condition can be probed", bucket=bucket)
+        raise MissingCapability(
+            "the store sent no ETag for an object it holds: no conditional request can name one", bucket=bucket, key=key
+        )
     return etag
 
 
