@@ -1,4 +1,5 @@
-"""Shared fixtures: a loopback moto S3 server, per-test buckets, a fault-injecting proxy, a netns blackhole."""
+"""Shared fixtures: a loopback moto S3 server, per-test buckets, a fault-injecting proxy, a netns blackhole, and a
+Ceph RGW (a real S3 server from Debian's packages) for the store conformance suite."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 import pytest
 from support.faultproxy import FaultProxy
 from support.moto_server import (
+    FAKE_ACCESS_KEY,
+    FAKE_SECRET_KEY,
     MotoServer,
     S3Endpoint,
     boto3_client,
@@ -16,6 +19,8 @@ from support.moto_server import (
     unique_bucket_name,
 )
 from support.netns import NetnsS3Server, NetnsUnavailable, unavailable_reason
+from support.rgw import CephRgw, RgwUnavailable, RgwUser
+from support.rgw import unavailable_reason as rgw_unavailable_reason
 
 
 @pytest.fixture(scope="session")
@@ -139,3 +144,37 @@ def blackhole_server(netns_s3_server: NetnsS3Server) -> Iterator[NetnsS3Server]:
         yield netns_s3_server
     finally:
         netns_s3_server.restore()
+
+
+@pytest.fixture(scope="session")
+def rgw(fake_aws_env: None) -> Iterator[CephRgw]:
+    """A throwaway single-node Ceph RGW on loopback for the session, its S3 user signing with the session's fake
+    keys (so every client of the suite reaches it as it reaches moto). Skips, with the reason, where it cannot run
+    (not root, packages missing); fails, with the daemons' log tails, where it should run and does not come up."""
+    reason = rgw_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = CephRgw(RgwUser(FAKE_ACCESS_KEY, FAKE_SECRET_KEY))
+    try:
+        server.start()
+    except RgwUnavailable as exc:
+        pytest.fail(f"Ceph RGW did not start: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        rss = server.rss_bytes()
+        server.stop()
+        RGW_COSTS.append(
+            f"Ceph RGW: up in {server.started_in:.1f} s; the daemons' RSS at the end: "
+            + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items())
+            + f" (total {sum(rss.values()) / 2**20:.0f} MiB)"
+        )
+
+
+RGW_COSTS: list[str] = []  # what the session's RGW cost, for the summary
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line with the RGW's start time and memory, where the session started one."""
+    for line in RGW_COSTS:
+        terminalreporter.write_line(line)

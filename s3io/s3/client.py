@@ -26,6 +26,7 @@ from s3io.resilience.attempt import AttemptRunner
 from s3io.resilience.deadline import Watchdog
 from s3io.resilience.retryable import clock_correction, error_for_status
 from s3io.s3 import xml
+from s3io.s3.capabilities import VERDICTS, EtagForm, endpoint_key
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.multipart import MultipartWriter
@@ -41,6 +42,7 @@ from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonic
 from s3io.transport.transport import AiohttpTransport, HttpRequest, Transport
 
 DELETE_BATCH = 1000
+COMPLETE_MULTIPART_HEAD = "complete_multipart_head"  # the HEAD that reads an ETag a store left out of its answer
 # A single DELETE's answers that concern its key alone: reported per key, as DeleteObjects reports them; anything
 # else (the server gone, the deadline, throttling past the retries) fails the whole call at once, as a batch's
 # would, instead of costing every remaining key an operation's deadline of its own.
@@ -65,6 +67,7 @@ class S3Client:
         ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
         self.policy = policy if policy is not None else Policy.from_env()
         self.endpoint = resolve_endpoint(endpoint_url, region, addressing)
+        self._endpoint_key = endpoint_key(self.endpoint)  # where the store's probed capabilities are kept
         self.metrics = Metrics()
         self._credentials = CredentialProvider(credentials, self.endpoint.region)
         refresh = self._credentials.refresh if self._credentials.refreshable else None  # else a retry changes nothing
@@ -325,13 +328,16 @@ class S3Client:
         """Size, ETag and modification time of an object; NotFound if it does not exist."""
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
+        return await self._head(bucket, key, if_match, "head")
+
+    async def _head(self, bucket: str, key: str, if_match: str | None, operation: str) -> ObjectInfo:
         headers = {"if-match": if_match} if if_match is not None else {}
 
         async def attempt(watchdog: Watchdog) -> ObjectInfo:
-            response = await self._send(watchdog, S3Request("head", "HEAD", bucket, key, headers=dict(headers)))
+            response = await self._send(watchdog, S3Request(operation, "HEAD", bucket, key, headers=dict(headers)))
             return _info_from_headers(bucket, key, response.headers)
 
-        return await self._runner.run("head", bucket, key, attempt)
+        return await self._runner.run(operation, bucket, key, attempt)
 
     async def list_page(
         self,
@@ -439,16 +445,23 @@ class S3Client:
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        if_match_form: EtagForm | None = None,
         content_type: str | None = None,
     ) -> PutResult:
-        """Write an object; ``if_none_match=True`` creates it only if absent (PreconditionFailed otherwise)."""
+        """Write an object; ``if_none_match=True`` creates it only if absent (PreconditionFailed otherwise).
+
+        ``if_match``: replace it only if its ETag is this one, written in ``if_match_form``; by default in the form
+        the store's probed capabilities say it honours (``probe.store_capabilities``: Ceph RGW 16 takes it only
+        unquoted), else as given."""
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
         headers: dict[str, str] = {"content-md5": _md5(data)}
         if if_none_match:
             headers["if-none-match"] = "*"
         if if_match is not None:
-            headers["if-match"] = if_match
+            if if_match_form is None and (verdict := VERDICTS.get(self._endpoint_key)) is not None:
+                if_match_form = verdict.if_match_form
+            headers["if-match"] = if_match if if_match_form is None else if_match_form.render(if_match)
         if content_type:
             headers["content-type"] = content_type
 
@@ -500,7 +513,9 @@ class S3Client:
         """Assemble the parts; an <Error> inside a 200 response is detected and retried like a 5xx.
 
         A retry after a lost answer finds the upload gone (404 NoSuchUpload) although the object was written:
-        the object is then looked up, and accepted if its ETag is the one S3 gives these parts.
+        the object is then looked up, and accepted if its ETag is the one S3 gives these parts. An answer whose
+        <ETag> is empty (Ceph RGW 16's first answer) completed the upload: the ETag is read with one HEAD
+        (``complete_multipart_head`` in the stats), never by completing again.
         """
         _check_key(bucket, key)
         ordered = sorted(parts)
@@ -529,12 +544,31 @@ class S3Client:
                     raise
                 gone.append(exc)
                 return None
-            return _put_result(response.body, "CompleteMultipartUploadResult", bucket, key)
+            return _put_result(response.body, "CompleteMultipartUploadResult", bucket, key, etag_required=False)
 
         result = await self._runner.run("complete_multipart", bucket, key, attempt)
         if result is None:  # looked up once the attempt is over: it holds a connection slot and a stall timer
             return await self._completed_by_lost_answer(bucket, key, ordered, gone[-1])
+        if result.etag is None:
+            return await self._etag_left_out(bucket, key, ordered)
         return result
+
+    async def _etag_left_out(self, bucket: str, key: str, parts: list[tuple[int, str]]) -> PutResult:
+        """The upload completed but the answer named no ETag: the object's, if it is the one these parts make (one
+        HEAD); None if that cannot be told (another writer replaced it since, or the parts' ETags are not MD5s)."""
+        info = await self._head(bucket, key, None, COMPLETE_MULTIPART_HEAD)
+        expected = multipart_etag([etag for _, etag in parts])
+        if expected is not None and same_etag(info.etag, expected):
+            return PutResult(info.etag)
+        log.info(
+            "s3://%s/%s: the store's CompleteMultipartUpload answer had no ETag and the object's (%s) is not the one "
+            "these parts make (%s): its ETag is unknown",
+            bucket,
+            key,
+            info.etag,
+            expected,
+        )
+        return PutResult(None)
 
     async def _completed_by_lost_answer(
         self, bucket: str, key: str, parts: list[tuple[int, str]], exc: errors.NotFound
@@ -756,11 +790,14 @@ def _info_from_headers(bucket: str, key: str, headers: CIMultiDictProxy[str]) ->
     )
 
 
-def _put_result(body: bytes, root: str, bucket: str, key: str) -> PutResult:
+def _put_result(body: bytes, root: str, bucket: str, key: str, *, etag_required: bool = True) -> PutResult:
     """The ETag of a CopyObject or CompleteMultipartUpload answer; an answer that is not ``root`` with an ETag (an
-    error or a truncated body inside a 200) is a ProtocolError, never a write taken as done."""
+    error or a truncated body inside a 200) is a ProtocolError, never a write taken as done. Without
+    ``etag_required``, an empty <ETag> element in a ``root`` answer is PutResult(None)."""
     element = xml.parse(body, f"{root} answer")
     etag = element.findtext("ETag")
+    if not etag and not etag_required and element.tag == root and element.find("ETag") is not None:
+        return PutResult(None)
     if element.tag != root or not etag:
         raise errors.ProtocolError(
             f"a 200 whose body is not a {root} with an ETag ({len(body)} bytes, root <{element.tag}>): the write "

@@ -1,0 +1,169 @@
+"""What an S3-compatible store does with the requests this project relies on: a typed verdict, cached per endpoint.
+
+Stores differ exactly where correctness depends on them: Ceph RGW 16 refuses ``If-Match`` on PUT with the object's
+own ETag quoted (it takes it unquoted) and ignores ``If-Match`` on DELETE; moto ignores per-object ETags in
+DeleteObjects; AWS S3 ignored conditional PUTs until 2024. ``probe.probe_store`` asks the store (about twenty small
+requests under a scratch prefix) and returns a ``StoreCapabilities``; ``probe.store_capabilities`` does so once per
+endpoint and process, remembers the verdict here, and logs it once. The client then sends the form of a condition
+that the store honours (``S3Client.put_object`` sends an unquoted ETag in ``If-Match`` where the verdict says so);
+a feature that needs a missing capability calls ``require()`` and refuses with the store's missing behaviour named,
+never downgrading to an unconditional write.
+
+    caps = await store_capabilities(client, bucket, "tmp/_s3io_probe/")
+    caps.require(Capability.CONDITIONAL_REPLACE, Capability.CONDITIONAL_DELETE, needed_by="compaction")
+    caps.clock.now()                                  # the store's time, carried forward on a monotonic clock
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from s3io.errors import S3IOError
+from s3io.s3.etags import bare_etag
+from s3io.transport.endpoint import Endpoint
+
+log = logging.getLogger("s3io")
+
+STORE_CLOCK_RESOLUTION = 1.0  # Last-Modified and Date carry whole seconds
+
+
+class Capability(enum.Enum):
+    """A behaviour of S3 that some stores lack; the value is how the verdict names it."""
+
+    CONDITIONAL_CREATE = "conditional create (PUT If-None-Match: *)"
+    CONDITIONAL_REPLACE = "conditional replace (PUT If-Match)"
+    CONDITIONAL_DELETE = "conditional delete (DELETE If-Match)"
+    BULK_CONDITIONAL_DELETE = "per-object ETags in DeleteObjects"
+    RANGES = "byte ranges (GET Range)"
+    MULTIPART_ETAG = "the ETag in CompleteMultipartUpload's answer"
+
+
+class EtagForm(enum.Enum):
+    """How an ETag is written in a condition: ``"abc"`` as S3 sends it (quoted), or ``abc`` (bare)."""
+
+    QUOTED = "quoted"
+    BARE = "bare"
+
+    def render(self, etag: str) -> str:
+        """``etag`` in this form (a weak marker is dropped: S3 ETags are strong)."""
+        bare = bare_etag(etag)
+        return f'"{bare}"' if self is EtagForm.QUOTED else bare
+
+
+@dataclass(frozen=True, slots=True)
+class StoreClock:
+    """The store's clock, read once from an object's Last-Modified and carried forward on a monotonic clock.
+
+    Never ahead of the store: Last-Modified is truncated to the second, and ``reference`` is taken after the answer
+    that carried it, when the store's clock already read at least ``at_reference``."""
+
+    at_reference: float  # the store's time (seconds since the epoch) at ``reference``, or earlier
+    reference: float  # ``monotonic()`` when ``at_reference`` was read
+    monotonic: Callable[[], float] = time.monotonic
+
+    def now(self) -> float:
+        return self.at_reference + (self.monotonic() - self.reference)
+
+
+class MissingCapability(S3IOError):
+    """A feature needs a behaviour the store lacks; the message names each one and what the store did instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """A capability the store lacks, and one line saying what it did instead."""
+
+    capability: Capability
+    detail: str
+
+    def describe(self) -> str:
+        return f"{self.capability.value}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCapabilities:
+    """The verdict of one probe of one endpoint: what is missing, the condition forms that work, the store's clock."""
+
+    endpoint: str  # scheme://host[:port], the cache key
+    gaps: tuple[Gap, ...] = ()
+    if_match_form: EtagForm = EtagForm.QUOTED  # the form of an object's own ETag that PUT If-Match accepts
+    clock: StoreClock | None = None  # None when the store sent no Last-Modified
+    clock_offset: float | None = None  # the store's clock minus this machine's, at the probe (whole seconds)
+    requests: int = 0  # what the probe cost
+
+    def supports(self, capability: Capability) -> bool:
+        return self.gap(capability) is None
+
+    def gap(self, capability: Capability) -> Gap | None:
+        """What the store did instead of ``capability``, or None if it has it."""
+        return next((g for g in self.gaps if g.capability is capability), None)
+
+    @property
+    def missing(self) -> tuple[Capability, ...]:
+        return tuple(g.capability for g in self.gaps)
+
+    def require(self, *capabilities: Capability, needed_by: str) -> None:
+        """MissingCapability naming each of ``capabilities`` the store lacks (and what it did), or nothing."""
+        lacking = [gap for c in capabilities if (gap := self.gap(c)) is not None]
+        if lacking:
+            raise MissingCapability(
+                f"{needed_by} needs what the store at {self.endpoint} does not do: "
+                + "; ".join(g.describe() for g in lacking)
+                + ". Nothing was written conditionally as if it were safe; use a store that does (docs/stores.md "
+                "lists what each store does)"
+            )
+
+    def if_match(self, etag: str) -> str:
+        """``etag`` in the form this store's PUT If-Match honours."""
+        return self.if_match_form.render(etag)
+
+    def summary(self) -> str:
+        """One line: what the store lacks, the forms it needs, its clock."""
+        parts = [f"store {self.endpoint}"]
+        parts.append("lacks " + "; ".join(g.describe() for g in self.gaps) if self.gaps else "has every capability")
+        if self.if_match_form is EtagForm.BARE:
+            parts.append("PUT If-Match needs the ETag unquoted (sent so)")
+        if self.clock_offset is not None:
+            parts.append(f"its clock is {self.clock_offset:+.0f} s from this machine's (1 s resolution)")
+        parts.append(f"probed with {self.requests} requests")
+        return "; ".join(parts)
+
+
+def endpoint_key(endpoint: Endpoint) -> str:
+    """The cache key of an endpoint: scheme and host (with the port)."""
+    return f"{endpoint.scheme}://{endpoint.host}"
+
+
+class VerdictCache:
+    """Verdicts by endpoint for the life of the process; the first one for an endpoint is kept and logged."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._verdicts: dict[str, StoreCapabilities] = {}
+
+    def get(self, endpoint: str) -> StoreCapabilities | None:
+        return self._verdicts.get(endpoint)
+
+    def remember(self, verdict: StoreCapabilities) -> StoreCapabilities:
+        """Keep ``verdict`` unless one for its endpoint is already kept; returns the kept one (logged once)."""
+        with self._lock:
+            kept = self._verdicts.setdefault(verdict.endpoint, verdict)
+        if kept is verdict:
+            log.info("%s", verdict.summary())
+        return kept
+
+    def forget(self, endpoint: str | None = None) -> None:
+        """Drop one endpoint's verdict (or all): the next ``store_capabilities`` probes again."""
+        with self._lock:
+            if endpoint is None:
+                self._verdicts.clear()
+            else:
+                self._verdicts.pop(endpoint, None)
+
+
+VERDICTS = VerdictCache()  # the process's verdicts: what S3Client.put_object consults for the If-Match form

@@ -1,0 +1,217 @@
+"""WSGI middleware for MotoWsgiServer that make moto answer as other S3 stores do, one behaviour at a time.
+
+moto ignores per-object ETags in DeleteObjects; ``honours_bulk_etags`` adds them, so ``MotoWsgiServer(
+honours_bulk_etags)`` has every behaviour AWS S3 documents, and each quirk stacked on it takes one away, as a store
+that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
+
+    ignores_header("PUT", "If-None-Match")      a store that ignores conditional create
+    refuses_header("PUT", "If-None-Match")      one that answers 501 NotImplemented to it
+    refuses_quoted_if_match                     RGW 16: PUT If-Match with a quoted ETag is 412 even when it matches
+    refuses_every_if_match_put                  a store whose PUT If-Match never holds
+    ignores_header("DELETE", "If-Match")        RGW 16: DELETE If-Match ignored
+    ignores_ranges                              a store that answers every GET with the whole object
+    empties_multipart_etag                      RGW 16: CompleteMultipartUpload answers <ETag></ETag>
+
+Middleware sits under the SigV4 front (which checks the request as the client signed it), so rewriting a request
+here never breaks its signature.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+from support.moto_wsgi import Middleware, WsgiApp
+
+Environ = dict[str, Any]
+S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+
+def _environ_name(header: str) -> str:
+    return "HTTP_" + header.upper().replace("-", "_")
+
+
+def _error(start_response: Callable[..., Any], status: str, code: str, message: str) -> list[bytes]:
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
+        "<RequestId>quirk</RequestId></Error>"
+    ).encode()
+    start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _read_body(environ: Environ) -> bytes:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    return body
+
+
+def _replace_body(environ: Environ, body: bytes) -> None:
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    if "HTTP_CONTENT_MD5" in environ:
+        environ["HTTP_CONTENT_MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+
+
+def _captured(app: WsgiApp, environ: Environ) -> tuple[str, list[tuple[str, str]], bytes]:
+    """Call ``app`` and return its whole answer: status, headers, body."""
+    captured: list[Any] = []
+
+    def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+        captured.append((status, headers))
+        return lambda data: None
+
+    body = b"".join(app(environ, start))
+    status, headers = captured[0]
+    return status, headers, body
+
+
+def _respond(
+    start_response: Callable[..., Any], status: str, headers: list[tuple[str, str]], body: bytes
+) -> list[bytes]:
+    headers = [(n, v) for n, v in headers if n.lower() != "content-length"]
+    start_response(status, [*headers, ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def ignores_header(method: str, header: str) -> Middleware:
+    """A store that ignores ``header`` on ``method`` requests: it is dropped before moto sees it."""
+
+    def wrap(app: WsgiApp) -> WsgiApp:
+        def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("REQUEST_METHOD") == method:
+                environ.pop(_environ_name(header), None)
+            return app(environ, start_response)
+
+        return serve
+
+    return wrap
+
+
+def refuses_header(method: str, header: str) -> Middleware:
+    """A store that does not implement ``header`` on ``method``: 501 NotImplemented."""
+
+    def wrap(app: WsgiApp) -> WsgiApp:
+        def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("REQUEST_METHOD") == method and _environ_name(header) in environ:
+                message = f"{header} is not supported"
+                return _error(start_response, "501 Not Implemented", "NotImplemented", message)
+            return app(environ, start_response)
+
+        return serve
+
+    return wrap
+
+
+def refuses_quoted_if_match(app: WsgiApp) -> WsgiApp:
+    """Ceph RGW 16: a PUT whose If-Match ETag is quoted (as S3 sends ETags) is refused with 412, matching or not;
+    an unquoted one is compared with the object's ETag."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") == "PUT" and environ.get("HTTP_IF_MATCH", "").startswith('"'):
+            return _error(start_response, "412 Precondition Failed", "PreconditionFailed", "quoted")
+        return app(environ, start_response)
+
+    return serve
+
+
+def refuses_every_if_match_put(app: WsgiApp) -> WsgiApp:
+    """A store whose PUT If-Match never holds: 412 whatever the ETag and its form."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") == "PUT" and "HTTP_IF_MATCH" in environ:
+            return _error(start_response, "412 Precondition Failed", "PreconditionFailed", "never")
+        return app(environ, start_response)
+
+    return serve
+
+
+def ignores_ranges(app: WsgiApp) -> WsgiApp:
+    """A store that ignores Range: every GET answers 200 with the whole object."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") == "GET":
+            environ.pop("HTTP_RANGE", None)
+        return app(environ, start_response)
+
+    return serve
+
+
+def empties_multipart_etag(app: WsgiApp) -> WsgiApp:
+    """Ceph RGW 16: a CompleteMultipartUpload answer whose <ETag> element is empty."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST" or "uploadId=" not in environ.get("QUERY_STRING", ""):
+            return app(environ, start_response)
+        status, headers, body = _captured(app, environ)
+        if status.startswith("200"):
+            body = re.sub(rb"<ETag>[^<]*</ETag>", b"<ETag></ETag>", body)
+        return _respond(start_response, status, headers, body)
+
+    return serve
+
+
+def honours_bulk_etags(app: WsgiApp) -> WsgiApp:
+    """DeleteObjects as AWS S3 documents it: an object whose <ETag> is not its current one is not deleted and is
+    reported as a PreconditionFailed error (moto deletes it)."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        if environ.get("REQUEST_METHOD") != "POST" or "delete" not in query:
+            return app(environ, start_response)
+        bucket = environ.get("PATH_INFO", "").strip("/").split("/")[0]
+        request = ET.fromstring(_read_body(environ))
+        kept: list[str] = []
+        refused: list[str] = []
+        for obj in [e for e in request if _local(e.tag) == "Object"]:
+            fields = {_local(child.tag): child.text or "" for child in obj}
+            etag = fields.get("ETag")
+            if etag is not None and _current_etag(app, environ, bucket, fields["Key"]) != etag.strip('"'):
+                refused.append(fields["Key"])
+            else:
+                kept.append(fields["Key"])
+        errors = "".join(
+            f"<Error><Key>{_xml_text(k)}</Key><Code>PreconditionFailed</Code><Message>At least one of the "
+            "pre-conditions you specified did not hold</Message></Error>"
+            for k in refused
+        ).encode()
+        if not kept:
+            body = f'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult xmlns="{S3_NS}">'.encode()
+            body += errors + b"</DeleteResult>"
+            return _respond(start_response, "200 OK", [("Content-Type", "application/xml")], body)
+        objects = "".join(f"<Object><Key>{_xml_text(k)}</Key></Object>" for k in kept)
+        _replace_body(environ, f"<Delete><Quiet>false</Quiet>{objects}</Delete>".encode())
+        status, headers, body = _captured(app, environ)
+        if status.startswith("200") and errors:
+            body = body.replace(b"</DeleteResult>", errors + b"</DeleteResult>")
+        return _respond(start_response, status, headers, body)
+
+    return serve
+
+
+def _current_etag(app: WsgiApp, environ: Environ, bucket: str, key: str) -> str | None:
+    """The object's ETag (unquoted) from a HEAD sent to ``app`` itself (WSGI paths are decoded), or None."""
+    dropped = ("CONTENT_LENGTH", "CONTENT_TYPE", "HTTP_CONTENT_MD5", "REQUEST_URI", "RAW_URI", "werkzeug.request")
+    head = {k: v for k, v in environ.items() if k not in dropped}  # moto finds the service from the auth header
+    path = f"/{bucket}/{key}"
+    head.update(REQUEST_METHOD="HEAD", PATH_INFO=path, QUERY_STRING="", **{"wsgi.input": io.BytesIO()})
+    status, headers, _ = _captured(app, head)
+    if not status.startswith("200"):
+        return None
+    return next((v.strip('"') for n, v in headers if n.lower() == "etag"), None)
+
+
+def _local(tag: str) -> str:
+    """A tag without its namespace."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
