@@ -70,7 +70,7 @@ def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_inst
         [sys.executable, "-c", BLOCK_S3FS], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
-    assert "pip install 's3io[fsspec]'" in result.stdout
+    assert "pip install 's3io-spark[fsspec]'" in result.stdout
 
 
 # s3io's layers, bottom first (as the README's layout block lists them); a module imports s3io modules of its own
