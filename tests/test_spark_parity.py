@@ -5,7 +5,7 @@ One module fixture writes every case of tests/parity_cases.py to a local directo
 (canonical JSON, compared order-independently). All readable cases of one session configuration run as a single
 Spark job (a union of every DataFrame); a job that fails is split in halves until each failing case is alone, so
 a read error is attributed to its case. Each case is then one test: same schema (names, types, nullability,
-order), same rows, or both failing; a deliberate difference checks what the README says of it instead.
+order), same rows, or both failing; a deliberate difference checks what docs/spark.md says of it instead.
 """
 
 from __future__ import annotations
