@@ -13,13 +13,14 @@ fi
 [ -n "$PY" ] || { echo "run.sh: Python 3.11 not found (set PYTHON=/path/to/python3.11)" >&2; exit 2; }
 command -v java >/dev/null 2>&1 || echo "run.sh: warning: java not found on PATH; Spark needs Java 17" >&2
 
-# editable_mode=compat puts the checkout on sys.path (a .pth line): PySpark finds the pyspark_s3parquet module,
-# which registers the source automatically, with pkgutil.iter_modules(), which cannot see setuptools' default
-# editable finder. The install line is part of the stamp, so changing it reinstalls.
-INSTALL=(-e ".[fsspec,spark,test,bench]" --config-settings editable_mode=compat)
-stamp=.venv/.installed-$( (cat setup.cfg; echo "${INSTALL[*]}") | cksum | cut -d' ' -f1)
+# An editable install (hatchling's: a .pth line puts the checkout on sys.path), so PySpark's lookup of top-level
+# pyspark_* modules finds pyspark_s3parquet, which registers the source automatically. The install line is part
+# of the stamp, so changing it reinstalls.
+INSTALL=(-e ".[fsspec,spark,test,bench,docs]")
+stamp=.venv/.installed-$( (cat pyproject.toml; echo "${INSTALL[*]}") | cksum | cut -d' ' -f1)
 if [ ! -f "$stamp" ]; then
-  "$PY" -m venv .venv
+  "$PY" -m venv --clear .venv  # a fresh venv: nothing left from an earlier install line
+  rm -rf ./*.egg-info  # metadata an earlier setuptools install left in the checkout (on sys.path: it would shadow)
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q "${INSTALL[@]}"
   rm -f .venv/.installed-*
@@ -79,7 +80,7 @@ case "$cmd" in
     ;;
   contract-latest)
     # The contract with aiohttp's, s3fs's and fsspec's internals, against their newest releases (ignoring the
-    # upper bounds in setup.cfg), in a venv of its own: run it before raising a bound.
+    # upper bounds in pyproject.toml), in a venv of its own: run it before raising a bound.
     rm -rf .venv-latest
     "$PY" -m venv .venv-latest
     .venv-latest/bin/python -m pip install -q --upgrade pip >/dev/null

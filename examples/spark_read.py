@@ -8,7 +8,7 @@
 ``--write-sample`` first writes a small Hive-partitioned table (year=/month= directories, 24 files) under the
 URL (the bucket must exist). Credentials and region come from the usual AWS environment variables; the Python
 workers inherit them, and AWS_ENDPOINT_URL, from this process (local mode). ``--pushdown`` registers the reader
-with filter pushdown (partition filters prune files, data filters prune row groups); see the README for why it
+with filter pushdown (partition filters prune files, data filters prune row groups); see docs/spark.md for why it
 is opt-in. Needs PySpark >= 4.1 and Java 17.
 """
 

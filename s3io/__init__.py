@@ -1,5 +1,7 @@
 """s3io: a resilient S3 range-read engine on aiohttp: every operation under timer-backed deadlines and retries."""
 
+__version__ = "0.1.0"  # the one place the version is written: the distribution (s3io-spark) reads it from here
+
 from s3io.errors import (
     AccessDenied,
     CorruptFile,
@@ -44,7 +46,7 @@ def __getattr__(name: str) -> object:
             if exc.name not in ("s3fs", "fsspec", "aiobotocore"):
                 raise
             raise ModuleNotFoundError(
-                f"s3io.S3FileSystem needs {exc.name}, which is not installed: pip install 's3io[fsspec]'",
+                f"s3io.S3FileSystem needs {exc.name}, which is not installed: pip install 's3io-spark[fsspec]'",
                 name=exc.name,
             ) from exc
         return S3FileSystem

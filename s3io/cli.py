@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from s3io import __version__
 from s3io.errors import InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.policy import Policy
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="s3io", description="Resilient S3 reads: cat, ls, stat.", parents=[_common_options(defaults=True)]
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     cat = commands.add_parser("cat", parents=[common], help="write an object (or a byte range) to stdout")
     cat.add_argument("url", help="s3://bucket/key")

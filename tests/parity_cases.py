@@ -1,5 +1,5 @@
 """The cases of the differential suite (tests/test_spark_parity.py): files, how to read them, and the deliberate
-differences, each with the README phrase that documents it and a check of what each reader does.
+differences, each with the phrase of docs/spark.md that documents it and a check of what each reader does.
 
 A case is read twice in one Spark session: ``spark.read.parquet`` over a local copy (the oracle) and
 ``spark.read.format("s3parquet")`` over the same bytes in moto. Paths and option values may hold ``{root}``,
@@ -36,10 +36,10 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Difference:
-    """A deliberate difference: ``readme`` is the phrase of the README's Spark section that documents it,
+    """A deliberate difference: ``documented`` is the phrase of docs/spark.md that documents it,
     ``check(builtin, ours)`` asserts what each reader does."""
 
-    readme: str
+    documented: str
     check: Callable[[Outcome, Outcome], None]
 
 

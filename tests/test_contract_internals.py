@@ -2,7 +2,7 @@
 by name, so a new aiohttp, s3fs or fsspec that changes one fails here, in one named test, not in production.
 
 s3io's transport drives aiohttp below ClientSession (s3io/transport/session.py, exchange.py), and
-s3io.S3FileSystem subclasses s3fs (s3io/fs.py). setup.cfg bounds both to the versions this file passed on;
+s3io.S3FileSystem subclasses s3fs (s3io/fs.py). pyproject.toml bounds both to the versions this file passed on;
 ``./run.sh contract-latest`` runs it against the newest releases.
 """
 

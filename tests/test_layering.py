@@ -70,10 +70,10 @@ def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_inst
         [sys.executable, "-c", BLOCK_S3FS], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
-    assert "pip install 's3io[fsspec]'" in result.stdout
+    assert "pip install 's3io-spark[fsspec]'" in result.stdout
 
 
-# s3io's layers, bottom first (as the README's layout block lists them); a module imports s3io modules of its own
+# s3io's layers, bottom first (as CONTRIBUTING.md's layout block lists them); a module imports s3io modules of its own
 # layer or below, never above. Keys are the first name below s3io (a package or a top-level module).
 S3IO_LAYERS = (
     {"errors", "units", "settings", "policy", "metrics", "logs"},
@@ -91,7 +91,7 @@ def _layer_of(part: str) -> int:
     for index, members in enumerate(S3IO_LAYERS):
         if part in members:
             return index
-    raise AssertionError(f"s3io/{part} belongs to no layer: add it to S3IO_LAYERS (and the README's layout)")
+    raise AssertionError(f"s3io/{part} belongs to no layer: add it to S3IO_LAYERS (and CONTRIBUTING.md's layout)")
 
 
 def _runtime_imports(tree: ast.Module) -> list[str]:

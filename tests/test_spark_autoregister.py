@@ -1,9 +1,11 @@
 """Installing the package registers ``s3parquet`` with no ``register()`` call, editable installs included.
 
 PySpark looks for top-level ``pyspark_*`` modules with ``pkgutil.iter_modules()`` in a Python worker (see
-``pyspark/sql/worker/lookup_data_sources.py``). That walks ``sys.path`` only, so a module served by setuptools'
-default editable finder is invisible; ``./run.sh`` installs with ``editable_mode=compat``. Both tests run a
-fresh interpreter outside the checkout (its working directory would be on ``sys.path`` and hide the problem).
+``pyspark/sql/worker/lookup_data_sources.py``). That walks ``sys.path`` only, so a module served by an import
+hook (setuptools' default editable finder, hatchling's ``dev-mode-exact``) is invisible; the project's editable
+install puts the checkout on ``sys.path`` with a .pth line (``dev-mode-dirs`` in pyproject.toml). Both tests run
+a fresh interpreter outside the checkout (its working directory would be on ``sys.path`` and hide the problem);
+tests/test_wheel.py runs the same read from the installed wheel.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def test_pyspark_lookup_finds_the_registration_module_in_a_fresh_interpreter(tmp
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "pyspark_s3parquet" in result.stdout, (
-        "pkgutil.iter_modules() cannot see pyspark_s3parquet: install with "
-        "`pip install -e . --config-settings editable_mode=compat` (as ./run.sh does), or a regular install"
+        "pkgutil.iter_modules() cannot see pyspark_s3parquet: the editable install must put the checkout on "
+        "sys.path (pyproject.toml: dev-mode-dirs), or install the wheel"
     )
 
 

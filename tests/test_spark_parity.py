@@ -5,7 +5,7 @@ One module fixture writes every case of tests/parity_cases.py to a local directo
 (canonical JSON, compared order-independently). All readable cases of one session configuration run as a single
 Spark job (a union of every DataFrame); a job that fails is split in halves until each failing case is alone, so
 a read error is attributed to its case. Each case is then one test: same schema (names, types, nullability,
-order), same rows, or both failing; a deliberate difference checks what the README says of it instead.
+order), same rows, or both failing; a deliberate difference checks what docs/spark.md says of it instead.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from support.spark_fixtures import spark_session  # noqa: F401
 pytestmark = pytest.mark.timeout(600)
 
 CASES = all_cases()
-README = Path(__file__).resolve().parent.parent / "README.md"
+SPARK_DOC = Path(__file__).resolve().parent.parent / "docs" / "spark.md"
 JSON_OPTIONS = {
     "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
     "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
@@ -65,7 +65,8 @@ def parity(spark, s3_endpoint, tmp_path_factory) -> Iterator[dict[str, tuple[Out
 def test_s3parquet_reads_what_spark_reads(case: Case, parity) -> None:
     builtin, ours = parity[case.name]
     if case.difference is not None:
-        assert case.difference.readme in _readme_spark_section(), f"README must document: {case.difference.readme}"
+        documented = case.difference.documented
+        assert documented in SPARK_DOC.read_text(), f"docs/spark.md must document: {documented}"
         case.difference.check(builtin, ours)
         return
     if builtin.failed or ours.failed:
@@ -214,10 +215,3 @@ def _row_difference(expected: Counter[str] | None, got: Counter[str] | None) -> 
 def _error_text(exc: BaseException) -> str:
     """The error's text (bounded): its type, and for a Python data source PySpark's message with the cause."""
     return f"{type(exc).__name__}: {str(exc).strip()[:4000]}"
-
-
-def _readme_spark_section() -> str:
-    text = README.read_text()
-    start = text.index('## Spark: `spark.read.format("s3parquet")`')
-    end = text.index("\n## ", start + 1)
-    return text[start:end]

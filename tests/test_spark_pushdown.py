@@ -105,7 +105,7 @@ SHAPES = {
 def test_every_shape_over_one_dataframe_gives_the_builtin_readers_answer(
     spark, years, python_pushdown, filter_pushdown, shape
 ) -> None:
-    """Whatever registration the README offers: filter_pushdown=True is either refused or exact."""
+    """Whatever registration the docs offer: filter_pushdown=True is either refused or exact."""
     ours, builtin = years
     query, expected = SHAPES[shape]
     try:

@@ -276,12 +276,12 @@ def test_file_deleted_after_load_fails_the_read_unless_ignore_missing_files(spar
 
 
 def test_a_file_overwritten_after_load_fails_the_read_with_object_changed(spark, s3_endpoint, bucket, s3_client):
-    """A deliberate difference (README, Spark section): every GET is pinned to the ETag listed at load()."""
+    """A deliberate difference (docs/spark.md): every GET is pinned to the ETag listed at load()."""
     put_parquet(s3_client, bucket, "o/a.parquet", _simple(0, 10))
     df = _load(spark, s3_endpoint.url, f"s3://{bucket}/o/")
     put_parquet(s3_client, bucket, "o/a.parquet", _simple(100, 10))
     with pytest.raises(Exception, match=rf"ObjectChanged[\s\S]*s3://{bucket}/o/a\.parquet"):
         df.collect()
     assert sorted(r.id for r in _load(spark, s3_endpoint.url, f"s3://{bucket}/o/").collect()) == list(range(100, 110))
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert "A file overwritten after `load()` fails the read with `ObjectChanged`" in readme
+    documented = (Path(__file__).resolve().parent.parent / "docs" / "spark.md").read_text()
+    assert "A file overwritten after `load()` fails the read with `ObjectChanged`" in documented

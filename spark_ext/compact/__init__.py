@@ -1,4 +1,4 @@
-"""Compaction of small parquet files under an S3 prefix, with a journaled commit protocol (see PROTOCOL.md).
+"""Compaction of small parquet files under an S3 prefix, with a journaled commit protocol (see docs/commit-protocol.md).
 
 Blocking API: ``spark_ext.compact(spark, "s3://bucket/prefix/", target_file_size=..., ...)`` (this package is
 callable: it calls ``spark_ext.compact.job.compact``). Command line: ``python -m spark_ext.compact``.

@@ -21,7 +21,7 @@ drives entries through the steps and waits the grace periods; the driver uses it
 what a dead job left.
 
 Why the protocol holds (each guarantee, and the test behind it), including why a job that lost its lock cannot
-commit although its writes may land late: spark_ext/compact/PROTOCOL.md, the protocol's one description. This
+commit although its writes may land late: docs/commit-protocol.md, the protocol's one description. This
 docstring maps its states to the functions below.
 """
 

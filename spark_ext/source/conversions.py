@@ -1,7 +1,7 @@
 """Which file types a column of the read schema may be read from: Spark's parquet reader's rules, minus its
 reinterpretations.
 
-Measured on Spark 4.3 (a user schema over one file of each type; see README, Spark section): Spark widens
+Measured on Spark 4.3 (a user schema over one file of each type; see docs/spark.md): Spark widens
 integers (to a wider integer, INT32 to double, to a decimal whose integer digits hold the type: 10 for INT32,
 20 for INT64), floats to double, decimals to a decimal with at least the integer digits and the scale, dates to
 timestamp_ntz, timestamps between units and between timestamp and timestamp_ntz, string <-> binary. It refuses
