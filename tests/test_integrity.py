@@ -25,6 +25,7 @@ from s3io.engine import EngineConfig, RangeEngine
 from s3io.s3.checksum_refusals import REFUSALS, Feature
 from s3io.s3.checksums import COMPOSITE, CRC32, CRC32C, CRC64NVME, PartChecksums, StoredChecksum, stated_checksum
 from s3io.s3.get_range import GetRange
+from s3io.s3.types import PutResult
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -116,7 +117,8 @@ def test_a_put_carries_a_crc64nvme_that_the_store_keeps(s3_endpoint: Any, bucket
 
     async def main() -> None:
         async with S3Client(QUICK, endpoint_url=s3_endpoint.url) as s3:
-            await s3.put_object(bucket, "put.bin", data)
+            put = await s3.put_object(bucket, "put.bin", data)
+            assert put.checksum == StoredChecksum(CRC64NVME, crc64nvme(data), "FULL_OBJECT")  # for a journal entry
             await s3.put_object(bucket, "empty.bin", b"")
             assert (await s3.object_checksum(bucket, "put.bin")) == StoredChecksum(CRC64NVME, crc64nvme(data))
             assert (await s3.get_object(bucket, "put.bin")).data == data
@@ -138,6 +140,7 @@ def test_a_multipart_upload_is_sealed_with_the_crc_of_the_whole_object(
         async with S3Client(QUICK, endpoint_url=s3_endpoint.url) as s3:
             async with s3.multipart_writer(bucket, "multi.bin", part_size=5 * MiB) as writer:
                 await writer.write(data)
+            assert writer.result.checksum == StoredChecksum(CRC64NVME, crc64nvme(data), "FULL_OBJECT")
             engine = RangeEngine(s3, EngineConfig(part_size=4 * MiB))
             before = s3.stats()
             assert await engine.fetch_object(ObjectInfo(bucket, "multi.bin", len(data))) == data
@@ -376,16 +379,18 @@ def test_multipart_parts_and_completion_state_their_crcs(server: ScriptedS3) -> 
 @pytest.mark.parametrize(("mode", "md5"), [("required", True), ("off", False)])
 def test_required_and_off_send_no_crc_and_ask_for_no_checksum(server: ScriptedS3, mode: str, md5: bool) -> None:
     seen = multipart_store(server, lambda request: False)
+    results: list[PutResult] = []
 
     async def main() -> None:
         async with scripted_client(server, QUICK.replace(checksums=mode)) as s3:
-            await s3.put_object("bucket", "one.bin", b"first")
+            results.append(await s3.put_object("bucket", "one.bin", b"first"))
             assert (await s3.get_object("bucket", "a.bin")).data == A
 
     run(main())
     (put,) = seen
     assert not any(h.startswith("x-amz-checksum") or h == "x-amz-sdk-checksum-algorithm" for h in put.headers)
     assert ("content-md5" in put.headers) is md5
+    assert all(r.checksum is None for r in results)
     assert all("x-amz-checksum-mode" not in r.headers for r in server.requests)
 
 

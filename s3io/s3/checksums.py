@@ -76,6 +76,9 @@ class Algorithm:
             return self.encode(self._crc(_bytes_view(data), 0))
         return base64.b64encode(hashlib.new(self.name.lower(), _bytes_view(data)).digest()).decode()
 
+    def __reduce__(self) -> tuple[Callable[[str], Algorithm], tuple[str]]:
+        return by_name, (self.name,)  # pickled by name: its functions stay where they are
+
     def value_of(self, pieces: Iterable[Buffer]) -> str:
         """The checksum of ``pieces`` end to end, without joining them."""
         if self._crc is not None:
@@ -94,13 +97,21 @@ def _bytes_view(data: Buffer) -> Buffer:
     return data.cast("B") if isinstance(data, memoryview) and data.format != "B" else data
 
 
-CRC32 = Algorithm("CRC32", 4, lambda data, previous: zlib.crc32(data, previous), crt.combine_crc32)
+CRC32 = Algorithm("CRC32", 4, zlib.crc32, crt.combine_crc32)
 CRC32C = Algorithm("CRC32C", 4, crt.crc32c, crt.combine_crc32c)
 CRC64NVME = Algorithm("CRC64NVME", 8, crt.crc64nvme, crt.combine_crc64nvme)
 SHA1 = Algorithm("SHA1", 20)
 SHA256 = Algorithm("SHA256", 32)
 ALGORITHMS = (CRC64NVME, CRC32C, CRC32, SHA256, SHA1)  # the order a reader picks from when an answer states several
 UPLOAD_ALGORITHM = CRC64NVME
+
+
+def by_name(name: str) -> Algorithm:
+    """The algorithm S3 calls ``name`` (CRC64NVME, CRC32C, CRC32, SHA256, SHA1)."""
+    for algorithm in ALGORITHMS:
+        if algorithm.name == name:
+            return algorithm
+    raise ValueError(f"unknown checksum algorithm {name!r}; known: {', '.join(a.name for a in ALGORITHMS)}")
 
 
 @dataclass(frozen=True, slots=True)

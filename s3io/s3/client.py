@@ -15,6 +15,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
@@ -504,7 +505,7 @@ class S3Client:
                 response = await self._send(
                     watchdog, S3Request("put", "PUT", bucket, key, headers=dict(sent), body=data)
                 )
-                return PutResult(response.headers.get("ETag"))
+                return PutResult(response.headers.get("ETag"), self._checksums.stated(sent))
 
             return await self._runner.run("put", bucket, key, attempt)
 
@@ -573,7 +574,9 @@ class S3Client:
 
         async def complete(full: bool) -> PutResult:
             body = xml.complete_multipart_request(ordered, values, element)
-            return await self._complete(bucket, key, upload_id, ordered, body, full_object if full else {})
+            headers = full_object if full else {}
+            result = await self._complete(bucket, key, upload_id, ordered, body, headers)
+            return replace(result, checksum=self._checksums.stated(headers))
 
         if full_object:
             result = await self._checksums.send(Feature.FULL_OBJECT_MULTIPART, complete)

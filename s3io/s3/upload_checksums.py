@@ -28,6 +28,7 @@ from s3io.s3.checksums import (
     SDK_ALGORITHM_HEADER,
     UPLOAD_ALGORITHM,
     PartChecksums,
+    StoredChecksum,
 )
 
 T = TypeVar("T")
@@ -103,6 +104,14 @@ class UploadChecksums:
         full = parts.full_object(numbers)
         headers = {} if full is None else {UPLOAD_ALGORITHM.header: full, CHECKSUM_TYPE_HEADER: FULL_OBJECT}
         return values, headers
+
+    @staticmethod
+    def stated(headers: dict[str, str]) -> StoredChecksum | None:
+        """The whole object's checksum that ``headers`` state (a PUT's, or a completion's full-object one)."""
+        value = headers.get(UPLOAD_ALGORITHM.header)
+        if value is None or (CHECKSUM_TYPE_HEADER in headers and headers[CHECKSUM_TYPE_HEADER] != FULL_OBJECT):
+            return None
+        return StoredChecksum(UPLOAD_ALGORITHM, value, FULL_OBJECT)
 
     def element(self) -> str:
         return UPLOAD_ALGORITHM.element
