@@ -39,7 +39,7 @@ SMALL = random.Random(0).randbytes(1024)
 UPLOAD = random.Random(1).randbytes(8 * 1024 * 1024)
 MiB = 1024 * 1024
 MODES = {"before (required)": "required", "after (when_supported)": "when_supported"}
-CALLGRIND_RUNS = {"get": (50, 250), "put": (1, 4)}  # GETs of 1 KiB / PUTs of 8 MiB in the short and the long run
+CALLGRIND_RUNS = {"get": (50, 450), "put": (1, 4)}  # GETs of 1 KiB / PUTs of 8 MiB in the short and the long run
 
 
 def prepare(endpoint: str) -> None:

@@ -15,12 +15,12 @@ combines two CRCs from their lengths alone. Every CRC is computed by C code over
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from awscrt import checksums as crt
 
@@ -40,12 +40,14 @@ class Algorithm:
 
     name: str  # as S3 spells it: CRC64NVME
     width: int  # bytes of the value
+    header: str = field(init=False)  # x-amz-checksum-crc64nvme
+    encoded_length: int = field(init=False)  # characters of the value in base64
     _crc: Callable[[Buffer, int], int] | None = field(default=None, repr=False)  # (data, previous) -> CRC; None: SHA
     _combine: Callable[[int, int, int], int] | None = field(default=None, repr=False)  # (crc A, crc B, len B) -> A||B
 
-    @property
-    def header(self) -> str:
-        return f"x-amz-checksum-{self.name.lower()}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "header", f"x-amz-checksum-{self.name.lower()}")
+        object.__setattr__(self, "encoded_length", 4 * ((self.width + 2) // 3))
 
     @property
     def element(self) -> str:
@@ -68,13 +70,15 @@ class Algorithm:
 
     def encode(self, crc: int) -> str:
         """A CRC as S3 writes it in a header: base64 of its big-endian bytes."""
-        return base64.b64encode(crc.to_bytes(self.width, "big")).decode()
+        return binascii.b2a_base64(crc.to_bytes(self.width, "big"), newline=False).decode()
 
     def value(self, data: Buffer) -> str:
-        """The checksum of ``data`` as S3 writes it."""
+        """The checksum of ``data`` as S3 writes it (once per small GET: kept to a few calls)."""
+        if type(data) is memoryview and data.format != "B":
+            data = data.cast("B")
         if self._crc is not None:
-            return self.encode(self._crc(_bytes_view(data), 0))
-        return base64.b64encode(hashlib.new(self.name.lower(), _bytes_view(data)).digest()).decode()
+            return binascii.b2a_base64(self._crc(data, 0).to_bytes(self.width, "big"), newline=False).decode()
+        return binascii.b2a_base64(hashlib.new(self.name.lower(), data).digest(), newline=False).decode()
 
     def __reduce__(self) -> tuple[Callable[[str], Algorithm], tuple[str]]:
         return by_name, (self.name,)  # pickled by name: its functions stay where they are
@@ -89,7 +93,7 @@ class Algorithm:
         digest = hashlib.new(self.name.lower())
         for piece in pieces:
             digest.update(_bytes_view(piece))
-        return base64.b64encode(digest.digest()).decode()
+        return binascii.b2a_base64(digest.digest(), newline=False).decode()
 
 
 def _bytes_view(data: Buffer) -> Buffer:
@@ -114,9 +118,9 @@ def by_name(name: str) -> Algorithm:
     raise ValueError(f"unknown checksum algorithm {name!r}; known: {', '.join(a.name for a in ALGORITHMS)}")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredChecksum:
-    """The checksum a store stated for an object (a GET or HEAD answer with checksum mode enabled)."""
+class StoredChecksum(NamedTuple):
+    """The checksum a store stated for an object (a GET or HEAD answer with checksum mode enabled). A named tuple:
+    one is built for every small GET, and a frozen dataclass costs three times as much to build."""
 
     algorithm: Algorithm
     value: str  # as the header carried it (base64; a composite one ends in -<parts>)
@@ -124,11 +128,14 @@ class StoredChecksum:
 
     @property
     def covers_object(self) -> bool:
-        """Whether it is a checksum of the object's bytes (a composite one is a checksum of its parts' checksums)."""
-        return self.type != COMPOSITE and "-" not in self.value and _decodes(self.value, self.algorithm.width)
+        """Whether it is a checksum of the object's bytes (a composite one is a checksum of its parts' checksums,
+        written ``<value>-<parts>``), of the algorithm's length: a value of another shape is not checked."""
+        return self.type != COMPOSITE and len(self.value) == self.algorithm.encoded_length and "-" not in self.value
 
     def matches(self, *pieces: Buffer) -> bool:
         """Whether ``pieces`` end to end (the whole object) have this checksum; computed over them in place."""
+        if len(pieces) == 1:
+            return self.algorithm.value(pieces[0]) == self.value
         return self.algorithm.value_of(pieces) == self.value
 
     def describe(self) -> str:
@@ -140,15 +147,8 @@ def stated_checksum(headers: Mapping[str, str]) -> StoredChecksum | None:
     for algorithm in ALGORITHMS:
         value = headers.get(algorithm.header)
         if value:
-            return StoredChecksum(algorithm, value.strip(), headers.get(CHECKSUM_TYPE_HEADER) or None)
+            return StoredChecksum(algorithm, value.strip(), headers.get(CHECKSUM_TYPE_HEADER))
     return None
-
-
-def _decodes(value: str, width: int) -> bool:
-    try:
-        return len(base64.b64decode(value, validate=True)) == width
-    except (binascii.Error, ValueError):
-        return False
 
 
 class PartChecksums:
