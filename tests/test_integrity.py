@@ -415,3 +415,31 @@ def test_an_upload_the_store_says_arrived_damaged_is_sent_again(server: Scripted
 
     run(main())
     assert len(told) == 2
+
+
+def test_a_store_refusing_the_full_object_checksum_at_completion_completes_without_it(server: ScriptedS3) -> None:
+    """A store that takes the declaration and the parts' CRCs but refuses the completion's full-object CRC: the same
+    completion without it (the parts' CRCs still in its XML) publishes the object; the next upload declares none."""
+
+    def refuse(request: Request) -> bool:
+        completing = "uploadId" in request.query and "partNumber" not in request.query
+        return completing and "x-amz-checksum-type" in request.headers
+
+    seen = multipart_store(server, refuse)
+
+    async def main() -> None:
+        async with scripted_client(server) as s3:
+            for key in ("first.bin", "second.bin"):
+                async with s3.multipart_writer("bucket", key, part_size=5 * MiB) as writer:
+                    await writer.write(bytes(6 * MiB))
+                assert writer.result.checksum is None
+
+    run(main())
+    completions = [r for r in seen if "uploadId" in r.query and "partNumber" not in r.query and r.method == "POST"]
+    assert [(r.key, "x-amz-checksum-type" in r.headers, b"<ChecksumCRC64NVME>" in r.body) for r in completions] == [
+        ("first.bin", True, True),
+        ("first.bin", False, True),
+        ("second.bin", False, False),
+    ]
+    creates = [r for r in seen if "uploads" in r.query]
+    assert [r.headers.get("x-amz-checksum-type") for r in creates] == ["FULL_OBJECT", None]
