@@ -25,7 +25,7 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
@@ -197,6 +197,7 @@ class RangeSource(Protocol):
     def stats(self) -> MetricsSnapshot: ...
 
 
+@runtime_checkable
 class ChecksumSource(Protocol):
     """What a source offers to check a large object read whole in parts (S3Client does): the checksum its store keeps
     for the whole object, pinned to an ETag, or None. A source without it has those reads unchecked."""
@@ -436,7 +437,7 @@ class RangeEngine:
         """A large (or unsized) object read whole in parts, checked against its full-object checksum when its source
         states one (asked beside the parts when the ETag is known, after them otherwise): read again on a mismatch
         (whether to is ``classify``'s call), never returned unchecked."""
-        checksum_of = getattr(self.client, "object_checksum", None)
+        checksum_of = self.client.object_checksum if isinstance(self.client, ChecksumSource) else None
         attempt = 0
         while True:
             attempt += 1
@@ -454,7 +455,7 @@ class RangeEngine:
                     head if head is not None else checksum_of(obj.bucket, obj.key, if_match=identity.etag)
                 )
             finally:
-                if head is not None and not head.done():
+                if head is not None:  # cancelled if the parts failed first; its outcome always retrieved
                     head.cancel()
                     await asyncio.gather(head, return_exceptions=True)
             if stated is None or stated.matches(data):

@@ -87,8 +87,9 @@ class UploadChecksums:
             self._uploads.popitem(last=False)
 
     def part_headers(self, upload_id: str, number: int, data: bytes) -> dict[str, str]:
-        """UploadPart's integrity headers: the part's CRC for an upload created with a checksum (S3 refuses one
-        for an upload created without: its parts get the Content-MD5, unless checksums are off)."""
+        """UploadPart's integrity headers: the part's CRC for an upload created with a checksum; the parts of one
+        created without (a store that refused the declaration) get the Content-MD5, unless checksums are off, as S3
+        expects no part checksum of an upload declared without an algorithm."""
         parts = self._uploads.get(upload_id)
         if parts is None:
             return self.body_headers(data, crc=False)
