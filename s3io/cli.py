@@ -33,6 +33,7 @@ _POLICY_FLAGS = {
     "max_attempts": "attempts per operation, including the first",
     "tcp_user_timeout": "TCP_USER_TIMEOUT: how long sent data may stay unacknowledged",
     "max_connections": "connection pool size",
+    "checksums": "S3 checksums: when_supported (send and verify), required (Content-MD5 only) or off",
 }
 
 

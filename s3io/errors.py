@@ -132,6 +132,12 @@ class ProtocolError(S3IOError):
     without Range, an unparseable or oversized XML body. Retried (a proxy or a bad node may have caused it)."""
 
 
+class ChecksumMismatch(S3IOError):
+    """A body's bytes do not have the checksum the store states for them (S3's end-to-end checksums): damaged on
+    the way, or another object's bytes under this object's headers. Never returned; retried, then raised naming
+    the object."""
+
+
 class ListingLoop(ProtocolError):
     """A paginated listing repeated a continuation token or marker: the server is looping. Not retried."""
 

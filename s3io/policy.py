@@ -14,6 +14,12 @@ Defaults, and the anchors they come from:
 - correct_clock_skew on: a request refused because this machine's clock is off the server's by more than 4
   minutes is signed again with the server's time, as the AWS SDKs for Java, JavaScript, Go and Rust do (boto3
   does not), and later requests keep that correction.
+- checksums "when_supported": the AWS SDKs' default since 2025 (botocore's request_checksum_calculation and
+  response_checksum_validation): every upload carries a CRC64NVME that the store keeps, and every whole-object read
+  is checked against the checksum the store states (docs/integrity.md). "required" (the SDKs' "when_required",
+  also accepted by that name): only what an operation requires, and the Content-MD5 every S3-compatible store takes
+  with each upload body, as before flexible checksums; nothing is verified on reads. "off": no Content-MD5 on
+  uploads either (DeleteObjects still sends the one S3 requires; SigV4's payload hash still guards signed bodies).
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ from s3io.settings import option_name as _option
 from s3io.units import parse_bool, parse_duration, parse_int, parse_optional_duration
 
 ENV_PREFIX = "S3IO_"
+WHEN_SUPPORTED = "when_supported"
+REQUIRED = "required"
+OFF = "off"
+CHECKSUM_MODES = (WHEN_SUPPORTED, REQUIRED, OFF)
+_CHECKSUM_ALIASES = {"when_required": REQUIRED}  # botocore's spelling
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +68,7 @@ class Policy(Settings):
     keepalive_count: int = 3
     max_connections: int = 64
     correct_clock_skew: bool = True
+    checksums: str = WHEN_SUPPORTED
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "first_byte_timeout", "stall_timeout", "operation_timeout"):
@@ -79,6 +91,12 @@ class Policy(Settings):
         for name in ("tcp_user_timeout", "keepalive_idle", "keepalive_interval"):
             if getattr(self, name) < 0:
                 raise InvalidConfig(f"{_option(name)}: must not be negative, got {getattr(self, name)!r}")
+        if self.checksums in _CHECKSUM_ALIASES:
+            object.__setattr__(self, "checksums", _CHECKSUM_ALIASES[self.checksums])
+        if self.checksums not in CHECKSUM_MODES:
+            raise InvalidConfig(
+                f"{_option('checksums')}: expected one of {', '.join(CHECKSUM_MODES)}, got {self.checksums!r}"
+            )
         if self.max_connections < 1:
             raise InvalidConfig(f"{_option('max_connections')}: must be at least 1, got {self.max_connections!r}")
 
@@ -86,6 +104,9 @@ class Policy(Settings):
     def parse_option(cls, name: str, value: object, *, label: str) -> object:
         if name in _INT_FIELDS:
             return parse_int(value, name=label)  # type: ignore[arg-type]
+        if name == "checksums":
+            text = str(value).strip().lower().replace("-", "_")
+            return _CHECKSUM_ALIASES.get(text, text)
         if name == "correct_clock_skew":
             return parse_bool(value, name=label)  # type: ignore[arg-type]
         if name == "attempt_timeout":

@@ -10,6 +10,13 @@ ETag this engine first saw for that object (kept in a bounded map, so a footer a
 in later calls come from one version), else to the first response of the read. GETs issued in parallel
 before any ETag is known are compared afterwards: differing ETags or sizes raise ObjectChanged. Partial
 data is never returned: any failed part fails the call with an error naming the object.
+
+Integrity: a small object is one whole-object GET, which the client checks against the checksum its store keeps. A
+large object read whole (``fetch_object``) is read in parts, which S3's checksums do not cover one by one: once every
+part has landed, the one buffer they landed in is checked against the full-object checksum (one HEAD, pinned to the
+read's ETag, ``object_checksum``); on a mismatch nothing is returned, the object is read again (the parts it shared
+or cached are dropped first), and ChecksumMismatch names it after ``FULL_READ_ATTEMPTS``. Ranges are not checked:
+no checksum S3 keeps covers an arbitrary range (docs/integrity.md).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
@@ -30,11 +37,14 @@ from s3io.engine.ranges import Range, check_range, iter_parts, merge_ranges, sli
 from s3io.engine.singleflight import SingleFlight
 from s3io.engine.tasks import map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
+from s3io.resilience.retryable import classify
+from s3io.s3.checksums import StoredChecksum
 from s3io.s3.client import stated_size
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.types import GetResult, ObjectInfo
 
+FULL_READ_ATTEMPTS = 3  # reads of a large object whose parts failed its full-object checksum, before giving up
 UNKNOWN_SIZE = -1  # ObjectInfo.size of an object whose size is not known (e.g. built from a path alone)
 MAX_LEARNED_PINS = 4096
 WHOLE_OBJECT = GetRange.whole()
@@ -185,6 +195,14 @@ class RangeSource(Protocol):
     async def head_object(self, bucket: str, key: str, *, if_match: str | None = None) -> ObjectInfo: ...
 
     def stats(self) -> MetricsSnapshot: ...
+
+
+@runtime_checkable
+class ChecksumSource(Protocol):
+    """What a source offers to check a large object read whole in parts (S3Client does): the checksum its store keeps
+    for the whole object, pinned to an ETag, or None. A source without it has those reads unchecked."""
+
+    async def object_checksum(self, bucket: str, key: str, *, if_match: str | None = None) -> StoredChecksum | None: ...
 
 
 class RangeEngine:
@@ -409,13 +427,49 @@ class RangeEngine:
         part_size = self.config.part_size
         if 0 <= obj.size <= part_size:
             data = await self._read_whole(obj, identity)
-        elif obj.size > part_size:
-            (data,) = await self._read_spans(obj, [(0, obj.size)], identity)
         else:
-            data = await self._read_unknown_size(obj, identity, lease)
+            data = await self._read_checked(obj, identity, lease)
         self._counters.bytes_requested += len(data)
         self._learn(obj, identity)
         return data
+
+    async def _read_checked(self, obj: ObjectInfo, identity: _Identity, lease: Lease) -> Blob:
+        """A large (or unsized) object read whole in parts, checked against its full-object checksum when its source
+        states one (asked beside the parts when the ETag is known, after them otherwise): read again on a mismatch
+        (whether to is ``classify``'s call), never returned unchecked."""
+        checksum_of = self.client.object_checksum if isinstance(self.client, ChecksumSource) else None
+        attempt = 0
+        while True:
+            attempt += 1
+            head = None
+            if checksum_of is not None and identity.etag is not None:
+                head = asyncio.ensure_future(checksum_of(obj.bucket, obj.key, if_match=identity.etag))
+            try:
+                if obj.size > self.config.part_size:
+                    (data,) = await self._read_spans(obj, [(0, obj.size)], identity)
+                else:
+                    data = await self._read_unknown_size(obj, identity, lease)
+                if checksum_of is None:
+                    return data
+                stated: StoredChecksum | None = await (
+                    head if head is not None else checksum_of(obj.bucket, obj.key, if_match=identity.etag)
+                )
+            finally:
+                if head is not None:  # cancelled if the parts failed first; its outcome always retrieved
+                    head.cancel()
+                    await asyncio.gather(head, return_exceptions=True)
+            if stated is None or stated.matches(data):
+                return data
+            mismatch = errors.ChecksumMismatch(
+                f"the {len(data)} bytes read in parts do not have the {stated.describe()} the store states for the "
+                "object (a part damaged on the way, or another object's bytes): not returned",
+                bucket=obj.bucket,
+                key=obj.key,
+                attempts=attempt,
+            )
+            self._flights.invalidate_where(lambda key: key[:2] == (obj.bucket, obj.key))
+            if not classify(mismatch).retry or attempt >= FULL_READ_ATTEMPTS:
+                raise mismatch
 
     async def _read_unknown_size(self, obj: ObjectInfo, identity: _Identity, lease: Lease) -> Blob:
         """First part learns the size from Content-Range; the rest follow in parallel, pinned to its ETag.

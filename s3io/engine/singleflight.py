@@ -91,6 +91,11 @@ class SingleFlight(Generic[K, V]):
         if entry is not None:
             self._cached_bytes -= entry[1]
 
+    def invalidate_where(self, matches: Callable[[K], bool]) -> None:
+        """Forget every cached value whose key ``matches`` (e.g. all the parts of one object)."""
+        for key in [k for k in self._cache if matches(k)]:
+            self.invalidate(key)
+
     def clear(self) -> None:
         self._cache.clear()
         self._cached_bytes = 0

@@ -2,7 +2,9 @@
 
 Retried: connection failures, timeouts of a phase, truncated bodies, answers that contradict the request (a wrong
 Content-Range, malformed XML: a bad node or proxy, ``ProtocolError``), HTTP 408/429/500/502/503/504 and the
-S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response), and a 409
+S3 codes SlowDown, InternalError, RequestTimeout, ServiceUnavailable (also inside a 200 response), a body whose bytes
+do not have the checksum the store states (``ChecksumMismatch``, on a read) or an upload the store says arrived
+other than its checksum (BadDigest and its kin: damaged on the way, so sent again), and a 409
 ConditionalRequestConflict (two conditional writes of one key at once: S3 says to retry; the condition is judged
 again, so the loser then gets its 412). A listing that loops (``ListingLoop``) is not retried.
 Never retried: 400, 403, 404, 412 and the rest. ExpiredToken: refresh credentials once, then retry. A 400
@@ -37,6 +39,9 @@ RETRYABLE_CODES = frozenset(
 THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
 EXPIRED_CREDENTIAL_CODES = frozenset({"ExpiredToken", "TokenRefreshRequired", "ExpiredTokenException"})
 NO_CODE_400 = "400"  # the code a 400 gets when its answer names none (always so for HEAD)
+# An upload whose bytes reached the store other than their checksum (Content-MD5, x-amz-checksum-*, the SigV4
+# payload hash) says: damaged on the way, so worth sending again.
+INTEGRITY_CODES = frozenset({"BadDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"})
 CONDITIONAL_CONFLICT = "ConditionalRequestConflict"  # 409: a conditional write raced another on the same key
 CLOCK_SKEWED = "RequestTimeTooSkewed"
 CLOCK_SKEW_CODES = frozenset({CLOCK_SKEWED, "RequestExpired", "RequestInTheFuture"})
@@ -69,6 +74,8 @@ def classify(exc: BaseException) -> Verdict:
         return Verdict(True, "truncated")
     if isinstance(exc, errors.ListingLoop):
         return NO_RETRY
+    if isinstance(exc, errors.ChecksumMismatch):
+        return Verdict(True, "integrity")
     if isinstance(exc, errors.ProtocolError):
         return Verdict(True, "protocol")
     if isinstance(exc, errors.TransportError):
@@ -84,6 +91,8 @@ def classify(exc: BaseException) -> Verdict:
             return Verdict(True, "unexplained_400", refresh_credentials=True)
         if exc.status in RETRYABLE_STATUS or exc.code in RETRYABLE_CODES:
             return Verdict(True, "request_timeout")
+        if exc.code in INTEGRITY_CODES:
+            return Verdict(True, "integrity")
         if exc.status == 409 and exc.code == CONDITIONAL_CONFLICT:
             return Verdict(True, "conditional_conflict")
     return NO_RETRY

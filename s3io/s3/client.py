@@ -2,7 +2,9 @@
 
 Ranges are half-open ``[start, end)`` byte offsets. A GET that dies after k bytes resumes from byte k,
 pinned to the first response's ETag with If-Match, so an object overwritten mid-read raises ObjectChanged
-instead of returning mixed bytes; partial data is never returned as success.
+instead of returning mixed bytes; partial data is never returned as success. A whole-object GET asks for the
+checksum the store keeps and checks the bytes against it (``Policy.checksums``, docs/integrity.md): a mismatch is
+retried and never returned.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
@@ -21,12 +24,14 @@ from multidict import CIMultiDictProxy
 
 from s3io import errors
 from s3io.metrics import Metrics, MetricsSnapshot
-from s3io.policy import Policy
+from s3io.policy import WHEN_SUPPORTED, Policy
 from s3io.resilience.attempt import AttemptRunner
 from s3io.resilience.deadline import Watchdog
 from s3io.resilience.retryable import clock_correction, error_for_status
 from s3io.s3 import xml
 from s3io.s3.capabilities import VERDICTS, EtagForm, endpoint_key
+from s3io.s3.checksum_refusals import Feature
+from s3io.s3.checksums import CHECKSUM_MODE_HEADER, StoredChecksum, stated_checksum
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.multipart import MultipartWriter
@@ -35,6 +40,7 @@ from s3io.s3.range_read import RangeRead
 from s3io.s3.redirect import bucket_region, regional_endpoint
 from s3io.s3.request import S3Request
 from s3io.s3.types import DeleteError, DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
+from s3io.s3.upload_checksums import UploadChecksums
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import Endpoint, resolve_endpoint
 from s3io.transport.exchange import Response
@@ -77,6 +83,7 @@ class S3Client:
         self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
         self._regional_signers: dict[tuple[Signer, str], Signer] = {}
         self._clock_offset = 0.0  # seconds added to this machine's clock when signing (learnt from S3's refusals)
+        self._checksums = UploadChecksums(self.policy.checksums, self._endpoint_key)
 
     def __repr__(self) -> str:
         return f"S3Client(endpoint={self.endpoint.scheme}://{self.endpoint.host}, {self._credentials!r})"
@@ -269,7 +276,9 @@ class S3Client:
         """The bytes of an object that ``want`` selects (whole, bounded, from an offset, or the last n bytes).
 
         Resumes a broken body from the last byte received, pinned to the ETag; raises ObjectChanged if the
-        object was replaced, Truncated/DeadlineExceeded/... after the policy's retries.
+        object was replaced, Truncated/DeadlineExceeded/... after the policy's retries. The whole object is checked
+        against the checksum its store states (``Policy.checksums="when_supported"``): bytes without it are read
+        again, and ChecksumMismatch names the object after the retries; a range cannot be checked (docs/integrity.md).
 
         ``data`` is ``bytes``, unless ``into`` is given: a writable buffer of exactly a bounded range's length (or of
         the object's size, for the whole object), which the body is written into in place (a large one straight
@@ -292,10 +301,11 @@ class S3Client:
                     bucket=bucket,
                     key=key,
                 )
-        read = RangeRead(bucket, key, want, if_match, target)
+        verify = want.kind == WHOLE and self.policy.checksums == WHEN_SUPPORTED
+        read = RangeRead(bucket, key, want, if_match, target, verify=verify)
 
         async def attempt(watchdog: Watchdog) -> None:
-            headers: dict[str, str] = {}
+            headers: dict[str, str] = {CHECKSUM_MODE_HEADER: "ENABLED"} if verify else {}
             range_header = read.request_range().header()
             if range_header:
                 headers["range"] = range_header
@@ -320,6 +330,7 @@ class S3Client:
                     f"object changed during the read (ETag is no longer {read.etag})", bucket=bucket, key=key
                 ) from exc
             read.check_complete()
+            read.check_checksum()
 
         await self._runner.run("get", bucket, key, attempt)
         return read.result()
@@ -338,6 +349,38 @@ class S3Client:
             return _info_from_headers(bucket, key, response.headers)
 
         return await self._runner.run(operation, bucket, key, attempt)
+
+    async def object_checksum(self, bucket: str, key: str, *, if_match: str | None = None) -> StoredChecksum | None:
+        """The checksum the store keeps for the whole object (one HEAD with checksum mode), pinned to ``if_match``;
+        None when checksums are not verified (``Policy.checksums``), or the store states none or a composite one."""
+        if self.policy.checksums != WHEN_SUPPORTED:
+            return None
+        _check_key(bucket, key)
+        _check_etag(bucket, key, if_match)
+        headers = {CHECKSUM_MODE_HEADER: "ENABLED"}
+        if if_match is not None:
+            headers["if-match"] = if_match
+
+        async def attempt(watchdog: Watchdog) -> StoredChecksum | None:
+            response = await self._send(watchdog, S3Request("head", "HEAD", bucket, key, headers=dict(headers)))
+            etag = response.headers.get("ETag")
+            if if_match is not None and etag is not None and not same_etag(etag, if_match):
+                raise errors.ObjectChanged(
+                    f"object changed while its checksum was asked (ETag {etag}, expected {if_match})",
+                    bucket=bucket,
+                    key=key,
+                )
+            stated = stated_checksum(response.headers)
+            return stated if stated is not None and stated.covers_object else None
+
+        try:
+            return await self._runner.run("head", bucket, key, attempt)
+        except errors.ObjectChanged:
+            raise
+        except errors.PreconditionFailed as exc:
+            raise errors.ObjectChanged(
+                f"object changed while its checksum was asked (ETag is no longer {if_match})", bucket=bucket, key=key
+            ) from exc
 
     async def list_page(
         self,
@@ -452,10 +495,12 @@ class S3Client:
 
         ``if_match``: replace it only if its ETag is this one, written in ``if_match_form``; by default in the form
         the store's probed capabilities say it honours (``probe.store_capabilities``: Ceph RGW 16 takes it only
-        unquoted), else as given."""
+        unquoted), else as given. The body carries its CRC64NVME (``Policy.checksums``: the store checks it and keeps
+        it for readers), or its Content-MD5 where checksums are ``required`` or the store refuses the CRC header
+        (``upload_checksums``)."""
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
-        headers: dict[str, str] = {"content-md5": _md5(data)}
+        headers: dict[str, str] = {}
         if if_none_match:
             headers["if-none-match"] = "*"
         if if_match is not None:
@@ -465,37 +510,54 @@ class S3Client:
         if content_type:
             headers["content-type"] = content_type
 
-        async def attempt(watchdog: Watchdog) -> PutResult:
-            response = await self._send(
-                watchdog, S3Request("put", "PUT", bucket, key, headers=dict(headers), body=data)
-            )
-            return PutResult(response.headers.get("ETag"))
+        async def put(crc: bool) -> PutResult:
+            sent = {**headers, **self._checksums.body_headers(data, crc=crc)}
 
-        return await self._runner.run("put", bucket, key, attempt)
+            async def attempt(watchdog: Watchdog) -> PutResult:
+                response = await self._send(
+                    watchdog, S3Request("put", "PUT", bucket, key, headers=dict(sent), body=data)
+                )
+                return PutResult(response.headers.get("ETag"), self._checksums.stated(sent))
+
+            return await self._runner.run("put", bucket, key, attempt)
+
+        return await self._checksums.send(Feature.UPLOAD_CHECKSUMS, put)
 
     async def create_multipart_upload(self, bucket: str, key: str, *, content_type: str | None = None) -> str:
+        """Start a multipart upload; where checksums are sent, declared with a full-object CRC64NVME, which this
+        client's ``upload_part`` and ``complete_multipart_upload`` then carry (parts of one upload go through one
+        client)."""
         _check_key(bucket, key)
         headers = {"content-type": content_type} if content_type else {}
 
-        async def attempt(watchdog: Watchdog) -> str:
-            response = await self._send(
-                watchdog,
-                S3Request("create_multipart", "POST", bucket, key, query={"uploads": ""}, headers=dict(headers)),
-            )
-            upload_id = xml.parse(response.body, "CreateMultipartUpload answer").findtext("UploadId")
-            if not upload_id:
-                raise errors.RequestError("CreateMultipartUpload returned no UploadId", bucket=bucket, key=key)
+        async def create(full_object: bool) -> str:
+            sent = {**headers, **UploadChecksums.create_headers(full_object)}
+
+            async def attempt(watchdog: Watchdog) -> str:
+                response = await self._send(
+                    watchdog,
+                    S3Request("create_multipart", "POST", bucket, key, query={"uploads": ""}, headers=dict(sent)),
+                )
+                upload_id = xml.parse(response.body, "CreateMultipartUpload answer").findtext("UploadId")
+                if not upload_id:
+                    raise errors.RequestError("CreateMultipartUpload returned no UploadId", bucket=bucket, key=key)
+                return upload_id
+
+            upload_id = await self._runner.run("create_multipart", bucket, key, attempt)
+            if full_object:
+                self._checksums.created(upload_id)
             return upload_id
 
-        return await self._runner.run("create_multipart", bucket, key, attempt)
+        return await self._checksums.send(Feature.FULL_OBJECT_MULTIPART, create)
 
     async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, data: bytes) -> str:
-        """Upload one part; returns its ETag."""
+        """Upload one part (with its CRC when the upload was created with a checksum); returns its ETag."""
         _check_key(bucket, key)
         query = {"partNumber": str(part_number), "uploadId": upload_id}
+        integrity = self._checksums.part_headers(upload_id, part_number, data)
 
         async def attempt(watchdog: Watchdog) -> str:
-            headers = {"content-md5": _md5(data)}
+            headers = dict(integrity)
             response = await self._send(
                 watchdog,
                 S3Request("upload_part", "PUT", bucket, key, query=query, headers=headers, body=data),
@@ -515,11 +577,38 @@ class S3Client:
         A retry after a lost answer finds the upload gone (404 NoSuchUpload) although the object was written:
         the object is then looked up, and accepted if its ETag is the one S3 gives these parts. An answer whose
         <ETag> is empty (Ceph RGW 16's first answer) completed the upload: the ETag is read with one HEAD
-        (``complete_multipart_head`` in the stats), never by completing again.
+        (``complete_multipart_head`` in the stats), never by completing again. An upload created with a checksum
+        states each part's CRC and the whole object's, combined from them: S3 checks it against the object it
+        assembled (a store that refuses it completes without, learnt once).
         """
         _check_key(bucket, key)
         ordered = sorted(parts)
-        body = xml.complete_multipart_request(ordered)
+        values, full_object = self._checksums.completion(upload_id, [n for n, _ in ordered])
+        element = self._checksums.element()
+
+        async def complete(full: bool) -> PutResult:
+            body = xml.complete_multipart_request(ordered, values, element)
+            headers = full_object if full else {}
+            result = await self._complete(bucket, key, upload_id, ordered, body, headers)
+            return replace(result, checksum=self._checksums.stated(headers))
+
+        if full_object:
+            result = await self._checksums.send(Feature.FULL_OBJECT_MULTIPART, complete)
+        else:
+            result = await complete(False)
+        self._checksums.finished(upload_id)  # kept after a failure: the caller may complete it again
+        return result
+
+    async def _complete(
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        ordered: list[tuple[int, str]],
+        body: bytes,
+        headers: dict[str, str],
+    ) -> PutResult:
+        """CompleteMultipartUpload with ``body`` and ``headers``, its lost answer recognised (see the caller)."""
         tries = 0
         gone: list[errors.NotFound] = []
 
@@ -535,6 +624,7 @@ class S3Client:
                         bucket,
                         key,
                         query={"uploadId": upload_id},
+                        headers=dict(headers),
                         body=body,
                         error_in_200=True,
                     ),
@@ -594,6 +684,7 @@ class S3Client:
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         _check_key(bucket, key)
+        self._checksums.finished(upload_id)
 
         async def attempt(watchdog: Watchdog) -> None:
             try:

@@ -9,6 +9,10 @@ Every answer is judged before a byte of it is kept:
 - bytes are only ever resumed under a pin: after an answer that named no ETag (nothing to pin the rest to) or a 200
   of unstated length, the next attempt drops what was kept and asks for the whole range again.
 
+A whole-object GET sent with ``verify`` (and ``x-amz-checksum-mode: ENABLED``) keeps the checksum a 200 states for
+the object; once every byte is in, ``check_checksum`` computes it over the bytes kept (in place) and, on a mismatch,
+drops them and raises ChecksumMismatch: the next attempt reads the object again, pinned to the same ETag.
+
 With ``into`` (a writable buffer of exactly the bytes wanted, e.g. a part's window of the buffer a span lands in)
 every kept byte is written at its place there, once: chunks are copied into it, and ``room()`` offers the transport
 the rest of it to receive the body straight from the socket. Without it the chunks are kept and joined.
@@ -19,6 +23,7 @@ from __future__ import annotations
 from multidict import CIMultiDictProxy
 
 from s3io import errors
+from s3io.s3.checksums import StoredChecksum, stated_checksum
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, FROM, WHOLE, GetRange
 from s3io.s3.types import GetResult
@@ -39,13 +44,24 @@ class RangeRead:
         "received",
         "size",
         "skip",
+        "stated",
         "stop",
         "unsized",
         "unsized_seen",
+        "verify",
         "want",
     )
 
-    def __init__(self, bucket: str, key: str, want: GetRange, etag: str | None, into: memoryview | None = None) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        key: str,
+        want: GetRange,
+        etag: str | None,
+        into: memoryview | None = None,
+        *,
+        verify: bool = False,
+    ) -> None:
         self.bucket = bucket
         self.key = key
         self.want = want
@@ -54,6 +70,8 @@ class RangeRead:
         if into is not None and want.kind != WHOLE and (want.kind != BOUNDED or len(into) != want.expected_length):
             raise ValueError(f"into: a buffer of the bounded range's length (or the whole object's), not for {want}")
         self.into = into
+        self.verify = verify and want.kind == WHOLE
+        self.stated: StoredChecksum | None = None  # what a 200 stated for the object (kept across resumed attempts)
         self._start()
 
     def _start(self) -> None:
@@ -111,6 +129,8 @@ class RangeRead:
             if self.stop is None or (total is not None and self.stop > total):
                 self.stop = last + 1
         elif status == 200:
+            if self.verify:
+                self.stated = stated_checksum(headers)
             if length is None:
                 if self.received:
                     raise self._fail("a resumed read was answered with the whole object of unstated length")
@@ -194,6 +214,24 @@ class RangeRead:
             raise errors.Truncated(
                 f"body ended after {self.received} of {wanted} bytes", bucket=self.bucket, key=self.key
             )
+
+    def check_checksum(self) -> None:
+        """Raise ChecksumMismatch (dropping every byte kept) if the object's bytes lack the checksum its store stated;
+        nothing to check for a read without ``verify``, an answer that stated none, or a composite one."""
+        stated = self.stated
+        if stated is None or not stated.covers_object:
+            return
+        pieces = [self.into[: self.received]] if self.into is not None else self.chunks
+        if stated.matches(*pieces):
+            return
+        received = self.received
+        self._start()
+        raise errors.ChecksumMismatch(
+            f"the {received} bytes received do not have the {stated.describe()} the store states for the object "
+            "(damaged on the way, or another object's bytes): not returned",
+            bucket=self.bucket,
+            key=self.key,
+        )
 
     def result(self) -> GetResult:
         if self.into is not None:

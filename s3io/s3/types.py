@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from s3io.s3.checksums import StoredChecksum
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
@@ -39,6 +41,9 @@ class GetResult:
 @dataclass(frozen=True, slots=True)
 class PutResult:
     etag: str | None
+    # the whole object's checksum this write stated and the store checked (a PUT's CRC64NVME, a multipart upload's
+    # full-object one, combined from its parts'); None when none was sent (Policy.checksums, a store refusing them)
+    checksum: StoredChecksum | None = None
 
 
 @dataclass(frozen=True, slots=True)

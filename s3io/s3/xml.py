@@ -230,6 +230,15 @@ def delete_request(keys: list[str], etags: Mapping[str, str] | None = None) -> b
     return f'<?xml version="1.0" encoding="UTF-8"?><Delete><Quiet>false</Quiet>{objects}</Delete>'.encode()
 
 
-def complete_multipart_request(parts: list[tuple[int, str]]) -> bytes:
-    body = "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag></Part>" for n, etag in parts)
+def complete_multipart_request(
+    parts: list[tuple[int, str]], checksums: Mapping[int, str] | None = None, element: str = ""
+) -> bytes:
+    """CompleteMultipartUpload's body; ``checksums``: a part's checksum by part number, in an ``element``."""
+    checksums = checksums or {}
+    body = "".join(
+        f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag>"
+        + (f"<{element}>{escape(checksums[n])}</{element}>" if n in checksums else "")
+        + "</Part>"
+        for n, etag in parts
+    )
     return f'<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUpload>{body}</CompleteMultipartUpload>'.encode()

@@ -5,7 +5,9 @@ Content-Range, a 206 to a request that sent no Range, a 200 to a ranged request,
 continuation token forever, an error body of many megabytes, an unsolicited response written on an idle
 keep-alive connection, a key with a raw control character in a listing. This server speaks HTTP/1.1 with
 keep-alive on a real socket; by default it serves ``objects`` honestly (GET whole/ranged/suffix, HEAD,
-ListObjectsV2 with prefix, continuation and ``encoding-type=url``), and a test replaces any answer::
+ListObjectsV2 with prefix, continuation and ``encoding-type=url``; as S3, a whole GET or a HEAD sent with
+``x-amz-checksum-mode: ENABLED`` states the object's full-object CRC64NVME, a ranged GET none), and a test
+replaces any answer::
 
     with ScriptedS3({"k": b"0123456789"}) as server:
         server.script = lambda request: Reply(206, {"Content-Range": "bytes 0-4/10"}, b"01234")
@@ -21,6 +23,7 @@ The server runs its own event loop in a thread; every connection and loop is bou
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import email.utils
 import hashlib
@@ -30,6 +33,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from xml.sax.saxutils import escape
+
+from awscrt import checksums as crt_checksums
 
 MAX_HEAD_BYTES = 1 << 20
 MAX_BODY_BYTES = 64 << 20
@@ -124,6 +129,12 @@ def repeated(pattern: bytes, total: int, chunk: int = 1 << 16) -> Callable[[], I
 
 def etag_of(data: bytes) -> str:
     return f'"{hashlib.md5(data).hexdigest()}"'
+
+
+def checksum_headers(data: bytes) -> dict[str, str]:
+    """The headers S3 states an object's checksum in (its full-object CRC64NVME), computed by awscrt directly."""
+    crc = base64.b64encode(crt_checksums.crc64nvme(data).to_bytes(8, "big")).decode()
+    return {"x-amz-checksum-crc64nvme": crc, "x-amz-checksum-type": "FULL_OBJECT"}
 
 
 class ScriptedS3:
@@ -296,6 +307,8 @@ class ScriptedS3:
         if data is None:
             return error_reply(404, "NoSuchKey", "The specified key does not exist.")
         headers = {"ETag": etag_of(data), "Last-Modified": email.utils.formatdate(time.time(), usegmt=True)}
+        if request.headers.get("x-amz-checksum-mode") == "ENABLED" and not request.range:
+            headers.update(checksum_headers(data))
         if request.method == "HEAD":
             return Reply(200, headers, content_length=len(data))
         spec = request.range
