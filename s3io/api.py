@@ -1,8 +1,9 @@
 """The standalone Python API: ``read_parquet`` / ``iter_batches`` over S3 prefixes, globs and objects.
 
-Each call lists its URLs, settles one read schema (the union of every file's schema by default), and reads the
-files concurrently through a fresh S3Client + RangeEngine + ParquetReader, closed when the call ends. The async
-functions run on the caller's event loop; the blocking ones run them on s3io's private background loop
+Each call lists its URLs through the table layer (``s3io.table.list_visible``: the compaction journal applied, so a
+prefix mid-compaction reads every row once), settles one read schema (the union of every file's schema by default),
+and reads the files concurrently through a fresh S3Client + RangeEngine + ParquetReader, closed when the call ends.
+The async functions run on the caller's event loop; the blocking ones run them on s3io's private background loop
 (``s3io.sync``), so they also work inside Jupyter or any thread with a running loop.
 
 URLs: ``s3://bucket/prefix`` (everything below it, recursively), ``s3://bucket/dir/*.parquet`` (a Hadoop glob),
@@ -24,8 +25,6 @@ from s3io import errors
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.dataset.partitions import HIVE, Partitioning, Partitions, check_partitioning, discover
 from s3io.engine import EngineConfig, RangeEngine
-from s3io.engine.tasks import gather_all
-from s3io.listing import ListedFile, select_files
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE
 from s3io.parquet.predicates import to_expression, validate
 from s3io.parquet.schema import file_schema as parquet_schema
@@ -34,6 +33,7 @@ from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.sync import DEFAULT_MAX_BUFFERED, background_loop
+from s3io.table import ListedFile, list_visible
 from s3io.transport.credentials import Credentials
 from s3io.urls import S3Path, parse_paths
 
@@ -82,6 +82,7 @@ async def read_parquet_async(
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
+    journal: bool = True,
     batch_size: int = TABLE_BATCH_SIZE,
     progress: ProgressCallback | None = None,
 ) -> pa.Table:
@@ -99,6 +100,7 @@ async def read_parquet_async(
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
+        journal=journal,
         batch_size=batch_size,
         progress=progress,
     )
@@ -119,6 +121,7 @@ def iter_batches_async(
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
+    journal: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: ProgressCallback | None = None,
 ) -> AsyncIterator[pa.RecordBatch]:
@@ -141,6 +144,9 @@ def iter_batches_async(
     - ``endpoint_url``/``region``/``credentials``: where and as whom (default: the AWS environment,
       ``AWS_ENDPOINT_URL``); ``credentials="anonymous"`` for public buckets.
     - ``ignore_missing``/``ignore_corrupt``: skip (and log) files deleted since the listing / unreadable files.
+    - ``journal``: apply the compaction journal (default): a prefix that a compaction is rewriting reads every row
+      once, whatever step the compaction is at (or died at). ``False`` reads the objects as they are, as pyarrow
+      does: a compaction's output and its inputs may then both be read.
     - ``progress``: called with a Progress after each batch and once at the end.
     No file matching a URL raises NotFound naming it. Arguments are checked at once (InvalidConfig); closing the
     iterator cancels the reads in flight.
@@ -158,6 +164,7 @@ def iter_batches_async(
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
+        journal=journal,
         batch_size=batch_size,
         progress=progress,
     )
@@ -181,6 +188,7 @@ def read_parquet(
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
+    journal: bool = True,
     batch_size: int = TABLE_BATCH_SIZE,
     progress: ProgressCallback | None = None,
 ) -> pa.Table:
@@ -201,6 +209,7 @@ def read_parquet(
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
+        journal=journal,
         batch_size=batch_size,
         progress=progress,
     )
@@ -221,6 +230,7 @@ def iter_batches(
     merge_schema: bool = True,
     ignore_missing: bool = False,
     ignore_corrupt: bool = False,
+    journal: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: ProgressCallback | None = None,
     max_buffered: int = DEFAULT_MAX_BUFFERED,
@@ -244,6 +254,7 @@ def iter_batches(
         merge_schema=merge_schema,
         ignore_missing=ignore_missing,
         ignore_corrupt=ignore_corrupt,
+        journal=journal,
         batch_size=batch_size,
         progress=progress,
     )
@@ -280,6 +291,7 @@ class _Read:
         merge_schema: bool,
         ignore_missing: bool,
         ignore_corrupt: bool,
+        journal: bool,
         batch_size: int,
         progress: ProgressCallback | None,
     ) -> None:
@@ -299,6 +311,7 @@ class _Read:
         self.merge_schema = bool(merge_schema)
         self.ignore_missing = ignore_missing
         self.ignore_corrupt = ignore_corrupt
+        self.journal = bool(journal)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise errors.InvalidConfig(f"batch_size: must be a whole number >= 1, got {batch_size!r}")
         self.batch_size = batch_size
@@ -315,7 +328,7 @@ class _Read:
         ) as client:
             engine = RangeEngine(client, self.engine_config)
             reader = ParquetReader(engine, object_cache_bytes=self.engine_config.memory_budget)
-            listed = await _list_files(client, self.paths)
+            listed = await _list_files(client, self.paths, journal=self.journal)
             partitions = discover([(f.info.url, _directory(f)) for f in listed], self.partitioning)
             kept = _partition_survivors(partitions, self.filters)
             objects = [listed[i].info for i in kept]
@@ -408,45 +421,39 @@ class _Read:
         return report
 
 
-async def list_files(client: S3Client, paths: Sequence[S3Path]) -> list[ObjectInfo]:
-    """The data files of each path (listed recursively, hidden names dropped), path by path in key order.
+async def list_files(client: S3Client, paths: Sequence[S3Path], *, journal: bool = True) -> list[ObjectInfo]:
+    """The data files of each path (listed recursively, hidden names dropped, the compaction journal applied unless
+    ``journal=False``), path by path in key order.
 
     A file named by two paths is read once, at its first place. NotFound names a path that matches no file.
     """
-    return [listed.info for listed in await _list_files(client, paths)]
+    return [listed.info for listed in await _list_files(client, paths, journal=journal)]
 
 
-async def _list_files(client: S3Client, paths: Sequence[S3Path]) -> list[ListedFile]:
+async def _list_files(client: S3Client, paths: Sequence[S3Path], *, journal: bool) -> list[ListedFile]:
     """``list_files``, each file with the root its path names (where partition directories start)."""
-    listings = await gather_all([_list_path(client, path) for path in paths])
     seen: set[tuple[str, str]] = set()
     files: list[ListedFile] = []
-    for path, listed in zip(paths, listings, strict=True):
-        if not listed:
+    for found in await list_visible(client, paths, journal=journal):
+        if not found.files:
             raise errors.NotFound(
-                f"no parquet files match {path.url} (a prefix is listed recursively; names starting with "
+                f"no parquet files match {found.path.url} (a prefix is listed recursively; names starting with "
                 "'_' or '.' are ignored)",
-                bucket=path.bucket,
-                key=path.key,
+                bucket=found.path.bucket,
+                key=found.path.key,
             )
-        for file in listed:
+        for file in found.files:
             if (file.info.bucket, file.info.key) not in seen:
                 seen.add((file.info.bucket, file.info.key))
                 files.append(file)
     return files
 
 
-async def _list_path(client: S3Client, path: S3Path) -> list[ListedFile]:
-    async def one(prefix: str) -> list[ObjectInfo]:
-        return [obj async for obj in client.list_objects(path.bucket, prefix)]
-
-    pages = await gather_all([one(prefix) for prefix in path.listing_prefixes])
-    return select_files((obj for page in pages for obj in page), path)
-
-
 def _directory(file: ListedFile) -> str:
-    """The file's directory relative to the root its path names ("" for a file in the root itself)."""
-    relative = file.info.key[len(file.root) - len(f"s3://{file.info.bucket}/") :]
+    """The file's directory relative to the root its path names ("" for a file in the root itself); a compaction
+    output still in staging lies in the directory of the name it stands for."""
+    key = file.logical_key or file.info.key
+    relative = key[len(file.root) - len(f"s3://{file.info.bucket}/") :]
     return relative.rpartition("/")[0]
 
 

@@ -14,6 +14,10 @@ How s3fs is wrapped (one place each):
   storage options only botocore can honour (versions, SSE-C, requester-pays, profiles, custom CA/proxies)
   send reads through botocore instead, still under the policy via ``_call_s3``.
 
+A raw view of the objects, as s3fs's contract is: ``ls``, ``find``, ``glob`` and reads show every object as it is
+and do not apply the compaction journal (s3io.table), so a prefix mid-compaction may show a group's output and its
+inputs both. The project's own readers (``s3io.read_parquet``, the Spark source) list through ``s3io.table``.
+
 Errors keep s3fs's contract (FileNotFoundError, PermissionError, FileExpired, OSError with errno), chained
 (``__cause__``) to the typed s3io error that names the operation, object, attempts and time spent.
 """

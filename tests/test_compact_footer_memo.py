@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3io.s3.types import ObjectInfo
+from s3io.table import layout
 from spark_ext.compact.facts import FooterFactsMemo, footer_facts
-from spark_ext.journal import layout
 
 
 def _footer(table: pa.Table, **write: object) -> pq.FileMetaData:

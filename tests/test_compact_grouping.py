@@ -204,8 +204,8 @@ def test_the_crash_point_comes_from_the_argument_or_from_the_environment_only_un
 
 
 def test_a_staging_output_stands_for_its_final_key_in_the_same_partition() -> None:
+    from s3io.table import layout
     from spark_ext.compact import logical_key
-    from spark_ext.journal import layout
 
     staging = layout.staging_key("t/date=1/", "20260101T000000Z-abcd1234", "g00003")
     assert staging.startswith("t/date=1/_s3io_staging/20260101T000000Z-abcd1234/g00003-")

@@ -29,6 +29,7 @@ from test_compact_support import TEST_OPTIONS, make_client, parquet_bytes, rows_
 from s3io import S3Client
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.types import ObjectInfo
+from s3io.table import layout
 from spark_ext.compact import (
     CompactionLock,
     JournalSnapshot,
@@ -39,7 +40,6 @@ from spark_ext.compact import (
     resolve_visible_files,
     rewrite_group,
 )
-from spark_ext.journal import layout
 
 pytestmark = pytest.mark.timeout(300)
 

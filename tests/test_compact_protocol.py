@@ -30,6 +30,8 @@ from test_compact_support import (
 )
 
 from s3io import S3Client
+from s3io.table import layout
+from s3io.table.journal import COMMITTED, DONE, PUBLISHED
 from spark_ext.compact import (
     CompactionLock,
     CompactionOptions,
@@ -51,8 +53,6 @@ from spark_ext.compact import (
 from spark_ext.compact import rewrite as rewrite_module
 from spark_ext.compact.errors import InputChanged, VerificationFailed
 from spark_ext.compact.rewrite import RewriteSettings
-from spark_ext.journal import layout
-from spark_ext.journal.entries import COMMITTED, DONE, PUBLISHED
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -614,7 +614,7 @@ async def test_recovery_aborts_a_staging_upload_a_killed_job_left_and_spares_oth
 def test_a_journal_entry_is_stored_in_its_documented_json_and_reads_back_equal() -> None:
     import dataclasses
 
-    from spark_ext.journal.entries import JournalEntry, ObjectRef
+    from s3io.table.journal import JournalEntry, ObjectRef
 
     entry = JournalEntry(
         job_id="j1",
@@ -665,7 +665,7 @@ def test_the_grace_before_publishing_never_compares_two_machines_clocks() -> Non
 
 
 def _entry_of(job_id: str, committed_at: float) -> Any:
-    from spark_ext.journal.entries import JournalEntry, ObjectRef
+    from s3io.table.journal import JournalEntry, ObjectRef
 
     return JournalEntry(
         job_id=job_id,

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from s3io.s3.types import ObjectInfo
+from s3io.table import layout
 from spark_ext.compact.grouping import FileFacts
-from spark_ext.journal import layout
 from spark_ext.stream.seen import FORMAT, SeenFiles
 
 

@@ -5,7 +5,7 @@ callable: it calls ``spark_ext.compact.job.compact``). Command line: ``python -m
 
 Driver side: ``compact_prefix`` (the whole job), ``recover_prefix`` (``--recover``), ``plan_compaction`` (pure).
 Worker side: ``rewrite_group`` / ``execute_group_task`` (one group, e.g. inside a Spark task).
-Reader side (spark_ext.journal, re-exported here): ``read_journal_before`` + list + ``resolve_visible_files``
+Reader side (s3io.table, re-exported here): ``read_journal_before`` + list + ``resolve_visible_files``
 (apply the journal to a listing), or ``list_visible_files`` (all three).
 
 The names below are imported on first use, so importing one module of this package (as the readers and the stream
@@ -54,15 +54,15 @@ _SOURCES = {  # public name -> the module that defines it
     "in_process_executor": "spark_ext.compact.rewrite",
     "rewrite_group": "spark_ext.compact.rewrite",
     "run_group_task": "spark_ext.compact.rewrite",
-    "JournalEntry": "spark_ext.journal.entries",
-    "ObjectRef": "spark_ext.journal.entries",
-    "read_journal": "spark_ext.journal.entries",
-    "logical_key": "spark_ext.journal.layout",
-    "JournalSnapshot": "spark_ext.journal.visibility",
-    "apply_journal": "spark_ext.journal.visibility",
-    "list_visible_files": "spark_ext.journal.visibility",
-    "read_journal_before": "spark_ext.journal.visibility",
-    "resolve_visible_files": "spark_ext.journal.visibility",
+    "JournalEntry": "s3io.table.journal",
+    "ObjectRef": "s3io.table.journal",
+    "read_journal": "s3io.table.journal",
+    "logical_key": "s3io.table.layout",
+    "JournalSnapshot": "s3io.table.visibility",
+    "apply_journal": "s3io.table.visibility",
+    "list_visible_files": "s3io.table.visibility",
+    "read_journal_before": "s3io.table.visibility",
+    "resolve_visible_files": "s3io.table.visibility",
 }
 
 __all__ = sorted(_SOURCES)

@@ -23,6 +23,9 @@ from s3io.errors import InvalidConfig, NotFound, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
+from s3io.table import layout
+from s3io.table.journal import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
+from s3io.table.visibility import apply_journal
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from spark_ext.compact.facts import fetch_file_facts, list_prefix
@@ -51,9 +54,6 @@ from spark_ext.compact.report import (
 )
 from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
 from spark_ext.compact.store_probe import StoreClock, probe_store
-from spark_ext.journal import layout
-from spark_ext.journal.entries import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
-from spark_ext.journal.visibility import apply_journal
 from spark_ext.stream.lease import (
     LiveLease,
     break_lease,

@@ -21,9 +21,9 @@ from s3io.parquet.schema import duplicate_name, file_schema, int96_leaves, with_
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
+from s3io.table import layout
 from spark_ext.compact.grouping import FileFacts, case_twins
 from spark_ext.compact.metadata import file_metadata, int96_rebase_conflict
-from spark_ext.journal import layout
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
 INT96_LAYOUT = "it has INT96 columns, but its leaf columns do not line up with its schema; left as it is"

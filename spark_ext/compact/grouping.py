@@ -31,9 +31,9 @@ import pyarrow as pa
 from s3io.errors import SchemaMismatch
 from s3io.parquet.schema import unify_schemas, widens_losslessly
 from s3io.s3.types import ObjectInfo
+from s3io.table.layout import partition_dir
 from spark_ext.compact.metadata import spark_keys, spark_keys_conflict
 from spark_ext.compact.options import CompactionOptions
-from spark_ext.journal.layout import partition_dir
 
 # Reasons a file or group is skipped (``kind``), so reports can count them.
 EMPTY = "empty"

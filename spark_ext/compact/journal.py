@@ -1,4 +1,4 @@
-"""Journal writes: the compaction creates, advances and removes entries (spark_ext.journal.entries reads them).
+"""Journal writes: the compaction creates, advances and removes entries (s3io.table.journal reads them).
 
 An entry is created "pending" (If-None-Match: *); every later change replaces it with If-Match on the ETag we last
 saw, so two processes can never both advance one entry. Every body carries a fresh ``write_id``, so a write retried
@@ -11,8 +11,8 @@ import secrets
 from dataclasses import replace
 
 from s3io.s3.client import S3Client
+from s3io.table.journal import JournalEntry
 from spark_ext.compact import conditional
-from spark_ext.journal.entries import JournalEntry
 
 
 async def create(client: S3Client, entry: JournalEntry) -> JournalEntry:

@@ -15,7 +15,7 @@ keep files out of one output.
   when the inputs' differ only in a RangeIndex's bounds (pandas writes each file's own): the output's RangeIndex
   then spans its own rows, 0 to its row count, as pandas' ``concat(ignore_index=True)`` and pyarrow.dataset (which
   ignores a RangeIndex whose length is not the table's) give.
-- The writer regenerates ``ARROW:schema`` and the journal's keys (spark_ext.journal.layout): never carried over.
+- The writer regenerates ``ARROW:schema`` and the journal's keys (s3io.table.layout): never carried over.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_ext.journal import layout
+from s3io.table import layout
 
 SPARK_PREFIX = b"org.apache.spark."
 SPARK_VERSION = b"org.apache.spark.version"

@@ -37,6 +37,8 @@ from s3io.engine.tasks import gather_all, map_bounded
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
+from s3io.table import layout
+from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
 from spark_ext.compact import journal
 from spark_ext.compact.conditional import delete_if_match, require_etag
 from spark_ext.compact.crash import CrashPoint, maybe_crash
@@ -45,8 +47,6 @@ from spark_ext.compact.grouping import CompactionGroup
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.rewrite import GroupOutput
 from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION, supports_bulk_conditional_delete
-from spark_ext.journal import layout
-from spark_ext.journal.entries import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

@@ -24,13 +24,13 @@ from s3io.engine.tasks import map_bounded
 from s3io.errors import PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
+from s3io.table.journal import PENDING, JournalEntry, read_entry, read_journal
+from s3io.table.layout import is_staging_key
 from spark_ext.compact import journal
 from spark_ext.compact.conditional import delete_if_match
 from spark_ext.compact.crash import CrashPoint
 from spark_ext.compact.lock import CompactionLock
 from spark_ext.compact.protocol import Clock, Sleep, finish_entries
-from spark_ext.journal.entries import PENDING, JournalEntry, read_entry, read_journal
-from spark_ext.journal.layout import is_staging_key
 
 
 @dataclass

@@ -53,6 +53,8 @@ from s3io.parquet.schema import INT96_UNIT, conform
 from s3io.parquet.sparse import SparseFile
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
+from s3io.table import layout
+from s3io.table.journal import ObjectRef
 from spark_ext.compact.checksum import TableChecksum
 from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
 from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
@@ -60,8 +62,6 @@ from spark_ext.compact.facts import FooterFactsMemo
 from spark_ext.compact.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
 from spark_ext.compact.metadata import footer_metadata, output_metadata, spark_keys, spark_keys_conflict
 from spark_ext.compact.options import CompactionOptions
-from spark_ext.journal import layout
-from spark_ext.journal.entries import ObjectRef
 
 MAX_INFLIGHT_GETS = 16
 CPU_THREAD_NAME = "s3io-compact-cpu"

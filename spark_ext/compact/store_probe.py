@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from s3io.errors import NotFound, PreconditionFailed, RequestError
 from s3io.s3.client import S3Client
+from s3io.table.layout import probe_key
 from spark_ext.compact import conditional
 from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, MissingETag
-from spark_ext.journal.layout import probe_key
 
 PROBE_REQUESTS = 6
 STORE_CLOCK_RESOLUTION = 1.0  # Last-Modified and Date carry whole seconds

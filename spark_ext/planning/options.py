@@ -19,6 +19,8 @@ errors (a typo must not silently fall back to a default). Defaults, and where th
   ``spark_ext.source.legacy_files``); jvmTimeZone: the default time zone of Spark's JVM, in which Spark rebases
   legacy timestamps (captured by ``spark_ext.register``; unset, such timestamps before 1900 are refused).
 - Policy fields (timeouts, retries, sockets): see s3io.policy.
+- ignoreJournal false: the listing applies the compaction journal (s3io.table.list_visible), as every reader of the
+  project does; true reads the objects as they are, as Spark's own parquet reader does.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ _BOOL = {
     "anonymous": "anonymous",
     "partitionColumnTypeInference": "partition_column_type_inference",
     "caseSensitive": "case_sensitive",
+    "ignoreJournal": "ignore_journal",
 }
 _SIZE = {  # option: (field, smallest accepted value)
     "maxPartitionBytes": ("max_partition_bytes", 1),
@@ -105,6 +108,7 @@ class ReadOptions:
     time_zone: str = "UTC"
     partition_column_type_inference: bool = True
     case_sensitive: bool = False  # spark.sql.caseSensitive: column names match exactly, not ignoring case
+    ignore_journal: bool = False  # read the objects as they are, not as the compaction journal says (s3io.table)
     datetime_rebase_mode: str = "CORRECTED"  # spark.sql.parquet.datetimeRebaseModeInRead
     int96_rebase_mode: str = "CORRECTED"  # spark.sql.parquet.int96RebaseModeInRead
     jvm_time_zone: str | None = None  # Spark's JVM default zone: legacy timestamps are rebased in it

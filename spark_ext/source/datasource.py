@@ -26,8 +26,8 @@ from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from s3io import sync
 from s3io.errors import InvalidConfig
-from s3io.listing import ListedFile, listing_columns, listing_from_columns
 from s3io.settings import loose_key
+from s3io.table.data_files import ListedFile, listing_columns, listing_from_columns
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.options import ReadOptions, redact
 from spark_ext.source.driver_side import (

@@ -27,8 +27,8 @@ from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
+from s3io.table import layout
 from s3io.urls import split_s3_url
-from spark_ext.journal import layout
 from spark_ext.stream.seen import SeenFiles
 from spark_ext.stream.store import StreamStore
 

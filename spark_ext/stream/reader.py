@@ -37,12 +37,11 @@ from pyspark.sql.types import StructType
 
 from s3io.dataset import FilePiece
 from s3io.errors import NotFound, S3IOError
-from s3io.listing import ListedFile, select_files
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.sync import BackgroundLoop
-from spark_ext.journal import layout
-from spark_ext.journal.visibility import read_journal_before, resolve_visible_files
+from s3io.table import is_compaction_output, layout, list_visible
+from s3io.table.data_files import ListedFile, select_files
 from spark_ext.source.driver_side import discover, make_client, pack, plan_columns, planning_reader
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
@@ -254,7 +253,7 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         fresh = select_new(
             [f.info for f in listed], runtime.seen, max_files=None, max_bytes=None, max_age=options.max_file_age
         )
-        outputs = [o for o in fresh if _is_output(by_key[o.key])]
+        outputs = [o for o in fresh if is_compaction_output(by_key[o.key])]
         skipped, replacing = await self._classify_outputs(runtime, outputs)
         replaced = {(k, e) for inputs in replacing.values() for k, e, _ in inputs}
         candidates = [o for o in fresh if o.key not in skipped and (o.key, o.etag) not in replaced]
@@ -300,7 +299,7 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 options.read.paths[0].listing_prefixes,
                 [f.info for f in listed],
                 max_age=options.max_file_age,
-                never={f.info.key for f in listed if _is_output(f)},
+                never={f.info.key for f in listed if is_compaction_output(f)},
             )
         logger.info("stream %s: planned batch %d: %s", options.stream_name, batch, created.stats)
         return created
@@ -308,17 +307,15 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     async def _list(self, runtime: _Runtime) -> list[ListedFile]:
         """The stream's data files as a journal-aware reader sees them (hidden names and directories left out)."""
         options = self.options
-        path = options.read.paths[0]
-        listed: list[ObjectInfo] = []
-        visible: list[ObjectInfo] = []
-        for prefix in path.listing_prefixes:
-            start_after = runtime.seen.start_after(prefix) if options.keys_sort_by_arrival else None
-            before = await read_journal_before(runtime.client, path.bucket, prefix)
-            raw = [o async for o in runtime.client.list_objects(path.bucket, prefix, start_after=start_after)]
-            listed.extend(raw)
-            visible.extend(await resolve_visible_files(runtime.client, path.bucket, prefix, raw, before=before))
-        logical = {o.key: layout.logical_key(o.key) for o in visible}
-        return select_files(visible, path, path_glob_filter=options.read.path_glob_filter, logical_keys=logical)
+        seen = runtime.seen
+        (found,) = await list_visible(
+            runtime.client,
+            options.read.paths[:1],
+            journal=not options.read.ignore_journal,
+            path_glob_filter=options.read.path_glob_filter,
+            start_after=seen.start_after if options.keys_sort_by_arrival else None,
+        )
+        return list(found.files)
 
     async def _classify_outputs(
         self, runtime: _Runtime, outputs: Sequence[ObjectInfo]
@@ -478,11 +475,6 @@ def _limits(limit: ReadLimit, options: StreamOptions) -> tuple[int | None, int |
     if isinstance(limit, ReadMaxBytes):
         return options.max_files, limit.max_bytes
     return options.max_files, options.max_bytes
-
-
-def _is_output(listed: ListedFile) -> bool:
-    """Named like a compaction output (its published name, or the name a staging output stands for)."""
-    return (listed.logical_key or listed.info.key).rsplit("/", 1)[-1].startswith(layout.FINAL_PREFIX)
 
 
 __all__ = ["LeaseBroken", "S3ParquetStreamReader", "StreamConflict"]

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 
 from s3io.errors import InvalidConfig
-from s3io.listing import is_hidden
+from s3io.table.data_files import is_hidden
 from s3io.urls import has_glob, split_s3_url
 
 CONTROL_DIR = "_s3io_compaction/"

@@ -22,7 +22,7 @@ from s3io.errors import CorruptFile, NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.journal.layout import is_journal_key, journal_key, journal_prefix
+from s3io.table.layout import is_journal_key, journal_key, journal_prefix
 
 FORMAT_VERSION = 1
 PENDING = "pending"

@@ -44,8 +44,8 @@ from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from spark_ext.journal.entries import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
-from spark_ext.journal.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
+from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
+from s3io.table.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
 
 _ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was undone, its inputs are the truth
 
