@@ -69,6 +69,7 @@ from s3io.s3.etags import bare_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.paging import ListingGuard
 from s3io.s3.types import GetResult
+from s3io.store import StoreConfig
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.sockets import socket_factory
 
@@ -322,13 +323,13 @@ class S3FileSystem(s3fs.S3FileSystem):
         if client is None:
             for retired in _discard_stopped(self._s3io_clients):
                 self._retired_stats = _add_snapshots(self._retired_stats, retired.stats())
-            client = S3Client(
-                self.policy,
+            client = StoreConfig.from_kwargs(
                 endpoint_url=self._endpoint_url(),
                 region=self.client_kwargs.get("region_name") or self.config_kwargs.get("region_name"),
                 credentials=self._s3io_credentials(),
                 addressing=(self.config_kwargs.get("s3") or {}).get("addressing_style") or "auto",
-            )
+                policy=self.policy,
+            ).client()
             self._s3io_clients[loop] = client
         return client
 

@@ -1,6 +1,6 @@
 """The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, s3io's layers import only
-downwards (policy -> transport -> resilience -> s3 -> engine -> parquet -> dataset -> table -> api), and every
-reader lists through the table layer."""
+downwards (policy -> transport -> resilience -> s3 -> engine -> store -> parquet -> dataset -> table -> api), every
+reader lists through the table layer, and one place makes an S3Client from settings (s3io.store.StoreConfig)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ S3IO_LAYERS = (
     {"resilience"},
     {"s3"},
     {"engine"},
+    {"store"},
     {"parquet"},
     {"dataset"},
     {"table"},
@@ -183,3 +184,18 @@ def test_readers_list_only_through_the_table_layer() -> None:
         "spark_ext/source/driver_side.py",
         "spark_ext/stream/reader.py",
     }
+
+
+def test_one_place_makes_an_s3_client_from_settings() -> None:
+    """Every entry point (the API, the CLIs, the filesystem, the Spark source, the stream, compaction) builds its
+    client from a StoreConfig: only s3io/store.py calls S3Client(...)."""
+    callers = []
+    for top in ("s3io", "spark_ext", "pyspark_s3parquet"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) == "S3Client"
+                ):
+                    callers.append(path.relative_to(ROOT).as_posix())
+    assert callers == ["s3io/store.py"]

@@ -29,45 +29,131 @@ Defaults, and where they come from:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from s3io.errors import InvalidConfig
 from s3io.s3.multipart import MIN_PART_SIZE
+from s3io.settings import add_arguments, from_args, option, option_spellings, take_options, unknown_option
+from s3io.units import parse_bool, parse_duration, parse_int, parse_size
 
 MiB = 1024 * 1024
 SCHEMA_MODES = ("unify", "exact")
 MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # CopyObject copies at most 5 GiB; leave room for outputs above target
 
 
+def _size(value: Any, name: str) -> int:
+    return parse_size(value, name=name)
+
+
+def _int(value: Any, name: str) -> int:
+    return parse_int(value, name=name)
+
+
+def _seconds(value: Any, name: str) -> float:
+    return parse_duration(value, name=name)
+
+
+def _bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+def _text(value: Any, name: str) -> str:
+    return str(value).strip()
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    text = str(value).strip()
+    return None if text.lower() in ("", "none") else text
+
+
 @dataclass(frozen=True, slots=True)
 class CompactionOptions:
-    """What to compact and how; validated on construction, changed with ``replace``."""
+    """What to compact and how; validated on construction, changed with ``replace``. Each field declares its
+    option name (``from_options``) and, where the command line has one, its flag (s3io.settings.option)."""
 
-    target_file_size: int = 128 * MiB
-    candidate_threshold: int | None = None  # None: 75 % of target_file_size
-    min_input_files: int = 5
-    max_concurrent_groups: int = 4
-    schema_mode: str = "unify"
-    grace_period: float = 60.0
-    lock_ttl: float = 120.0
-    clock_skew: float = 2.0
-    dry_run: bool = False
-    finish: bool = True  # False: stop after the commits; the next run (or recover) publishes and deletes
-    keep_history: bool = False  # True: leave "done" journal entries (a history; readers apply them harmlessly)
-    owner: str | None = None  # who holds the lock, for messages; default host:pid
+    target_file_size: int = option(
+        "targetFileSize",
+        _size,
+        default=128 * MiB,
+        flag="--target-file-size",
+        help="size of the output files (default 128MB)",
+    )
+    candidate_threshold: int | None = option("candidateThreshold", _size, default=None)  # None: 75 % of the target
+    min_input_files: int = option(
+        "minInputFiles", _int, default=5, flag="--min-input-files", help="smallest group worth rewriting (default 5)"
+    )
+    max_concurrent_groups: int = option(
+        "maxConcurrentGroups",
+        _int,
+        default=4,
+        flag="--max-concurrent-groups",
+        help="groups rewritten at once (default 4)",
+    )
+    schema_mode: str = option("schemaMode", _text, default="unify")
+    grace_period: float = option(
+        "gracePeriod",
+        _seconds,
+        default=60.0,
+        flag="--grace-period",
+        help="delay before inputs are deleted (default 60s)",
+    )
+    lock_ttl: float = option("lockTtl", _seconds, default=120.0)
+    clock_skew: float = option("clockSkew", _seconds, default=2.0)
+    dry_run: bool = option("dryRun", _bool, default=False, flag="--dry-run", help="print the plan and change nothing")
+    # False: stop after the commits; the next run (or recover) publishes and deletes
+    finish: bool = option("finish", _bool, default=True)
+    # True: leave "done" journal entries (a history; readers apply them harmlessly)
+    keep_history: bool = option("keepHistory", _bool, default=False)
+    owner: str | None = option("owner", _optional_text, default=None)  # who holds the lock, for messages; host:pid
     # execution of one group (inside a Spark task or in-process)
-    part_size: int = 8 * MiB
-    upload_concurrency: int = 4
-    row_group_bytes: int = 64 * MiB  # Arrow bytes buffered before a row group is written
-    prefetch_bytes: int = 32 * MiB  # input bytes fetched ahead of the decoder
-    compression: str = "snappy"
-    coerce_timestamps: str | None = "us"  # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
-    read_footers: bool = False  # True: read every candidate's footer while planning (see the module doc)
-    processes: int = 0  # without Spark: 0 runs groups in this process, N >= 1 in N worker processes
+    part_size: int = option("partSize", _size, default=8 * MiB)
+    upload_concurrency: int = option("uploadConcurrency", _int, default=4)
+    row_group_bytes: int = option("rowGroupBytes", _size, default=64 * MiB)  # Arrow bytes buffered per row group
+    prefetch_bytes: int = option("prefetchBytes", _size, default=32 * MiB)  # input bytes fetched ahead of decoding
+    compression: str = option("compression", _text, default="snappy")
+    # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
+    coerce_timestamps: str | None = option("coerceTimestamps", _optional_text, default="us")
+    read_footers: bool = option(
+        "readFooters",
+        _bool,
+        default=False,
+        flag="--read-footers",
+        help="read every small file's footer while planning (a dry run then names unreadable files and schema "
+        "conflicts; one more GET per file)",
+    )
+    processes: int = option(
+        "processes",
+        _int,
+        default=0,
+        flag="--processes",
+        help="with --master none: rewrite groups in this many worker processes (default 0: in this process)",
+    )
     # driver-side request concurrency
-    footer_concurrency: int = 32
-    delete_concurrency: int = 16
+    footer_concurrency: int = option("footerConcurrency", _int, default=32)
+    delete_concurrency: int = option("deleteConcurrency", _int, default=16)
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any], base: CompactionOptions | None = None) -> CompactionOptions:
+        """From option strings (``{"targetFileSize": "256MB", "gracePeriod": "30s"}``, any spelling) over ``base``;
+        an unknown option is an InvalidConfig naming the known ones."""
+        changes, rest = take_options(cls, values)
+        if rest:
+            raise unknown_option(str(next(iter(rest))), option_spellings(cls), kind="compaction option")
+        return (base or cls()).replace(**changes)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CompactionOptions:
+        """From the flags ``add_arguments(parser, CompactionOptions)`` defined (unset ones keep the defaults)."""
+        return cls(**from_args(cls, args))
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """One flag per option that declares one (``--target-file-size``, ``--grace-period``, ``--dry-run``, ...)."""
+        add_arguments(parser, CompactionOptions)
 
     def __post_init__(self) -> None:
         if not 1 <= self.target_file_size <= MAX_TARGET_FILE_SIZE:

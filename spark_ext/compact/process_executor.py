@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from s3io.store import StoreConfig
 from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task, results_as_finished
-from spark_ext.compact.spark_executor import ClientFactory
 
 log = logging.getLogger("spark_ext.compact")
 
@@ -36,7 +36,7 @@ MAIN_GUARD_HINT = (
 )
 
 
-def process_executor(make_client: ClientFactory, processes: int, max_concurrent_groups: int) -> ExecuteGroups:
+def process_executor(store: StoreConfig, processes: int, max_concurrent_groups: int) -> ExecuteGroups:
     """An ``ExecuteGroups`` that runs every group in a pool of ``processes`` workers and yields results as they
     finish; at most ``max_concurrent_groups`` groups are submitted at once."""
 
@@ -49,7 +49,7 @@ def process_executor(make_client: ClientFactory, processes: int, max_concurrent_
 
         async def run_one(task: GroupTask) -> GroupResult:
             try:
-                return await asyncio.get_running_loop().run_in_executor(pool, execute_group_task, task, make_client)
+                return await asyncio.get_running_loop().run_in_executor(pool, execute_group_task, task, store.client)
             except BrokenProcessPool as exc:
                 return GroupResult(
                     task.group.group_id,

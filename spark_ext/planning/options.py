@@ -9,8 +9,10 @@ errors (a typo must not silently fall back to a default). Defaults, and where th
   overhead. With 4 MiB, 2,000 files of 12 KB become 63 partitions and s3parquet takes 2.3x the built-in local
   read; with 64 KiB they become 2 and it takes 0.5-0.7x (benchmarks/RESULTS.md, spark_small_files). Give
   ``openCostInBytes`` explicitly to pack as Spark does.
-- Range-engine fields (maxConcurrency, memoryBudget, hedgeEnabled alias hedging, ...): see s3io.engine.config.
-- pathStyle unset: s3io's "auto" addressing (path-style for custom endpoints, virtual-hosted for AWS).
+- Where the store is and as whom (endpoint, region, pathStyle, accessKeyId, ...), the policy fields (timeouts,
+  retries, sockets) and the range-engine fields (maxConcurrency, memoryBudget, hedgeEnabled alias hedging, ...):
+  the read's ``store``, parsed by s3io.store.StoreConfig (pathStyle unset: "auto" addressing, path-style for custom
+  endpoints, virtual-hosted for AWS; policy options over the driver's S3IO_* variables).
 - timeZone UTC, partitionColumnTypeInference true, caseSensitive false: what Spark's session uses unless
   configured; a Python data source cannot read the session's settings at load(), so they are options here
   (``spark_ext.register`` fills them in from the session).
@@ -18,164 +20,138 @@ errors (a typo must not silently fall back to a default). Defaults, and where th
   ``spark_ext.register``): how dates and timestamps of files without a Spark version are read (see
   ``spark_ext.source.legacy_files``); jvmTimeZone: the default time zone of Spark's JVM, in which Spark rebases
   legacy timestamps (captured by ``spark_ext.register``; unset, such timestamps before 1900 are refused).
-- Policy fields (timeouts, retries, sockets): see s3io.policy.
 - ignoreJournal false: the listing applies the compaction journal (s3io.table.list_visible), as every reader of the
   project does; true reads the objects as they are, as Spark's own parquet reader does.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
-from s3io.policy import Policy
-from s3io.settings import loose_key, option_name
-from s3io.transport.credentials import ANONYMOUS, Credentials
+from s3io.settings import loose_key, option, option_spellings, take_options, unknown_option
+from s3io.store import StoreConfig, store_option_names
 from s3io.units import parse_bool, parse_int, parse_size
 from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
 from spark_ext.planning.partition_types import parse_time_zone
 
 MiB = 1024 * 1024
 DEFAULT_OPEN_COST_IN_BYTES = 64 * 1024  # see the module doc: a concurrent GET, not a local file open
-
-_BOOL = {
-    "recursiveFileLookup": "recursive_file_lookup",
-    "ignoreMissingFiles": "ignore_missing_files",
-    "ignoreCorruptFiles": "ignore_corrupt_files",
-    "mergeSchema": "merge_schema",
-    "pathStyle": "path_style",
-    "anonymous": "anonymous",
-    "partitionColumnTypeInference": "partition_column_type_inference",
-    "caseSensitive": "case_sensitive",
-    "ignoreJournal": "ignore_journal",
-}
-_SIZE = {  # option: (field, smallest accepted value)
-    "maxPartitionBytes": ("max_partition_bytes", 1),
-    "openCostInBytes": ("open_cost_in_bytes", 0),
-}
-_INT = {"minPartitionNum": "min_partition_num"}
-_SECRET = {
-    "accessKeyId": "access_key_id",
-    "secretAccessKey": "secret_access_key",
-    "sessionToken": "session_token",
-}
-_ALIASES = {
-    "endpointUrl": "endpoint",
-    "accessKey": "accessKeyId",
-    "secretKey": "secretAccessKey",
-    "hedging": "hedgeEnabled",
-}
-_REBASE_MODES = {"datetimeRebaseMode": "datetime_rebase_mode", "int96RebaseMode": "int96_rebase_mode"}
-_OTHER = ("path", "paths", "basePath", "pathGlobFilter", "columns", "endpoint", "region", "timeZone", "jvmTimeZone")
-_POLICY = tuple(option_name(name) for name in Policy.field_names())
-_ENGINE = tuple(option_name(name) for name in EngineConfig.field_names())
-
-KNOWN_OPTIONS: tuple[str, ...] = tuple(
-    sorted({*_BOOL, *_SIZE, *_INT, *_SECRET, *_ALIASES, *_REBASE_MODES, *_OTHER, *_POLICY, *_ENGINE}, key=str.lower)
-)
-_REDACTED_PARTS = ("secret", "token", "password", "passwd", "credential", "accesskey", "sessionkey")
-_ENDPOINT = re.compile(r"https?://[^\s/@?#]+/?", re.IGNORECASE)
-_REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+PATH_OPTIONS = ("path", "paths")  # what .load(...) sends
 
 
-_CANONICAL = {loose_key(name): name for name in KNOWN_OPTIONS}
+def _bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+def _size(minimum: int) -> Any:
+    def parse(value: Any, name: str) -> int:
+        size = parse_size(value, name=name)
+        if size < minimum:
+            raise InvalidConfig(f"{name}: must be at least {minimum} byte(s), got {value!r}")
+        return size
+
+    return parse
+
+
+def _count(value: Any, name: str) -> int:
+    return parse_int(value, name=name, minimum=1)
+
+
+def _base_path(value: Any, name: str) -> str:
+    parsed = parse_s3_url(value, option=name)
+    if parsed.is_glob:
+        raise InvalidConfig(f"{name}: must be a directory URL without glob characters, got {value!r}")
+    return parsed.url if parsed.url.endswith("/") else parsed.url + "/"
+
+
+def _name_glob(value: Any, name: str) -> str:
+    compile_name_glob(value, option=name)
+    return str(value)
+
+
+def _columns(value: Any, name: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in str(value).split(","))
+    if not str(value).strip() or any(not n for n in names):
+        raise InvalidConfig(f"{name}: expected comma-separated column names such as 'id,ts,amount', got {value!r}")
+    lowered = [n.lower() for n in names]
+    duplicate = next((n for n in names if lowered.count(n.lower()) > 1), None)
+    if duplicate is not None:
+        raise InvalidConfig(f"{name}: column {duplicate!r} is listed twice in {value!r}")
+    return names
+
+
+def _time_zone(value: Any, name: str) -> str:
+    parse_time_zone(value)
+    return str(value).strip()
+
+
+def _rebase_mode(value: Any, name: str) -> str:
+    """One of Spark's rebase modes (EXCEPTION, CORRECTED, LEGACY; any case)."""
+    mode = str(value).strip().upper()
+    if mode not in ("EXCEPTION", "CORRECTED", "LEGACY"):
+        raise InvalidConfig(f"option {name}: {value!r} is not one of EXCEPTION, CORRECTED, LEGACY")
+    return mode
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    return str(value).strip() or None
 
 
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
-    """The parsed options of one read; credentials are kept out of repr."""
+    """The parsed options of one read: each field declares its option (s3io.settings.option); where the store is,
+    as whom, and the policy and engine settings are the ``store`` (s3io.store.StoreConfig: credentials kept out
+    of repr)."""
 
     paths: tuple[S3Path, ...]
-    base_path: str | None = None  # s3:// URL ending with "/"
-    recursive_file_lookup: bool = False
-    path_glob_filter: str | None = None
-    ignore_missing_files: bool = False
-    ignore_corrupt_files: bool = False
-    merge_schema: bool = False
-    columns: tuple[str, ...] | None = None
-    max_partition_bytes: int = 128 * MiB
-    open_cost_in_bytes: int = DEFAULT_OPEN_COST_IN_BYTES
-    min_partition_num: int | None = None
-    endpoint: str | None = None
-    region: str | None = None
-    path_style: bool | None = None  # None: s3io's "auto" addressing
-    anonymous: bool = False
-    time_zone: str = "UTC"
-    partition_column_type_inference: bool = True
-    case_sensitive: bool = False  # spark.sql.caseSensitive: column names match exactly, not ignoring case
-    ignore_journal: bool = False  # read the objects as they are, not as the compaction journal says (s3io.table)
-    datetime_rebase_mode: str = "CORRECTED"  # spark.sql.parquet.datetimeRebaseModeInRead
-    int96_rebase_mode: str = "CORRECTED"  # spark.sql.parquet.int96RebaseModeInRead
-    jvm_time_zone: str | None = None  # Spark's JVM default zone: legacy timestamps are rebased in it
-    access_key_id: str | None = field(default=None, repr=False)
-    secret_access_key: str | None = field(default=None, repr=False)
-    session_token: str | None = field(default=None, repr=False)
-    policy: Policy = field(default_factory=Policy)
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    base_path: str | None = option("basePath", _base_path, default=None)  # s3:// URL ending with "/"
+    recursive_file_lookup: bool = option("recursiveFileLookup", _bool, default=False)
+    path_glob_filter: str | None = option("pathGlobFilter", _name_glob, default=None)
+    ignore_missing_files: bool = option("ignoreMissingFiles", _bool, default=False)
+    ignore_corrupt_files: bool = option("ignoreCorruptFiles", _bool, default=False)
+    merge_schema: bool = option("mergeSchema", _bool, default=False)
+    columns: tuple[str, ...] | None = option("columns", _columns, default=None)
+    max_partition_bytes: int = option("maxPartitionBytes", _size(1), default=128 * MiB)
+    open_cost_in_bytes: int = option("openCostInBytes", _size(0), default=DEFAULT_OPEN_COST_IN_BYTES)
+    min_partition_num: int | None = option("minPartitionNum", _count, default=None)
+    time_zone: str = option("timeZone", _time_zone, default="UTC")
+    partition_column_type_inference: bool = option("partitionColumnTypeInference", _bool, default=True)
+    # spark.sql.caseSensitive: column names match exactly, not ignoring case
+    case_sensitive: bool = option("caseSensitive", _bool, default=False)
+    # read the objects as they are, not as the compaction journal says (s3io.table)
+    ignore_journal: bool = option("ignoreJournal", _bool, default=False)
+    # spark.sql.parquet.datetimeRebaseModeInRead / int96RebaseModeInRead
+    datetime_rebase_mode: str = option("datetimeRebaseMode", _rebase_mode, default="CORRECTED")
+    int96_rebase_mode: str = option("int96RebaseMode", _rebase_mode, default="CORRECTED")
+    # Spark's JVM default zone: legacy timestamps are rebased in it
+    jvm_time_zone: str | None = option("jvmTimeZone", _optional_text, default=None)
+    store: StoreConfig = field(default_factory=StoreConfig)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
         """Parse Spark's options dict; raises InvalidConfig naming the option, the value and the accepted form."""
-        values = _canonical_values(options)
-        fields: dict[str, object] = {"paths": _paths(values.pop("path", None), values.pop("paths", None))}
-        policy_values = {name: values.pop(name) for name in _POLICY if name in values}
-        fields["policy"] = Policy.resolve(policy_values)  # the options over S3IO_* variables, as everywhere
-        engine_values = {name: values.pop(name) for name in _ENGINE if name in values}
-        fields["engine"] = EngineConfig.resolve(engine_values)
-        for name, value in values.items():
-            if name in _BOOL:
-                fields[_BOOL[name]] = parse_bool(value, name=name)
-            elif name in _SIZE:
-                attr, minimum = _SIZE[name]
-                fields[attr] = _size(value, name, minimum)
-            elif name in _INT:
-                fields[_INT[name]] = parse_int(value, name=name, minimum=1)
-            elif name in _SECRET:
-                fields[_SECRET[name]] = _secret(value, name)
-            elif name == "basePath":
-                fields["base_path"] = _base_path(value)
-            elif name == "pathGlobFilter":
-                compile_name_glob(value, option=name)
-                fields["path_glob_filter"] = value
-            elif name == "columns":
-                fields["columns"] = _columns(value)
-            elif name == "endpoint":
-                fields["endpoint"] = _endpoint(value)
-            elif name == "region":
-                fields["region"] = _region(value)
-            elif name == "timeZone":
-                parse_time_zone(value)
-                fields["time_zone"] = value.strip()
-            elif name in _REBASE_MODES:
-                fields[_REBASE_MODES[name]] = _rebase_mode(value, name)
-            elif name == "jvmTimeZone":
-                fields["jvm_time_zone"] = value.strip() or None
-        options_value = cls(**fields)  # type: ignore[arg-type]
-        _check_credentials(options_value)
-        return options_value
+        known = {loose_key(name) for name in KNOWN_OPTIONS}
+        for key in options:
+            if loose_key(str(key)) not in known:
+                raise unknown_option(str(key), KNOWN_OPTIONS)
+        store, rest = StoreConfig.take_options(options)
+        fields, rest = take_options(cls, rest)
+        located = {loose_key(str(key)): value for key, value in rest.items()}
+        return cls(paths=_paths(located.get("path"), located.get("paths")), store=store, **fields)
 
     def min_partitions(self, default_parallelism: int) -> int:
         """minPartitionNum if given, else Spark's default: the default parallelism (at least 1)."""
         return self.min_partition_num if self.min_partition_num is not None else max(1, default_parallelism)
 
-    @property
-    def addressing(self) -> str:
-        """S3Client's ``addressing``: "path", "virtual", or "auto" when pathStyle is not given."""
-        return "auto" if self.path_style is None else ("path" if self.path_style else "virtual")
 
-    @property
-    def credentials(self) -> Credentials | str | None:
-        """S3Client's ``credentials``: explicit keys, "anonymous", or None for the provider chain."""
-        if self.anonymous:
-            return ANONYMOUS
-        if self.access_key_id is None or self.secret_access_key is None:
-            return None
-        return Credentials(self.access_key_id, self.secret_access_key, self.session_token)
+KNOWN_OPTIONS: tuple[str, ...] = tuple(
+    sorted({*PATH_OPTIONS, *option_spellings(ReadOptions), *store_option_names()}, key=str.lower)
+)
+_REDACTED_PARTS = ("secret", "token", "password", "passwd", "credential", "accesskey", "sessionkey")
 
 
 def redact(options: Mapping[str, object]) -> dict[str, object]:
@@ -190,37 +166,6 @@ def redact(options: Mapping[str, object]) -> dict[str, object]:
         else:
             out[key] = value
     return out
-
-
-def _canonical_values(options: Mapping[str, str]) -> dict[str, str]:
-    """Options under their canonical camelCase names; unknown names and conflicting duplicates are errors."""
-    values: dict[str, str] = {}
-    given_as: dict[str, str] = {}
-    for key, value in options.items():
-        name = _CANONICAL.get(loose_key(str(key)))
-        if name is None:
-            raise InvalidConfig(_unknown_message(str(key)))
-        name = _ALIASES.get(name, name)
-        if name in values and values[name] != value:
-            raise InvalidConfig(
-                f"option {name} is given twice, as {given_as[name]!r} and {key!r}, with different values; give it once"
-            )
-        values[name], given_as[name] = value, str(key)
-    return values
-
-
-def _rebase_mode(value: str, name: str) -> str:
-    """One of Spark's rebase modes (EXCEPTION, CORRECTED, LEGACY; any case)."""
-    mode = value.strip().upper()
-    if mode not in ("EXCEPTION", "CORRECTED", "LEGACY"):
-        raise InvalidConfig(f"option {name}: {value!r} is not one of EXCEPTION, CORRECTED, LEGACY")
-    return mode
-
-
-def _unknown_message(key: str) -> str:
-    close = difflib.get_close_matches(loose_key(key), list(_CANONICAL), n=1, cutoff=0.75)
-    hint = f" (did you mean {_CANONICAL[close[0]]}?)" if close else ""
-    return f"unknown option {key!r}{hint}; known options (case-insensitive): {', '.join(KNOWN_OPTIONS)}"
 
 
 def _paths(path: str | None, paths: str | None) -> tuple[S3Path, ...]:
@@ -244,61 +189,3 @@ def _paths(path: str | None, paths: str | None) -> tuple[S3Path, ...]:
             "path: no path given; use .load('s3://bucket/prefix/'), .load([...]) or .option('path', 's3://...')"
         )
     return tuple(parse_s3_url(u, option="path" if len(urls) == 1 else f"paths[{i}]") for i, u in enumerate(urls))
-
-
-def _size(value: str, name: str, minimum: int) -> int:
-    size = parse_size(value, name=name)
-    if size < minimum:
-        raise InvalidConfig(f"{name}: must be at least {minimum} byte(s), got {value!r}")
-    return size
-
-
-def _base_path(value: str) -> str:
-    parsed = parse_s3_url(value, option="basePath")
-    if parsed.is_glob:
-        raise InvalidConfig(f"basePath: must be a directory URL without glob characters, got {value!r}")
-    return parsed.url if parsed.url.endswith("/") else parsed.url + "/"
-
-
-def _columns(value: str) -> tuple[str, ...]:
-    names = tuple(part.strip() for part in value.split(","))
-    if not value.strip() or any(not n for n in names):
-        raise InvalidConfig(f"columns: expected comma-separated column names such as 'id,ts,amount', got {value!r}")
-    lowered = [n.lower() for n in names]
-    duplicate = next((n for n in names if lowered.count(n.lower()) > 1), None)
-    if duplicate is not None:
-        raise InvalidConfig(f"columns: column {duplicate!r} is listed twice in {value!r}")
-    return names
-
-
-def _endpoint(value: str) -> str:
-    text = value.strip()
-    if not _ENDPOINT.fullmatch(text):
-        shown = mask_userinfo(value)
-        raise InvalidConfig(
-            f"endpoint: expected an http:// or https:// URL such as 'https://s3.eu-west-1.amazonaws.com' or "
-            f"'http://localhost:9000' (no credentials, path, query or fragment), got {shown!r}"
-        )
-    return text.rstrip("/")
-
-
-def _region(value: str) -> str:
-    text = value.strip()
-    if not _REGION.fullmatch(text):
-        raise InvalidConfig(f"region: expected a region name such as 'us-east-1', got {value!r}")
-    return text
-
-
-def _secret(value: str, name: str) -> str:
-    if not value.strip():
-        raise InvalidConfig(f"{name}: must not be empty")
-    return value.strip()
-
-
-def _check_credentials(options: ReadOptions) -> None:
-    if (options.access_key_id is None) != (options.secret_access_key is None):
-        raise InvalidConfig("accessKeyId and secretAccessKey: give both or neither")
-    if options.session_token is not None and options.access_key_id is None:
-        raise InvalidConfig("sessionToken: needs accessKeyId and secretAccessKey as well")
-    if options.anonymous and options.access_key_id is not None:
-        raise InvalidConfig("anonymous: 'true' conflicts with accessKeyId/secretAccessKey; give one or the other")

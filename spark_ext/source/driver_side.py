@@ -26,7 +26,6 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import ListedFile, list_visible
 from s3io.table.data_files import SUMMARY_FILE_NAMES, is_summary_file
-from s3io.transport.endpoint import resolved_location
 from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
@@ -51,24 +50,17 @@ class NoDataFiles(S3IOError, ValueError):
 def pin_location(options: ReadOptions) -> ReadOptions:
     """``options`` with the endpoint and region this process resolves (the options, else its environment and
     profile), so that tasks on executors whose environment differs read from the store the driver listed."""
-    endpoint, region = resolved_location(options.endpoint, options.region)
-    return replace(options, endpoint=endpoint, region=region)
+    return replace(options, store=options.store.pinned())
 
 
 def make_client(options: ReadOptions) -> S3Client:
-    """The S3Client of a read: endpoint, region, addressing and credentials from the options; the read's policy."""
-    return S3Client(
-        options.policy,
-        endpoint_url=options.endpoint,
-        region=options.region,
-        credentials=options.credentials,
-        addressing=options.addressing,
-    )
+    """The S3Client of a read: its store's endpoint, region, addressing, credentials and policy."""
+    return options.store.client()
 
 
 def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
     """A ParquetReader for footers only: tails are fetched, never whole objects (their data is read elsewhere)."""
-    return ParquetReader(RangeEngine(client, options.engine.replace(whole_object_threshold=0)))
+    return ParquetReader(RangeEngine(client, options.store.engine.replace(whole_object_threshold=0)))
 
 
 # ----------------------------------------------------------------------------------------------- listing

@@ -39,7 +39,7 @@ class ReadSpec:
     def __repr__(self) -> str:
         return (
             f"ReadSpec(columns={list(self.output_names)}, predicates={list(self.predicates)}, "
-            f"endpoint={self.options.endpoint!r}, ignore_missing_files={self.options.ignore_missing_files}, "
+            f"endpoint={self.options.store.endpoint!r}, ignore_missing_files={self.options.ignore_missing_files}, "
             f"ignore_corrupt_files={self.options.ignore_corrupt_files})"
         )
 

@@ -82,7 +82,7 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
     options = spec.options
     client = make_client(options)
     try:
-        engine = RangeEngine(client, options.engine)
+        engine = RangeEngine(client, options.store.engine)
         reader = ParquetReader(engine)
         batches = reader.iter_batches(
             list(partition.pieces),

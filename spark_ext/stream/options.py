@@ -14,44 +14,81 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from s3io.errors import InvalidConfig
-from s3io.settings import loose_key
+from s3io.settings import loose_key, option, option_spellings, take_options
 from s3io.units import parse_bool, parse_duration, parse_int, parse_size
 from s3io.urls import parse_s3_url
 from spark_ext.planning.options import ReadOptions
 
 STATE_DIR = "_s3io_streams/"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_STREAM_OPTIONS = {
-    "streamname": "streamName",
-    "statelocation": "stateLocation",
-    "maxfilespertrigger": "maxFilesPerTrigger",
-    "maxbytespertrigger": "maxBytesPerTrigger",
-    "maxfileage": "maxFileAge",
-    "keyssortbyarrival": "keysSortByArrival",
-    "leasettl": "leaseTtl",
-    "statecheckpointinterval": "stateCheckpointInterval",
-    "batchestoretain": "batchesToRetain",
-}
+
+
+def _stream_name(value: Any, name: str) -> str:
+    if not _NAME.fullmatch(str(value)):
+        raise InvalidConfig(
+            f"{name}: expected 1 to 128 letters, digits, '.', '_' or '-' (starting with a letter or digit), "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
+def _state_location(value: Any, name: str) -> tuple[str, str]:
+    """(bucket, prefix ending with "/") of a directory URL."""
+    location = parse_s3_url(value, option=name)
+    if location.is_glob:
+        raise InvalidConfig(f"{name}: must be a directory URL, got {value!r}")
+    prefix = location.key if not location.key or location.key.endswith("/") else location.key + "/"
+    return location.bucket, prefix
+
+
+def _count(value: Any, name: str) -> int:
+    return parse_int(value, name=name, minimum=1)
+
+
+def _bytes(value: Any, name: str) -> int:
+    size = parse_size(value, name=name)
+    if size < 1:
+        raise InvalidConfig(f"{name}: must be at least 1 byte, got {value!r}")
+    return size
+
+
+def _max_age(value: Any, name: str) -> float | None:
+    text = str(value).strip().lower()
+    return None if text in ("none", "off") else parse_duration(text, name=name)
+
+
+def _bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+def _lease_ttl(value: Any, name: str) -> float:
+    ttl = parse_duration(value, name=name)
+    if ttl < 3:
+        raise InvalidConfig(f"{name}: must be at least 3 s (renewed every third of it), got {value!r}")
+    return ttl
 
 
 @dataclass(frozen=True)
 class StreamOptions:
-    """A stream's own settings and the batch-read options every micro-batch is read with."""
+    """A stream's own settings (each field declares its option: s3io.settings.option) and the batch-read options
+    every micro-batch is read with."""
 
     read: ReadOptions
-    stream_name: str
-    state_bucket: str
-    state_prefix: str  # ends with "/"
-    max_files: int | None = None
-    max_bytes: int | None = None
-    max_file_age: float | None = 7 * 24 * 3600.0
-    keys_sort_by_arrival: bool = False
-    lease_ttl: float = 600.0
-    checkpoint_interval: int = 10
-    batches_to_retain: int = 100
+    stream_name: str = option("streamName", _stream_name, default="")
+    state_bucket: str = ""
+    state_prefix: str = ""  # ends with "/"
+    state_location: tuple[str, str] | None = option("stateLocation", _state_location, default=None)
+    max_files: int | None = option("maxFilesPerTrigger", _count, default=None)
+    max_bytes: int | None = option("maxBytesPerTrigger", _bytes, default=None)
+    max_file_age: float | None = option("maxFileAge", _max_age, default=7 * 24 * 3600.0)
+    keys_sort_by_arrival: bool = option("keysSortByArrival", _bool, default=False)
+    lease_ttl: float = option("leaseTtl", _lease_ttl, default=600.0)
+    checkpoint_interval: int = option("stateCheckpointInterval", _count, default=10)
+    batches_to_retain: int = option("batchesToRetain", _count, default=100)
 
     @property
     def state_url(self) -> str:
@@ -67,68 +104,30 @@ class StreamOptions:
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamOptions:
         """Split off the stream options, parse the rest as a batch read; InvalidConfig names what is wrong."""
-        own: dict[str, str] = {}
-        rest: dict[str, str] = {}
-        for key, value in options.items():
-            name = _STREAM_OPTIONS.get(loose_key(str(key)))
-            (own if name else rest)[name or key] = value
+        fields, rest = take_options(cls, options)
         read = ReadOptions.from_options(rest)
         if len(read.paths) != 1:
             raise InvalidConfig(
                 f"a stream reads one path (one prefix or glob), got {len(read.paths)}: "
                 f"{', '.join(p.url for p in read.paths)}; start one stream per path"
             )
-        name = own.get("streamName")
-        if name is None:
+        if "stream_name" not in fields:
             raise InvalidConfig(
                 "streamName: required for a stream; it names the stream's state (which files it has read) and its "
                 "lease, e.g. .option('streamName', 'events-to-bronze'); keep it for the life of the query"
             )
-        if not _NAME.fullmatch(name):
-            raise InvalidConfig(
-                f"streamName: expected 1 to 128 letters, digits, '.', '_' or '-' (starting with a letter or digit), "
-                f"got {name!r}"
-            )
-        fields: dict[str, object] = {"read": read, "stream_name": name}
-        if "stateLocation" in own:
-            location = parse_s3_url(own["stateLocation"], option="stateLocation")
-            if location.is_glob:
-                raise InvalidConfig(f"stateLocation: must be a directory URL, got {own['stateLocation']!r}")
-            prefix = location.key if not location.key or location.key.endswith("/") else location.key + "/"
-            fields["state_bucket"], fields["state_prefix"] = location.bucket, f"{prefix}{name}/"
-        else:
-            path = read.paths[0]
-            base = cls(read=read, stream_name=name, state_bucket=path.bucket, state_prefix="").source[1]
-            fields["state_bucket"], fields["state_prefix"] = path.bucket, f"{base}{STATE_DIR}{name}/"
-        if "maxFilesPerTrigger" in own:
-            fields["max_files"] = parse_int(own["maxFilesPerTrigger"], name="maxFilesPerTrigger", minimum=1)
-        if "maxBytesPerTrigger" in own:
-            fields["max_bytes"] = parse_size(own["maxBytesPerTrigger"], name="maxBytesPerTrigger")
-            if fields["max_bytes"] < 1:
-                raise InvalidConfig(f"maxBytesPerTrigger: must be at least 1 byte, got {own['maxBytesPerTrigger']!r}")
-        if "maxFileAge" in own:
-            text = own["maxFileAge"].strip().lower()
-            fields["max_file_age"] = None if text in ("none", "off") else parse_duration(text, name="maxFileAge")
-        if "keysSortByArrival" in own:
-            fields["keys_sort_by_arrival"] = parse_bool(own["keysSortByArrival"], name="keysSortByArrival")
-        if "leaseTtl" in own:
-            fields["lease_ttl"] = parse_duration(own["leaseTtl"], name="leaseTtl")
-            if fields["lease_ttl"] < 3:
-                raise InvalidConfig(
-                    f"leaseTtl: must be at least 3 s (renewed every third of it), got {own['leaseTtl']!r}"
-                )
-        if "stateCheckpointInterval" in own:
-            fields["checkpoint_interval"] = parse_int(
-                own["stateCheckpointInterval"], name="stateCheckpointInterval", minimum=1
-            )
-        if "batchesToRetain" in own:
-            fields["batches_to_retain"] = parse_int(own["batchesToRetain"], name="batchesToRetain", minimum=1)
-        return cls(**fields)  # type: ignore[arg-type]
+        parsed = cls(read=read, **fields)
+        name = parsed.stream_name
+        if parsed.state_location is not None:
+            bucket, prefix = parsed.state_location
+            return replace(parsed, state_bucket=bucket, state_prefix=f"{prefix}{name}/")
+        return replace(parsed, state_bucket=read.paths[0].bucket, state_prefix=f"{parsed.source[1]}{STATE_DIR}{name}/")
 
 
-KNOWN_STREAM_OPTIONS = tuple(sorted(_STREAM_OPTIONS.values(), key=str.lower))
+KNOWN_STREAM_OPTIONS = tuple(sorted(option_spellings(StreamOptions), key=str.lower))
 
 
 def has_stream_options(options: Mapping[str, str]) -> bool:
     """Whether any option is one only streams take (``streamName`` and the others above)."""
-    return any(loose_key(str(key)) in _STREAM_OPTIONS for key in options)
+    own = {loose_key(name) for name in KNOWN_STREAM_OPTIONS}
+    return any(loose_key(str(key)) in own for key in options)
