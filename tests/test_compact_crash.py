@@ -27,7 +27,8 @@ from test_compact_support import (
     write_landing_zone,
 )
 
-from spark_ext.compact import CrashPoint, compact_prefix, read_journal, recover_prefix
+from s3io.compaction import CrashPoint, compact_prefix, recover_prefix
+from s3io.table import read_journal
 
 PREFIX = "zone/"
 LOCK_TTL = 2.5  # renewed every ttl/3: a renewal has 1.7 s to land on a loaded machine before the lease ends

@@ -25,15 +25,15 @@ from test_compact_support import (
 
 import spark_ext
 from s3io import Policy
+from s3io.compaction.crash import CrashPoint
+from s3io.compaction.grouping import CompactionGroup
+from s3io.compaction.options import CompactionOptions
+from s3io.compaction.process_executor import WORKER_DIED, process_executor
+from s3io.compaction.rewrite import GroupTask
 from s3io.errors import InvalidConfig
 from s3io.s3.types import ObjectInfo
 from s3io.store import StoreConfig
 from spark_ext.compact.__main__ import main as cli_main
-from spark_ext.compact.crash import CrashPoint
-from spark_ext.compact.grouping import CompactionGroup
-from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.process_executor import WORKER_DIED, process_executor
-from spark_ext.compact.rewrite import GroupTask
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -200,7 +200,7 @@ def test_the_command_line_runs_groups_in_worker_processes(s3_endpoint: Any, s3_c
 
 async def test_every_executor_cancels_what_is_unfinished_when_closed_early_and_then_cleans_up() -> None:
     """``results_as_finished``, the loop the in-process, Spark and process executors share."""
-    from spark_ext.compact.rewrite import GroupResult, results_as_finished
+    from s3io.compaction.rewrite import GroupResult, results_as_finished
 
     tasks = [GroupTask("job", CompactionGroup(f"g{n}", "bucket", "", (), None)) for n in range(4)]
     release = asyncio.Event()

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3io import Policy, S3Client
+from s3io.compaction import CompactionOptions, table_checksum
+from s3io.table import list_visible_files
 from s3io.table.data_files import is_hidden
-from spark_ext.compact import CompactionOptions, list_visible_files, table_checksum
 
 FAST_POLICY = Policy(backoff_base=0.001, backoff_cap=0.05, first_byte_timeout=5.0, stall_timeout=2.0)
 TEST_OPTIONS = CompactionOptions(
@@ -34,7 +35,7 @@ SCHEMA = pa.schema(
 CRASHING_JOB = """
 import asyncio, json, sys
 from s3io import Policy, S3Client
-from spark_ext.compact import CompactionOptions, compact_prefix
+from s3io.compaction import CompactionOptions, compact_prefix
 
 endpoint, url, crash_at, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 

@@ -1,5 +1,6 @@
 """The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, s3io's layers import only
-downwards (policy -> transport -> resilience -> s3 -> engine -> store -> parquet -> dataset -> table -> api), every
+downwards (policy -> transport -> resilience -> s3 -> engine -> store -> parquet -> dataset -> table ->
+stream_state -> compaction -> api), every
 reader lists through the table layer, and one place makes an S3Client from settings (s3io.store.StoreConfig)."""
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ S3IO_LAYERS = (
     {"parquet"},
     {"dataset"},
     {"table"},
+    {"stream_state"},
+    {"compaction"},
     {"api", "sync", "fs", "cli", "__main__", "__init__"},
 )
 
@@ -139,20 +142,22 @@ def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
 READ_SIDE = """
 import sys
 import spark_ext.source.datasource, spark_ext.stream.reader
-heavy = [f"spark_ext.compact.{name}" for name in ("driver", "rewrite", "spark_executor", "job")]
+heavy = ["s3io.compaction", "s3io.compaction.driver", "s3io.compaction.rewrite", "spark_ext.compact.job"]
+heavy += ["spark_ext.compact.spark_executor"]
 loaded = sorted(name for name in heavy if name in sys.modules)
 assert not loaded, f"a read imported the compaction job: {loaded}"
 assert "s3io.table.visibility" in sys.modules
 import spark_ext, spark_ext.compact
-from spark_ext.compact import *  # every public name of the package resolves
-assert callable(spark_ext.compact) and spark_ext.compact.compact_prefix.__module__ == "spark_ext.compact.driver"
+from spark_ext.compact import *  # every public name of the package resolves (their former spellings)
+assert callable(spark_ext.compact) and spark_ext.compact.compact_prefix.__module__ == "s3io.compaction.driver"
 assert spark_ext.compact.list_visible_files.__module__ == "s3io.table.visibility"
 """
 
 
 def test_a_read_imports_the_journal_but_not_the_compaction_job() -> None:
-    """The source and the stream read through s3io.table; spark_ext.compact imports its names on first use,
-    so a read loads neither the compaction driver, the rewrite nor the Spark executor."""
+    """The source and the stream read through s3io.table (the stream keeps its state through s3io.stream_state);
+    spark_ext.compact imports its names on first use, so a read loads neither the compaction job, its rewrite nor
+    the Spark executor."""
     result = subprocess.run([sys.executable, "-c", READ_SIDE], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
 

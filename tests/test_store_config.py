@@ -9,12 +9,12 @@ import pickle
 import pytest
 
 from s3io.cli import POLICY_FLAGS, join_negative_values
+from s3io.compaction.options import CompactionOptions
 from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.store import StoreConfig, add_store_arguments
 from s3io.transport.credentials import ANONYMOUS, Credentials
-from spark_ext.compact.options import CompactionOptions
 from spark_ext.stream.options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
 
 EXPECTED = StoreConfig(

@@ -25,7 +25,7 @@ from test_compact_support import TEST_OPTIONS, plain_table, run_job_until_killed
 from test_spark_stream import run_available_now, sink_ids, stream_options
 
 import s3io
-from spark_ext.compact import CrashPoint
+from s3io.compaction import CrashPoint
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -1,9 +1,11 @@
 """The journal's entries: one small JSON object per committed group, under ``<prefix>_s3io_compaction/journal/``.
 
-This module reads them (readers and the compaction alike); the compaction writes them (spark_ext.compact.journal):
-an entry is created "pending" (If-None-Match: *), and every later change replaces it with If-Match on the ETag last
-seen, so two processes can never both advance one entry. The change from "pending" to "committed" is the group's
-commit point (spark_ext.compact.protocol.commit_group says why it takes two writes). States, in order:
+Readers and the compaction read them here; the compaction writes them here too (``create``, ``advance``,
+``remove``): an entry is created "pending" (If-None-Match: *), and every later change replaces it with If-Match on
+the ETag last seen, so two processes can never both advance one entry. Every body carries a fresh ``write_id``, so
+a write retried after a lost answer is recognised as ours (s3io.table.conditional). The change from "pending" to
+"committed" is the group's commit point (s3io.compaction.protocol.commit_group says why it takes two writes).
+States, in order:
 
     pending    a claim only: readers and recovery ignore it as a commit (recovery deletes it: roll back)
     committed  output verified and in staging; readers use the staging object instead of the inputs
@@ -14,6 +16,7 @@ commit point (spark_ext.compact.protocol.commit_group says why it takes two writ
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 
@@ -22,6 +25,7 @@ from s3io.errors import CorruptFile, NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
+from s3io.table import conditional
 from s3io.table.layout import is_journal_key, journal_key, journal_prefix
 
 FORMAT_VERSION = 1
@@ -142,3 +146,26 @@ async def read_journal(client: S3Client, bucket: str, prefix: str, *, concurrenc
         replace(e, stored_at=listed[e.key].last_modified) if same_etag(e.etag, listed[e.key].etag) else e
         for e in entries
     ]
+
+
+# ------------------------------------------------------------------------------------------ the compaction's writes
+
+
+async def create(client: S3Client, entry: JournalEntry) -> JournalEntry:
+    """Write a new entry with If-None-Match: *; PreconditionFailed if it already exists."""
+    entry = replace(entry, write_id=secrets.token_hex(8), etag=None, stored_at=None)
+    etag = await conditional.put_if_absent(client, entry.bucket, entry.key, entry.encode())
+    return replace(entry, etag=etag)
+
+
+async def advance(client: S3Client, entry: JournalEntry, **changes: object) -> JournalEntry:
+    """Replace the entry with ``changes`` applied, If-Match on its current ETag; PreconditionFailed if it moved."""
+    assert entry.etag is not None, "advance() needs the entry's ETag"
+    updated = replace(entry, **changes, write_id=secrets.token_hex(8), etag=None, stored_at=None)  # type: ignore[arg-type]
+    etag = await conditional.put_if_match(client, entry.bucket, entry.key, updated.encode(), entry.etag)
+    return replace(updated, etag=etag)
+
+
+async def remove(client: S3Client, entry: JournalEntry) -> None:
+    """Delete the entry (If-Match on its ETag); already gone is fine."""
+    await conditional.delete_if_match(client, entry.bucket, entry.key, entry.etag)

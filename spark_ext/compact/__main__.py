@@ -11,12 +11,12 @@ import sys
 from collections.abc import Sequence
 
 from s3io.cli import POLICY_FLAGS, join_negative_values
+from s3io.compaction.options import CompactionOptions
+from s3io.compaction.progress_bar import ProgressBar
 from s3io.errors import InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.store import StoreConfig, add_store_arguments
 from spark_ext.compact.job import compact
-from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.progress_bar import ProgressBar
 
 FINISHED = ("ok", "nothing_to_do", "dry_run")
 

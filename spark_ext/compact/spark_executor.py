@@ -13,14 +13,14 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any
 
-from s3io.store import StoreConfig
-from spark_ext.compact.rewrite import (
+from s3io.compaction.rewrite import (
     ExecuteGroups,
     GroupResult,
     GroupTask,
     execute_group_task,
     results_as_finished,
 )
+from s3io.store import StoreConfig
 
 _job_ids = itertools.count(1)
 

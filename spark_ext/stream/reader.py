@@ -39,6 +39,10 @@ from s3io.dataset import FilePiece
 from s3io.errors import NotFound, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
+from s3io.stream_state.lease import Lease, LeaseBroken, StreamLease
+from s3io.stream_state.manifest import Manifest, ManifestFile, Skipped, partition_plan
+from s3io.stream_state.seen import SeenFiles, select_new
+from s3io.stream_state.state_store import StreamStore
 from s3io.sync import BackgroundLoop
 from s3io.table import is_compaction_output, layout, list_visible
 from s3io.table.data_files import ListedFile, select_files
@@ -46,11 +50,7 @@ from spark_ext.source.driver_side import discover, make_client, pack, plan_colum
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
-from spark_ext.stream.lease import Lease, LeaseBroken, StreamLease
-from spark_ext.stream.manifest import Manifest, ManifestFile, Skipped, partition_plan
 from spark_ext.stream.options import StreamOptions
-from spark_ext.stream.seen import SeenFiles, select_new
-from spark_ext.stream.store import StreamStore
 
 logger = logging.getLogger("spark_ext.stream")
 

@@ -10,9 +10,9 @@ from pyspark.sql.types import StructType
 
 from s3io import sync
 from s3io.errors import InvalidConfig
+from s3io.stream_state.state_store import StreamStore
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound, make_client
 from spark_ext.stream.options import StreamOptions
-from spark_ext.stream.store import StreamStore
 
 
 def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> StructType:

@@ -16,7 +16,7 @@ import signal
 ENV_VAR = "S3IO_COMPACT_CRASH_AT"
 TEST_SWITCH = "S3IO_TEST_CRASH_POINTS"  # "1": crash points may come from ENV_VAR
 
-log = logging.getLogger("spark_ext.compact")
+log = logging.getLogger("s3io.compaction")
 
 
 class CrashPoint(enum.Enum):

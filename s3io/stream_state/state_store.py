@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from s3io.engine.tasks import map_bounded
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
-from spark_ext.compact.conditional import put_if_absent
-from spark_ext.stream.manifest import Manifest, batch_of, manifest_key
-from spark_ext.stream.seen import SeenFiles
+from s3io.stream_state.manifest import Manifest, batch_of, manifest_key
+from s3io.stream_state.seen import SeenFiles
+from s3io.table.conditional import put_if_absent
 
-log = logging.getLogger("spark_ext.stream")
+log = logging.getLogger("s3io.stream_state")
 
 FETCH_CONCURRENCY = 16
 

@@ -6,7 +6,7 @@ its own event loop, client and GIL (``execute_group_task``), while the driver's 
 publishes. Workers are forked from a forkserver (spawned where there is none; never forked from the driver, which
 has threads running) and import the caller's main module, so a calling script needs the usual
 ``if __name__ == "__main__":`` guard; a job started at a script's top level is refused in the workers
-(``job.compact``), and its groups fail with a hint. When the run ends early (a failure, a lost lock, a cancel) the
+(``spark_ext.compact``), and its groups fail with a hint. When the run ends early (a failure, a lost lock, a cancel) the
 workers still running a group are terminated: no group keeps writing after the driver gave up, as Spark's
 ``cancelJobGroup`` does for the Spark executor. A worker that dies fails the groups that were running or waiting,
 with an error saying so; nothing of theirs is committed, and the next run compacts them.
@@ -21,14 +21,14 @@ from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from s3io.compaction.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task, results_as_finished
 from s3io.store import StoreConfig
-from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, execute_group_task, results_as_finished
 
-log = logging.getLogger("spark_ext.compact")
+log = logging.getLogger("s3io.compaction")
 
 WORKER_DIED = "WorkerDied"
 JOIN_SECONDS = 10.0  # how long stopping waits for each terminated worker to be reaped
-PRELOAD = ("spark_ext.compact.rewrite",)  # the workers' code; not "__main__": the server never runs the caller's script
+PRELOAD = ("s3io.compaction.rewrite",)  # the workers' code; not "__main__": the server never runs the caller's script
 MAIN_GUARD_HINT = (
     "; if this happened before any group finished, check that the calling script starts the job under "
     "`if __name__ == '__main__':` (worker processes import the main module: see multiprocessing's "

@@ -20,17 +20,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from s3io.compaction.crash import CrashPoint
+from s3io.compaction.lock import CompactionLock
+from s3io.compaction.protocol import Clock, Sleep, finish_entries
 from s3io.engine.tasks import map_bounded
 from s3io.errors import PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
+from s3io.table import journal
+from s3io.table.conditional import delete_if_match
 from s3io.table.journal import PENDING, JournalEntry, read_entry, read_journal
 from s3io.table.layout import is_staging_key
-from spark_ext.compact import journal
-from spark_ext.compact.conditional import delete_if_match
-from spark_ext.compact.crash import CrashPoint
-from spark_ext.compact.lock import CompactionLock
-from spark_ext.compact.protocol import Clock, Sleep, finish_entries
 
 
 @dataclass

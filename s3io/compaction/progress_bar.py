@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from spark_ext.compact.driver import Progress
+from s3io.compaction.driver import Progress
 
 WIDTH = 24
 

@@ -5,6 +5,18 @@ from __future__ import annotations
 import math
 import time
 
+from s3io.table.conditional import MissingETag
+
+__all__ = [
+    "CompactionError",
+    "ConditionalWritesUnsupported",
+    "InputChanged",
+    "LockHeld",
+    "LockLost",
+    "MissingETag",
+    "VerificationFailed",
+]
+
 
 class CompactionError(Exception):
     """Base class of the compaction's own errors."""
@@ -42,10 +54,6 @@ class VerificationFailed(CompactionError):
 
 class InputChanged(CompactionError):
     """An input was replaced or deleted by someone else after it was planned."""
-
-
-class MissingETag(CompactionError):
-    """The store gave no ETag for an object we must change conditionally: refused rather than sent unconditionally."""
 
 
 class ConditionalWritesUnsupported(CompactionError):

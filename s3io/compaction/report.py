@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spark_ext.compact.grouping import CompactionPlan, SkippedFile, SkippedGroup, format_size
-from spark_ext.compact.recover import RecoveryReport
+from s3io.compaction.grouping import CompactionPlan, SkippedFile, SkippedGroup, format_size
+from s3io.compaction.recover import RecoveryReport
 
 # status values
 OK = "ok"  # every planned group was published (or committed, with finish=False)

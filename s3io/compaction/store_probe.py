@@ -26,11 +26,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from s3io.compaction.errors import CompactionError, ConditionalWritesUnsupported, MissingETag
 from s3io.errors import NotFound, PreconditionFailed, RequestError
 from s3io.s3.client import S3Client
+from s3io.table import conditional
 from s3io.table.layout import probe_key
-from spark_ext.compact import conditional
-from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, MissingETag
 
 PROBE_REQUESTS = 6
 STORE_CLOCK_RESOLUTION = 1.0  # Last-Modified and Date carry whole seconds

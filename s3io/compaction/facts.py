@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3io.compaction.grouping import FileFacts, case_twins
+from s3io.compaction.metadata import file_metadata, int96_rebase_conflict
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
@@ -22,8 +24,6 @@ from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout
-from spark_ext.compact.grouping import FileFacts, case_twins
-from spark_ext.compact.metadata import file_metadata, int96_rebase_conflict
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
 INT96_LAYOUT = "it has INT96 columns, but its leaf columns do not line up with its schema; left as it is"

@@ -30,15 +30,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from s3io.compaction.errors import LockHeld, LockLost
+from s3io.compaction.store_probe import STORE_CLOCK_RESOLUTION, StoreNow, clock_from_probe
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
+from s3io.table import conditional
 from s3io.table.layout import lock_key
-from spark_ext.compact import conditional
-from spark_ext.compact.errors import LockHeld, LockLost
-from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION, StoreNow, clock_from_probe
 
-log = logging.getLogger("spark_ext.compact")
+log = logging.getLogger("s3io.compaction")
 ACQUIRE_ATTEMPTS = 5
 
 

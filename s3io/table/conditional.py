@@ -16,7 +16,10 @@ from __future__ import annotations
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
-from spark_ext.compact.errors import MissingETag
+
+
+class MissingETag(Exception):
+    """The store gave no ETag for an object we must change conditionally: refused rather than sent unconditionally."""
 
 
 def require_etag(etag: str | None, bucket: str, key: str, what: str) -> str:

@@ -19,17 +19,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from s3io.errors import InvalidConfig, NotFound, S3IOError
-from s3io.s3.client import S3Client
-from s3io.s3.etags import same_etag
-from s3io.s3.types import ObjectInfo
-from s3io.table import layout
-from s3io.table.journal import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
-from s3io.table.visibility import apply_journal
-from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
-from spark_ext.compact.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
-from spark_ext.compact.facts import fetch_file_facts, list_prefix
-from spark_ext.compact.grouping import (
+from s3io.compaction.crash import CrashPoint, maybe_crash, resolve
+from s3io.compaction.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
+from s3io.compaction.facts import fetch_file_facts, list_prefix
+from s3io.compaction.grouping import (
     UNREADABLE,
     CompactionGroup,
     CompactionPlan,
@@ -37,11 +30,11 @@ from spark_ext.compact.grouping import (
     SkippedFile,
     plan_compaction,
 )
-from spark_ext.compact.lock import CompactionLock
-from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.protocol import Clock, Sleep, commit_group, finish_entries
-from spark_ext.compact.recover import recover
-from spark_ext.compact.report import (
+from s3io.compaction.lock import CompactionLock
+from s3io.compaction.options import CompactionOptions
+from s3io.compaction.protocol import Clock, Sleep, commit_group, finish_entries
+from s3io.compaction.recover import recover
+from s3io.compaction.report import (
     DRY_RUN,
     LOCK_LOST,
     LOCKED,
@@ -52,9 +45,13 @@ from spark_ext.compact.report import (
     CompactionReport,
     GroupReport,
 )
-from spark_ext.compact.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
-from spark_ext.compact.store_probe import StoreClock, probe_store
-from spark_ext.stream.lease import (
+from s3io.compaction.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
+from s3io.compaction.store_probe import StoreClock, probe_store
+from s3io.errors import InvalidConfig, NotFound, S3IOError
+from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
+from s3io.s3.types import ObjectInfo
+from s3io.stream_state.lease import (
     LiveLease,
     break_lease,
     committed_consumption,
@@ -63,8 +60,11 @@ from spark_ext.stream.lease import (
     read_leases,
     stream_leases,
 )
+from s3io.table import layout
+from s3io.table.journal import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
+from s3io.table.visibility import apply_journal
 
-log = logging.getLogger("spark_ext.compact")
+log = logging.getLogger("s3io.compaction")
 TWICE = "left out by its task in both rounds"
 
 

@@ -21,7 +21,7 @@ Defaults, and where they come from:
   written with the unified schema); "exact": only files with identical schemas share a group.
 - processes 0: groups run on the driver's event loop, their CPU work on one thread (about one core; a Spark
   session spreads groups over executors instead). N >= 1 runs them in N worker processes, for a machine with
-  cores to spare and no Spark (``spark_ext.compact.process_executor``).
+  cores to spare and no Spark (``s3io.compaction.process_executor``).
 - read_footers False: plans are made from the listing, and each input is read once, by the task that rewrites it
   (which checks its schema there); True reads every candidate's footer while planning (one more GET per file),
   so a dry run can report unreadable files and schema conflicts before anything is rewritten.

@@ -21,7 +21,7 @@ drives entries through the steps and waits the grace periods; the driver uses it
 what a dead job left.
 
 Why the protocol holds (each guarantee, and the test behind it), including why a job that lost its lock cannot
-commit although its writes may land late: spark_ext/compact/PROTOCOL.md, the protocol's one description. This
+commit although its writes may land late: s3io/compaction/PROTOCOL.md, the protocol's one description. This
 docstring maps its states to the functions below.
 """
 
@@ -33,20 +33,19 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from s3io.compaction.crash import CrashPoint, maybe_crash
+from s3io.compaction.errors import CompactionError, LockLost
+from s3io.compaction.grouping import CompactionGroup
+from s3io.compaction.lock import CompactionLock
+from s3io.compaction.rewrite import GroupOutput
+from s3io.compaction.store_probe import STORE_CLOCK_RESOLUTION, supports_bulk_conditional_delete
 from s3io.engine.tasks import gather_all, map_bounded
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
-from s3io.table import layout
+from s3io.table import journal, layout
+from s3io.table.conditional import delete_if_match, require_etag
 from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
-from spark_ext.compact import journal
-from spark_ext.compact.conditional import delete_if_match, require_etag
-from spark_ext.compact.crash import CrashPoint, maybe_crash
-from spark_ext.compact.errors import CompactionError, LockLost
-from spark_ext.compact.grouping import CompactionGroup
-from spark_ext.compact.lock import CompactionLock
-from spark_ext.compact.rewrite import GroupOutput
-from spark_ext.compact.store_probe import STORE_CLOCK_RESOLUTION, supports_bulk_conditional_delete
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

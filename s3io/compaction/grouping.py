@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from s3io.compaction.metadata import spark_keys, spark_keys_conflict
+from s3io.compaction.options import CompactionOptions
 from s3io.errors import SchemaMismatch
 from s3io.parquet.schema import unify_schemas, widens_losslessly
 from s3io.s3.types import ObjectInfo
 from s3io.table.layout import partition_dir
-from spark_ext.compact.metadata import spark_keys, spark_keys_conflict
-from spark_ext.compact.options import CompactionOptions
 
 # Reasons a file or group is skipped (``kind``), so reports can count them.
 EMPTY = "empty"

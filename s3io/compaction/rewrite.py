@@ -45,6 +45,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from s3io.compaction.checksum import TableChecksum
+from s3io.compaction.crash import CrashPoint, maybe_crash, resolve
+from s3io.compaction.errors import CompactionError, InputChanged, VerificationFailed
+from s3io.compaction.facts import FooterFactsMemo
+from s3io.compaction.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
+from s3io.compaction.metadata import footer_metadata, output_metadata, spark_keys, spark_keys_conflict
+from s3io.compaction.options import CompactionOptions
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed, SchemaMismatch
 from s3io.parquet.chunks import row_group_byte_span
 from s3io.parquet.decode import decode, open_whole, read_batches
@@ -55,13 +62,6 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout
 from s3io.table.journal import ObjectRef
-from spark_ext.compact.checksum import TableChecksum
-from spark_ext.compact.crash import CrashPoint, maybe_crash, resolve
-from spark_ext.compact.errors import CompactionError, InputChanged, VerificationFailed
-from spark_ext.compact.facts import FooterFactsMemo
-from spark_ext.compact.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
-from spark_ext.compact.metadata import footer_metadata, output_metadata, spark_keys, spark_keys_conflict
-from spark_ext.compact.options import CompactionOptions
 
 MAX_INFLIGHT_GETS = 16
 CPU_THREAD_NAME = "s3io-compact-cpu"

@@ -10,7 +10,7 @@ not the lease, is the truth). Compaction reads every lease under its prefix, jud
 loads the stream's state up to ``committed_batch``: a file the stream has not consumed in a committed batch (by key
 and ETag) is still needed and is never an input, unless it is older than the stream's maxFileAge horizon (the
 stream ignores such files). An expired lease protects nothing: a stream that stops renewing for longer than its
-ttl may find that files it had planned but not committed were compacted, and fails loudly (see reader.py).
+ttl may find that files it had planned but not committed were compacted, and fails loudly (spark_ext.stream.reader).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
+from s3io.stream_state.seen import SeenFiles
+from s3io.stream_state.state_store import StreamStore
 from s3io.table import layout
 from s3io.urls import split_s3_url
-from spark_ext.stream.seen import SeenFiles
-from spark_ext.stream.store import StreamStore
 
-log = logging.getLogger("spark_ext.stream")
+log = logging.getLogger("s3io.stream_state")
 
 LEASES_DIR = "_s3io_compaction/leases/"
 FORMAT = "s3io-stream-lease/1"
