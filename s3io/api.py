@@ -4,7 +4,7 @@ Each call lists its URLs through the table layer (``s3io.table.list_visible``: t
 prefix mid-compaction reads every row once), settles one read schema (the union of every file's schema by default),
 and reads the files concurrently through a fresh S3Client + RangeEngine + ParquetReader, closed when the call ends.
 The async functions run on the caller's event loop; the blocking ones run them on s3io's private background loop
-(``s3io.sync``), so they also work inside Jupyter or any thread with a running loop.
+(``s3io.blocking``), so they also work inside Jupyter or any thread with a running loop.
 
 URLs: ``s3://bucket/prefix`` (everything below it, recursively), ``s3://bucket/dir/*.parquet`` (a Hadoop glob),
 ``s3://bucket/key.parquet`` (one object), or a list of any of these. Files whose names start with ``_`` or ``.``
@@ -22,6 +22,7 @@ from typing import Any, TypedDict, Unpack
 import pyarrow as pa
 
 from s3io import errors
+from s3io.blocking import DEFAULT_MAX_BUFFERED, background_loop
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.dataset.partitions import HIVE, Partitioning, Partitions, check_partitioning, discover
 from s3io.engine import EngineConfig, RangeEngine
@@ -33,7 +34,6 @@ from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.store import StoreConfig
-from s3io.sync import DEFAULT_MAX_BUFFERED, background_loop
 from s3io.table import ListedFile, list_visible
 from s3io.transport.credentials import Credentials
 from s3io.urls import S3Path, parse_paths

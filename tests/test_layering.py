@@ -89,7 +89,7 @@ S3IO_LAYERS = (
     {"table"},
     {"stream_state"},
     {"compaction"},
-    {"api", "sync", "fs", "cli", "__main__", "__init__"},
+    {"api", "blocking", "fs", "cli", "__main__", "__init__"},
 )
 
 
@@ -141,7 +141,7 @@ def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
 
 READ_SIDE = """
 import sys
-import spark_ext.source.datasource, spark_ext.stream.reader
+import spark_ext.source.datasource, spark_ext.stream.stream_reader
 heavy = ["s3io.compaction", "s3io.compaction.driver", "s3io.compaction.rewrite", "spark_ext.compact.job"]
 heavy += ["spark_ext.compact.spark_executor"]
 loaded = sorted(name for name in heavy if name in sys.modules)
@@ -164,7 +164,7 @@ def test_a_read_imports_the_journal_but_not_the_compaction_job() -> None:
 
 # The modules that read a prefix's data files. They list only through the table layer (s3io.table.list_visible),
 # which applies the compaction journal; a LIST of their own would read a compaction's output and inputs both.
-READERS = ("s3io/api.py", "s3io/dataset", "spark_ext/source", "spark_ext/planning", "spark_ext/stream/reader.py")
+READERS = ("s3io/api.py", "s3io/dataset", "spark_ext/source", "spark_ext/planning", "spark_ext/stream/stream_reader.py")
 LISTING_CALLS = {"list_objects", "list_pages", "list_page", "list_prefixes"}
 
 
@@ -187,7 +187,7 @@ def test_readers_list_only_through_the_table_layer() -> None:
     assert {p.relative_to(ROOT).as_posix() for p in listing} >= {
         "s3io/api.py",
         "spark_ext/source/driver_side.py",
-        "spark_ext/stream/reader.py",
+        "spark_ext/stream/stream_reader.py",
     }
 
 

@@ -11,7 +11,7 @@ from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.transport.credentials import ANONYMOUS, Credentials
-from spark_ext.planning.options import KNOWN_OPTIONS, ReadOptions, redact
+from spark_ext.planning.read_options import KNOWN_OPTIONS, ReadOptions, redact
 
 MiB = 1024 * 1024
 

@@ -38,11 +38,11 @@ from support.spark_fixtures import column_checksums, parquet_bytes, put_parquet
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, ObjectChanged, SchemaMismatch, Throttled
 from s3io.s3.types import ObjectInfo
 from spark_ext.planning.binpack import plan_partitions
+from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader
 from spark_ext.source.datasource import S3ParquetDataSource, SessionDefaults, bound_to_session
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
-from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader
-from spark_ext.source.types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
+from spark_ext.source.spark_arrow_types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 
 pytestmark = pytest.mark.timeout(120)
 

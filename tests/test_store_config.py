@@ -15,7 +15,7 @@ from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.store import StoreConfig, add_store_arguments
 from s3io.transport.credentials import ANONYMOUS, Credentials
-from spark_ext.stream.options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
+from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
 
 EXPECTED = StoreConfig(
     endpoint="http://127.0.0.1:9000",
@@ -177,3 +177,17 @@ def test_stream_options_split_from_the_read_options_in_the_same_style() -> None:
         StreamOptions.from_options({"path": "s3://b/land/"})
     with pytest.raises(InvalidConfig, match="leaseTtl: must be at least 3 s"):
         StreamOptions.from_options({"path": "s3://b/land/", "streamName": "s1", "leaseTtl": "1s"})
+
+
+def test_the_read_functions_take_one_set_of_keywords_and_name_a_wrong_one() -> None:
+    import asyncio
+
+    import s3io
+
+    for read in (s3io.read_parquet, s3io.iter_batches, s3io.iter_batches_async, s3io.read_parquet_async):
+        with pytest.raises(TypeError, match=rf"{read.__name__}\(\) got an unexpected keyword argument 'endpont_url'"):
+            called = read("s3://bucket/t/", endpont_url="http://127.0.0.1:9000")  # type: ignore[call-arg]
+            if asyncio.iscoroutine(called):  # read_parquet_async checks its arguments when awaited
+                asyncio.run(called)
+    with pytest.raises(InvalidConfig, match=r"credentials: expected s3io\.Credentials"):
+        s3io.read_parquet("s3://bucket/t/", credentials=("key", "secret"))  # type: ignore[typeddict-item]

@@ -25,6 +25,7 @@ from test_compact_support import TEST_OPTIONS, plain_table, run_job_until_killed
 from test_spark_stream import run_available_now, sink_ids, stream_options
 
 import s3io
+from s3io import StoreConfig
 from s3io.compaction import CrashPoint
 
 pytestmark = pytest.mark.timeout(300)
@@ -100,7 +101,7 @@ def test_iter_batches_reads_every_row_once(crashed: Crashed) -> None:
 
 
 async def test_read_parquet_async_reads_every_row_once(crashed: Crashed) -> None:
-    table = await s3io.read_parquet_async(crashed.url, columns=["id"], endpoint_url=crashed.endpoint)
+    table = await s3io.read_parquet_async(crashed.url, columns=["id"], store=StoreConfig(endpoint=crashed.endpoint))
     assert _ids(table) == crashed.ids
 
 

@@ -10,7 +10,8 @@ not the lease, is the truth). Compaction reads every lease under its prefix, jud
 loads the stream's state up to ``committed_batch``: a file the stream has not consumed in a committed batch (by key
 and ETag) is still needed and is never an input, unless it is older than the stream's maxFileAge horizon (the
 stream ignores such files). An expired lease protects nothing: a stream that stops renewing for longer than its
-ttl may find that files it had planned but not committed were compacted, and fails loudly (spark_ext.stream.reader).
+ttl may find that files it had planned but not committed were compacted, and fails loudly
+(spark_ext.stream.stream_reader).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from s3io import Credentials, Policy
+from s3io.blocking import run as run_on_background_loop
 from s3io.compaction.crash import CrashPoint
 from s3io.compaction.driver import Progress, compact_prefix, recover_prefix
 from s3io.compaction.options import CompactionOptions
@@ -19,7 +20,6 @@ from s3io.compaction.process_executor import process_executor
 from s3io.compaction.report import CompactionReport
 from s3io.errors import InvalidConfig
 from s3io.store import StoreConfig
-from s3io.sync import run as run_on_background_loop
 from spark_ext.compact.spark_executor import spark_executor
 
 

@@ -1,7 +1,7 @@
 """Driver-side planning of an s3parquet read: list, discover partitions, read footers, resolve columns, bin-pack.
 
 The I/O here (listing, footers) runs as one coroutine per step, with one S3Client under the read's policy, on
-s3io's background event loop (``s3io.sync.run``, from the driver's blocking calls), so every request of planning
+s3io's background event loop (``s3io.blocking.run``, from the driver's blocking calls), so every request of planning
 has the same deadlines and retries as reading. The rest is pure functions over
 the listing, kept apart so they are tested without Spark or a server.
 """
@@ -29,9 +29,9 @@ from s3io.table.data_files import SUMMARY_FILE_NAMES, is_summary_file
 from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
-from spark_ext.planning.options import ReadOptions
+from spark_ext.planning.read_options import ReadOptions
 from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
-from spark_ext.source.types import spark_arrow_schema
+from spark_ext.source.spark_arrow_types import spark_arrow_schema
 
 FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from s3io.dataset import FilePiece
-from spark_ext.planning.options import ReadOptions
+from spark_ext.planning.read_options import ReadOptions
 from spark_ext.source.session_check import SessionSetting
 
 DEFAULT_BATCH_SIZE = 65536

@@ -25,10 +25,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from s3io import sync
+from s3io import blocking
 from spark_ext.planning.filters import Predicate, split_filters
 from spark_ext.planning.hive import PartitionSpec
-from spark_ext.planning.options import ReadOptions
+from spark_ext.planning.read_options import ReadOptions
 from spark_ext.source.driver_side import (
     ColumnPlan,
     data_predicates_for,
@@ -89,7 +89,7 @@ class S3ParquetReader(DataSourceReader):
                     reader=planning_reader(client, state.options),
                 )
 
-        packing = sync.run(plan())
+        packing = blocking.run(plan())
         spec = ReadSpec(
             options=state.options,
             read_schema=state.columns.read_schema,

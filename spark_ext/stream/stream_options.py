@@ -21,7 +21,7 @@ from s3io.errors import InvalidConfig
 from s3io.settings import loose_key, option, option_spellings, take_options
 from s3io.units import parse_bool, parse_duration, parse_int, parse_size
 from s3io.urls import parse_s3_url
-from spark_ext.planning.options import ReadOptions
+from spark_ext.planning.read_options import ReadOptions
 
 STATE_DIR = "_s3io_streams/"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

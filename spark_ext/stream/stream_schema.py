@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 from pyspark.sql.types import StructType
 
-from s3io import sync
+from s3io import blocking
 from s3io.errors import InvalidConfig
 from s3io.stream_state.state_store import StreamStore
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound, make_client
-from spark_ext.stream.options import StreamOptions
+from spark_ext.stream.stream_options import StreamOptions
 
 
 def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> StructType:
@@ -23,7 +23,7 @@ def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> St
         async with make_client(options.read) as client:
             return await StreamStore(client, options.state_bucket, options.state_prefix).read_schema()
 
-    body = sync.run(stored())
+    body = blocking.run(stored())
     if body is None:
         try:
             schema = infer()
@@ -38,5 +38,5 @@ def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> St
             async with make_client(options.read) as client:
                 return await StreamStore(client, options.state_bucket, options.state_prefix).create_schema(encoded)
 
-        body = sync.run(keep())
+        body = blocking.run(keep())
     return StructType.fromJson(json.loads(body)["schema"])

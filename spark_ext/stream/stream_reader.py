@@ -2,17 +2,17 @@
 
 Spark runs this reader in one long-lived Python process on the driver (offsets, partitions, commits) and ships
 it, pickled without its runtime, to executors, where only ``read()`` runs. An offset is ``{"batch": N}``; what
-batch N reads is fixed in its manifest on S3 before ``latestOffset`` returns N (manifest.py), so after any crash
-``partitions(start, end)`` rebuilds exactly the same partitions, and with Spark's checkpoint and an idempotent
-sink the output is exactly-once.
+batch N reads is fixed in its manifest on S3 before ``latestOffset`` returns N (s3io.stream_state.manifest), so
+after any crash ``partitions(start, end)`` rebuilds exactly the same partitions, and with Spark's checkpoint and an
+idempotent sink the output is exactly-once.
 
 Planning a new batch: list the stream's prefix (after the highest key seen with ``keysSortByArrival``) through
 the compaction journal, keep files new by key and ETag and not older than ``maxFileAge``, oldest first within the
 trigger's limit, then bin-pack them with the batch reader's planner. A compaction output (its footer names its
 inputs) is skipped if every input was consumed, read instead of its inputs if none was, and anything else is a
 loud StreamConflict. A file that cannot be read fails the batch naming it; Spark does not advance the offset, and
-the restarted query replays the same manifest. The stream holds a lease (lease.py) so compaction never takes a
-file it has not read.
+the restarted query replays the same manifest. The stream holds a lease (s3io.stream_state.lease) so compaction
+never takes a file it has not read.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from s3io.blocking import BackgroundLoop
 from s3io.dataset import FilePiece
 from s3io.errors import NotFound, S3IOError
 from s3io.s3.client import S3Client
@@ -43,14 +44,13 @@ from s3io.stream_state.lease import Lease, LeaseBroken, StreamLease
 from s3io.stream_state.manifest import Manifest, ManifestFile, Skipped, partition_plan
 from s3io.stream_state.seen import SeenFiles, select_new
 from s3io.stream_state.state_store import StreamStore
-from s3io.sync import BackgroundLoop
 from s3io.table import is_compaction_output, layout, list_visible
 from s3io.table.data_files import ListedFile, select_files
 from spark_ext.source.driver_side import discover, make_client, pack, plan_columns, planning_reader
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
-from spark_ext.stream.options import StreamOptions
+from spark_ext.stream.stream_options import StreamOptions
 
 logger = logging.getLogger("spark_ext.stream")
 
