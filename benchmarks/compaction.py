@@ -274,10 +274,10 @@ PROCESSES = 2  # the machine's cores
 
 def _parquet_costs(landing: Landing, groups: int) -> tuple[float, float]:
     """(decode, whole parquet work) CPU seconds for every input, in groups of the job's size, on this thread."""
+    from s3io.compaction.checksum import TableChecksum
+    from s3io.compaction.rewrite import RewriteSettings, _checksum_whole, _Encoder  # the task's own steps
     from s3io.parquet.decode import open_whole, read_batches
     from s3io.s3.types import ObjectInfo
-    from spark_ext.compact.checksum import TableChecksum
-    from spark_ext.compact.rewrite import RewriteSettings, _checksum_whole, _Encoder  # the task's own steps
 
     started = time.process_time()
     for key, body in landing.objects:

@@ -100,8 +100,8 @@ def stream(endpoint: str, url: str) -> dict[str, Any]:
     from pyspark.sql.streaming.datasource import ReadMaxFiles
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    from spark_ext.stream.options import StreamOptions
-    from spark_ext.stream.reader import S3ParquetStreamReader
+    from spark_ext.stream.stream_options import StreamOptions
+    from spark_ext.stream.stream_reader import S3ParquetStreamReader
 
     options = StreamOptions.from_options(_options(endpoint, url, streamName=f"scale-{time.time_ns()}"))
     schema = StructType([StructField("id", LongType()), StructField("d", IntegerType())])

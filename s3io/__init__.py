@@ -27,6 +27,7 @@ from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.get_range import GetRange
 from s3io.s3.types import DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
+from s3io.store import StoreConfig
 from s3io.transport.credentials import Credentials
 
 # The parquet API needs pyarrow: imported on first use, so `import s3io` (the CLI, the core client) stays light.
@@ -81,6 +82,7 @@ __all__ = [
     "S3IOError",
     "SchemaMismatch",
     "ServerError",
+    "StoreConfig",
     "Throttled",
     "TransportError",
     "Truncated",

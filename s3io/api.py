@@ -1,9 +1,10 @@
 """The standalone Python API: ``read_parquet`` / ``iter_batches`` over S3 prefixes, globs and objects.
 
-Each call lists its URLs, settles one read schema (the union of every file's schema by default), and reads the
-files concurrently through a fresh S3Client + RangeEngine + ParquetReader, closed when the call ends. The async
-functions run on the caller's event loop; the blocking ones run them on s3io's private background loop
-(``s3io.sync``), so they also work inside Jupyter or any thread with a running loop.
+Each call lists its URLs through the table layer (``s3io.table.list_visible``: the compaction journal applied, so a
+prefix mid-compaction reads every row once), settles one read schema (the union of every file's schema by default),
+and reads the files concurrently through a fresh S3Client + RangeEngine + ParquetReader, closed when the call ends.
+The async functions run on the caller's event loop; the blocking ones run them on s3io's private background loop
+(``s3io.blocking``), so they also work inside Jupyter or any thread with a running loop.
 
 URLs: ``s3://bucket/prefix`` (everything below it, recursively), ``s3://bucket/dir/*.parquet`` (a Hadoop glob),
 ``s3://bucket/key.parquet`` (one object), or a list of any of these. Files whose names start with ``_`` or ``.``
@@ -16,16 +17,15 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 
 from s3io import errors
+from s3io.blocking import DEFAULT_MAX_BUFFERED, background_loop
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.dataset.partitions import HIVE, Partitioning, Partitions, check_partitioning, discover
 from s3io.engine import EngineConfig, RangeEngine
-from s3io.engine.tasks import gather_all
-from s3io.listing import ListedFile, select_files
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE
 from s3io.parquet.predicates import to_expression, validate
 from s3io.parquet.schema import file_schema as parquet_schema
@@ -33,7 +33,8 @@ from s3io.parquet.schema import unify_schemas
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from s3io.sync import DEFAULT_MAX_BUFFERED, background_loop
+from s3io.store import StoreConfig
+from s3io.table import ListedFile, list_visible
 from s3io.transport.credentials import Credentials
 from s3io.urls import S3Path, parse_paths
 
@@ -63,71 +64,12 @@ ProgressCallback = Callable[[Progress], None]
 # read_parquet returns one Table, so its batches need not be small: 1M-row batches decode two 64 MiB files with
 # ~15% less CPU than 64k-row ones (the Table's chunks are the batches; iter_batches keeps pyarrow's 64k default).
 TABLE_BATCH_SIZE = 1 << 20
+_STORE_KEYWORDS = ("endpoint_url", "region", "credentials", "policy", "engine")  # StoreConfig.from_kwargs takes them
 
 
-# ----------------------------------------------------------------------------------------- async API
+class ReadArguments(TypedDict, total=False):
+    """The keyword arguments every read takes (``read_parquet``, ``iter_batches`` and their async forms).
 
-
-async def read_parquet_async(
-    url_or_urls: URLs,
-    columns: Sequence[str] | None = None,
-    filters: Filters = None,
-    *,
-    policy: Policy | Mapping[str, object] | None = None,
-    engine: EngineConfig | Mapping[str, object] | None = None,
-    endpoint_url: str | None = None,
-    region: str | None = None,
-    credentials: Credentials | str | None = None,
-    partitioning: Partitioning = HIVE,
-    merge_schema: bool = True,
-    ignore_missing: bool = False,
-    ignore_corrupt: bool = False,
-    batch_size: int = TABLE_BATCH_SIZE,
-    progress: ProgressCallback | None = None,
-) -> pa.Table:
-    """Read parquet files under ``url_or_urls`` into one Table (see ``iter_batches_async`` for the arguments)."""
-    read = _Read(
-        url_or_urls,
-        columns,
-        filters,
-        policy=policy,
-        engine=engine,
-        endpoint_url=endpoint_url,
-        region=region,
-        credentials=credentials,
-        partitioning=partitioning,
-        merge_schema=merge_schema,
-        ignore_missing=ignore_missing,
-        ignore_corrupt=ignore_corrupt,
-        batch_size=batch_size,
-        progress=progress,
-    )
-    return await _collect(read)
-
-
-def iter_batches_async(
-    url_or_urls: URLs,
-    columns: Sequence[str] | None = None,
-    filters: Filters = None,
-    *,
-    policy: Policy | Mapping[str, object] | None = None,
-    engine: EngineConfig | Mapping[str, object] | None = None,
-    endpoint_url: str | None = None,
-    region: str | None = None,
-    credentials: Credentials | str | None = None,
-    partitioning: Partitioning = HIVE,
-    merge_schema: bool = True,
-    ignore_missing: bool = False,
-    ignore_corrupt: bool = False,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    progress: ProgressCallback | None = None,
-) -> AsyncIterator[pa.RecordBatch]:
-    """Record batches of the parquet files under ``url_or_urls``, file by file in key order, as they arrive.
-
-    - ``columns``: names to read, in the order wanted (default: all); unknown names raise InvalidConfig.
-    - ``filters``: ``[(column, op, value), ...]`` AND-ed; ops ``= != < <= > >= in, not in, is null, is not null``.
-      They prune row groups by statistics and drop non-matching rows exactly (SQL semantics: nulls never match
-      a comparison). Filter columns need not be among ``columns``.
     - ``partitioning``: ``"hive"`` (default): ``key=value`` directories below a URL's root become columns after
       the files' own, typed as pyarrow infers them (``int32`` when every value fits, else ``string``;
       ``__HIVE_DEFAULT_PARTITION__`` is null); a ``pyarrow.Schema`` names those columns and their types; None
@@ -137,73 +79,71 @@ def iter_batches_async(
       filtered on are unified); False takes the first file's schema. Unifying reads every footer before the
       first batch (for a small file, the whole file: kept for its read). The result keeps the first file's
       schema metadata (pandas' index and types), as pyarrow's datasets do.
+    - ``store``: an s3io.store.StoreConfig (where, as whom, policy, engine); the keywords below override it.
     - ``policy``/``engine``: a Policy / EngineConfig, or a mapping of options (``{"maxConcurrency": 16}``).
     - ``endpoint_url``/``region``/``credentials``: where and as whom (default: the AWS environment,
       ``AWS_ENDPOINT_URL``); ``credentials="anonymous"`` for public buckets.
     - ``ignore_missing``/``ignore_corrupt``: skip (and log) files deleted since the listing / unreadable files.
+    - ``journal``: apply the compaction journal (default): a prefix that a compaction is rewriting reads every row
+      once, whatever step the compaction is at (or died at). ``False`` reads the objects as they are, as pyarrow
+      does: a compaction's output and its inputs may then both be read.
+    - ``batch_size``: rows per batch (default: 1M for ``read_parquet``, whose batches are the Table's chunks;
+      pyarrow's 64k for ``iter_batches``).
     - ``progress``: called with a Progress after each batch and once at the end.
+    """
+
+    partitioning: Partitioning
+    merge_schema: bool
+    store: StoreConfig
+    policy: Policy | Mapping[str, object] | None
+    engine: EngineConfig | Mapping[str, object] | None
+    endpoint_url: str | None
+    region: str | None
+    credentials: Credentials | str | None
+    ignore_missing: bool
+    ignore_corrupt: bool
+    journal: bool
+    batch_size: int
+    progress: ProgressCallback | None
+
+
+# ----------------------------------------------------------------------------------------- async API
+
+
+async def read_parquet_async(
+    url_or_urls: URLs, columns: Sequence[str] | None = None, filters: Filters = None, **arguments: Unpack[ReadArguments]
+) -> pa.Table:
+    """Read parquet files under ``url_or_urls`` into one Table (see ``iter_batches_async`` for the arguments)."""
+    return await _collect(_Read("read_parquet_async", url_or_urls, columns, filters, TABLE_BATCH_SIZE, arguments))
+
+
+def iter_batches_async(
+    url_or_urls: URLs, columns: Sequence[str] | None = None, filters: Filters = None, **arguments: Unpack[ReadArguments]
+) -> AsyncIterator[pa.RecordBatch]:
+    """Record batches of the parquet files under ``url_or_urls``, file by file in key order, as they arrive.
+
+    - ``columns``: names to read, in the order wanted (default: all); unknown names raise InvalidConfig.
+    - ``filters``: ``[(column, op, value), ...]`` AND-ed; ops ``= != < <= > >= in, not in, is null, is not null``.
+      They prune row groups by statistics and drop non-matching rows exactly (SQL semantics: nulls never match
+      a comparison). Filter columns need not be among ``columns``.
+    - the keyword arguments: see ``ReadArguments``.
     No file matching a URL raises NotFound naming it. Arguments are checked at once (InvalidConfig); closing the
     iterator cancels the reads in flight.
     """
-    read = _Read(
-        url_or_urls,
-        columns,
-        filters,
-        policy=policy,
-        engine=engine,
-        endpoint_url=endpoint_url,
-        region=region,
-        credentials=credentials,
-        partitioning=partitioning,
-        merge_schema=merge_schema,
-        ignore_missing=ignore_missing,
-        ignore_corrupt=ignore_corrupt,
-        batch_size=batch_size,
-        progress=progress,
-    )
-    return read.batches()
+    return _Read("iter_batches_async", url_or_urls, columns, filters, DEFAULT_BATCH_SIZE, arguments).batches()
 
 
 # ----------------------------------------------------------------------------------------- blocking API
 
 
 def read_parquet(
-    url_or_urls: URLs,
-    columns: Sequence[str] | None = None,
-    filters: Filters = None,
-    *,
-    policy: Policy | Mapping[str, object] | None = None,
-    engine: EngineConfig | Mapping[str, object] | None = None,
-    endpoint_url: str | None = None,
-    region: str | None = None,
-    credentials: Credentials | str | None = None,
-    partitioning: Partitioning = HIVE,
-    merge_schema: bool = True,
-    ignore_missing: bool = False,
-    ignore_corrupt: bool = False,
-    batch_size: int = TABLE_BATCH_SIZE,
-    progress: ProgressCallback | None = None,
+    url_or_urls: URLs, columns: Sequence[str] | None = None, filters: Filters = None, **arguments: Unpack[ReadArguments]
 ) -> pa.Table:
     """Blocking ``read_parquet_async``, run on s3io's background event loop (works inside Jupyter too).
 
     ``progress`` is called on that loop's thread: keep it quick (update a counter or a progress bar).
     """
-    read = _Read(
-        url_or_urls,
-        columns,
-        filters,
-        policy=policy,
-        engine=engine,
-        endpoint_url=endpoint_url,
-        region=region,
-        credentials=credentials,
-        partitioning=partitioning,
-        merge_schema=merge_schema,
-        ignore_missing=ignore_missing,
-        ignore_corrupt=ignore_corrupt,
-        batch_size=batch_size,
-        progress=progress,
-    )
+    read = _Read("read_parquet", url_or_urls, columns, filters, TABLE_BATCH_SIZE, arguments)
     return background_loop().run(_collect(read))
 
 
@@ -212,18 +152,8 @@ def iter_batches(
     columns: Sequence[str] | None = None,
     filters: Filters = None,
     *,
-    policy: Policy | Mapping[str, object] | None = None,
-    engine: EngineConfig | Mapping[str, object] | None = None,
-    endpoint_url: str | None = None,
-    region: str | None = None,
-    credentials: Credentials | str | None = None,
-    partitioning: Partitioning = HIVE,
-    merge_schema: bool = True,
-    ignore_missing: bool = False,
-    ignore_corrupt: bool = False,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    progress: ProgressCallback | None = None,
     max_buffered: int = DEFAULT_MAX_BUFFERED,
+    **arguments: Unpack[ReadArguments],
 ) -> Iterator[pa.RecordBatch]:
     """Blocking, streaming ``iter_batches_async``: batches cross from s3io's loop thread through a bounded queue.
 
@@ -231,22 +161,7 @@ def iter_batches(
     budget). Reading starts at the first ``next()``; ``close()`` (or ``break``, or dropping the iterator) cancels
     it. Use ``contextlib.closing(...)`` to close it deterministically.
     """
-    read = _Read(
-        url_or_urls,
-        columns,
-        filters,
-        policy=policy,
-        engine=engine,
-        endpoint_url=endpoint_url,
-        region=region,
-        credentials=credentials,
-        partitioning=partitioning,
-        merge_schema=merge_schema,
-        ignore_missing=ignore_missing,
-        ignore_corrupt=ignore_corrupt,
-        batch_size=batch_size,
-        progress=progress,
-    )
+    read = _Read("iter_batches", url_or_urls, columns, filters, DEFAULT_BATCH_SIZE, arguments)
     return background_loop().iterate(read.batches, max_buffered=max_buffered)
 
 
@@ -267,22 +182,17 @@ class _Read:
 
     def __init__(
         self,
+        function: str,
         url_or_urls: URLs,
         columns: Sequence[str] | None,
         filters: Filters,
-        *,
-        policy: Policy | Mapping[str, object] | None,
-        engine: EngineConfig | Mapping[str, object] | None,
-        endpoint_url: str | None,
-        region: str | None,
-        credentials: Credentials | str | None,
-        partitioning: Partitioning,
-        merge_schema: bool,
-        ignore_missing: bool,
-        ignore_corrupt: bool,
-        batch_size: int,
-        progress: ProgressCallback | None,
+        default_batch_size: int,
+        arguments: Mapping[str, Any],
     ) -> None:
+        unknown = sorted(set(arguments) - ReadArguments.__optional_keys__)
+        if unknown:
+            raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+        given = dict(arguments)
         urls = [url_or_urls] if isinstance(url_or_urls, str) else list(url_or_urls)
         if not urls:
             raise errors.InvalidConfig("url_or_urls: no URL given; expected s3://bucket/prefix or a list of them")
@@ -290,18 +200,20 @@ class _Read:
         self.paths = parse_paths(urls, option="url_or_urls")
         self.columns = _check_columns(columns)
         self.filters = _check_filters(filters)
-        self.policy = Policy.resolve(policy)
-        self.engine_config = EngineConfig.resolve(engine)
-        self.endpoint_url = endpoint_url
-        self.region = region
-        self.credentials = credentials
-        self.partitioning = check_partitioning(partitioning)
-        self.merge_schema = bool(merge_schema)
-        self.ignore_missing = ignore_missing
-        self.ignore_corrupt = ignore_corrupt
+        self.store = StoreConfig.from_kwargs(
+            given.pop("store", None),
+            **{name: given.pop(name) for name in _STORE_KEYWORDS if name in given},
+        )
+        self.partitioning = check_partitioning(given.pop("partitioning", HIVE))
+        self.merge_schema = bool(given.pop("merge_schema", True))
+        self.ignore_missing = bool(given.pop("ignore_missing", False))
+        self.ignore_corrupt = bool(given.pop("ignore_corrupt", False))
+        self.journal = bool(given.pop("journal", True))
+        batch_size = given.pop("batch_size", default_batch_size)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise errors.InvalidConfig(f"batch_size: must be a whole number >= 1, got {batch_size!r}")
         self.batch_size = batch_size
+        progress = given.pop("progress", None)
         if progress is not None and not callable(progress):
             raise errors.InvalidConfig(f"progress: expected a callable taking a Progress, got {progress!r}")
         self.progress = progress
@@ -310,12 +222,10 @@ class _Read:
 
     async def batches(self) -> AsyncIterator[pa.RecordBatch]:
         started = time.monotonic()
-        async with S3Client(
-            self.policy, endpoint_url=self.endpoint_url, region=self.region, credentials=self.credentials
-        ) as client:
-            engine = RangeEngine(client, self.engine_config)
-            reader = ParquetReader(engine, object_cache_bytes=self.engine_config.memory_budget)
-            listed = await _list_files(client, self.paths)
+        async with self.store.client() as client:
+            engine = RangeEngine(client, self.store.engine)
+            reader = ParquetReader(engine, object_cache_bytes=self.store.engine.memory_budget)
+            listed = await _list_files(client, self.paths, journal=self.journal)
             partitions = discover([(f.info.url, _directory(f)) for f in listed], self.partitioning)
             kept = _partition_survivors(partitions, self.filters)
             objects = [listed[i].info for i in kept]
@@ -408,45 +318,39 @@ class _Read:
         return report
 
 
-async def list_files(client: S3Client, paths: Sequence[S3Path]) -> list[ObjectInfo]:
-    """The data files of each path (listed recursively, hidden names dropped), path by path in key order.
+async def list_files(client: S3Client, paths: Sequence[S3Path], *, journal: bool = True) -> list[ObjectInfo]:
+    """The data files of each path (listed recursively, hidden names dropped, the compaction journal applied unless
+    ``journal=False``), path by path in key order.
 
     A file named by two paths is read once, at its first place. NotFound names a path that matches no file.
     """
-    return [listed.info for listed in await _list_files(client, paths)]
+    return [listed.info for listed in await _list_files(client, paths, journal=journal)]
 
 
-async def _list_files(client: S3Client, paths: Sequence[S3Path]) -> list[ListedFile]:
+async def _list_files(client: S3Client, paths: Sequence[S3Path], *, journal: bool) -> list[ListedFile]:
     """``list_files``, each file with the root its path names (where partition directories start)."""
-    listings = await gather_all([_list_path(client, path) for path in paths])
     seen: set[tuple[str, str]] = set()
     files: list[ListedFile] = []
-    for path, listed in zip(paths, listings, strict=True):
-        if not listed:
+    for found in await list_visible(client, paths, journal=journal):
+        if not found.files:
             raise errors.NotFound(
-                f"no parquet files match {path.url} (a prefix is listed recursively; names starting with "
+                f"no parquet files match {found.path.url} (a prefix is listed recursively; names starting with "
                 "'_' or '.' are ignored)",
-                bucket=path.bucket,
-                key=path.key,
+                bucket=found.path.bucket,
+                key=found.path.key,
             )
-        for file in listed:
+        for file in found.files:
             if (file.info.bucket, file.info.key) not in seen:
                 seen.add((file.info.bucket, file.info.key))
                 files.append(file)
     return files
 
 
-async def _list_path(client: S3Client, path: S3Path) -> list[ListedFile]:
-    async def one(prefix: str) -> list[ObjectInfo]:
-        return [obj async for obj in client.list_objects(path.bucket, prefix)]
-
-    pages = await gather_all([one(prefix) for prefix in path.listing_prefixes])
-    return select_files((obj for page in pages for obj in page), path)
-
-
 def _directory(file: ListedFile) -> str:
-    """The file's directory relative to the root its path names ("" for a file in the root itself)."""
-    relative = file.info.key[len(file.root) - len(f"s3://{file.info.bucket}/") :]
+    """The file's directory relative to the root its path names ("" for a file in the root itself); a compaction
+    output still in staging lies in the directory of the name it stands for."""
+    key = file.logical_key or file.info.key
+    relative = key[len(file.root) - len(f"s3://{file.info.bucket}/") :]
     return relative.rpartition("/")[0]
 
 

@@ -16,15 +16,14 @@ from collections.abc import Sequence
 from s3io import __version__
 from s3io.errors import InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
-from s3io.policy import Policy
 from s3io.s3.client import S3Client, stated_size
 from s3io.s3.get_range import SUFFIX, GetRange
-from s3io.transport.credentials import ANONYMOUS
+from s3io.store import StoreConfig, add_store_arguments
 from s3io.urls import split_s3_url
 
 CAT_PART = 8 * 1024 * 1024
 
-_POLICY_FLAGS = {
+POLICY_FLAGS = {  # the policy fields every command line of the project takes as flags, with their help
     "connect_timeout": "time to acquire a connection and connect (e.g. 3s)",
     "first_byte_timeout": "time from sending a request to its response headers",
     "stall_timeout": "fail an attempt whose body makes no progress for this long",
@@ -41,28 +40,14 @@ def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
     """The options every command takes. They are accepted before the command and after it: the copy on the
     commands has no defaults (SUPPRESS), so a value given before the command is not overwritten by one after."""
     common = argparse.ArgumentParser(add_help=False)
-
-    def default(value: object) -> object:
-        return value if defaults else argparse.SUPPRESS
-
+    add_store_arguments(common, defaults=defaults, policy_flags=POLICY_FLAGS)
     common.add_argument(
-        "--endpoint-url", default=default(None), help="S3 endpoint (default: $AWS_ENDPOINT_URL, else the profile's)"
+        "-v",
+        "--verbose",
+        action="count",
+        default=0 if defaults else argparse.SUPPRESS,
+        help="-v: log retries; -vv: every attempt",
     )
-    common.add_argument(
-        "--region",
-        default=default(None),
-        help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's, else us-east-1)",
-    )
-    common.add_argument(
-        "--anonymous", action="store_true", default=default(False), help="send unsigned requests (public buckets)"
-    )
-    common.add_argument(
-        "--addressing", choices=("auto", "path", "virtual"), default=default("auto"), help="bucket addressing style"
-    )
-    common.add_argument(
-        "-v", "--verbose", action="count", default=default(0), help="-v: log retries; -vv: every attempt"
-    )
-    add_policy_arguments(common, defaults=defaults)
     return common
 
 
@@ -106,20 +91,6 @@ def parse_range(text: str) -> GetRange:
         raise InvalidConfig(
             f"--range: expected START-END, START- or -N (N >= 1) with whole numbers, got {text!r}"
         ) from None
-
-
-def add_policy_arguments(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
-    """One flag per policy field users tune (``--stall-timeout 2s``); shared by every command line of the project.
-    ``defaults=False`` leaves an absent flag unset (for a subcommand's copy of options the main parser also has)."""
-    for name, text in _POLICY_FLAGS.items():
-        extra = {} if defaults else {"default": argparse.SUPPRESS}
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text, **extra)
-
-
-def policy_from_args(args: argparse.Namespace) -> Policy:
-    """The policy from the flags, over ``S3IO_*`` environment variables, over the defaults."""
-    values = {name: getattr(args, name) for name in _POLICY_FLAGS if getattr(args, name, None) is not None}
-    return Policy.resolve(values)
 
 
 async def _cat(s3: S3Client, url: str, byte_range: str | None) -> None:
@@ -179,14 +150,7 @@ def _date(ts: float | None) -> str:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    credentials = ANONYMOUS if args.anonymous else None
-    async with S3Client(
-        policy_from_args(args),
-        endpoint_url=args.endpoint_url,
-        region=args.region,
-        credentials=credentials,
-        addressing=args.addressing,
-    ) as s3:
+    async with StoreConfig.from_args(args).client() as s3:
         if args.command == "cat":
             await _cat(s3, args.url, args.byte_range)
         elif args.command == "ls":

@@ -14,6 +14,10 @@ How s3fs is wrapped (one place each):
   storage options only botocore can honour (versions, SSE-C, requester-pays, profiles, custom CA/proxies)
   send reads through botocore instead, still under the policy via ``_call_s3``.
 
+A raw view of the objects, as s3fs's contract is: ``ls``, ``find``, ``glob`` and reads show every object as it is
+and do not apply the compaction journal (s3io.table), so a prefix mid-compaction may show a group's output and its
+inputs both. The project's own readers (``s3io.read_parquet``, the Spark source) list through ``s3io.table``.
+
 Errors keep s3fs's contract (FileNotFoundError, PermissionError, FileExpired, OSError with errno), chained
 (``__cause__``) to the typed s3io error that names the operation, object, attempts and time spent.
 """
@@ -65,6 +69,7 @@ from s3io.s3.etags import bare_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
 from s3io.s3.paging import ListingGuard
 from s3io.s3.types import GetResult
+from s3io.store import StoreConfig
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.sockets import socket_factory
 
@@ -318,13 +323,13 @@ class S3FileSystem(s3fs.S3FileSystem):
         if client is None:
             for retired in _discard_stopped(self._s3io_clients):
                 self._retired_stats = _add_snapshots(self._retired_stats, retired.stats())
-            client = S3Client(
-                self.policy,
+            client = StoreConfig.from_kwargs(
                 endpoint_url=self._endpoint_url(),
                 region=self.client_kwargs.get("region_name") or self.config_kwargs.get("region_name"),
                 credentials=self._s3io_credentials(),
                 addressing=(self.config_kwargs.get("s3") or {}).get("addressing_style") or "auto",
-            )
+                policy=self.policy,
+            ).client()
             self._s3io_clients[loop] = client
         return client
 

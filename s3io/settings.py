@@ -1,18 +1,25 @@
-"""Settings: what the project's option values (Policy, EngineConfig) share, written once.
+"""Settings: what the project's option values share, written once.
 
-Each is a frozen dataclass built from keywords, from a mapping of option strings (``from_mapping``), from
-``S3IO_*`` environment variables (``from_env``, where the class has an ``ENV_PREFIX``), or from any of those with
-``resolve``, the one entry point for arguments that accept "a value, a mapping of options, or None". Option names
-are matched loosely (``loose_key``: case, ``_`` and ``-`` ignored), since Spark lower-cases option keys; errors
-name an option in camelCase (``option_name``), or as the user spelled it.
+Two styles, one rule for names. ``Settings`` (Policy, EngineConfig): a frozen dataclass whose every field is an
+option, built from keywords, from a mapping of option strings (``from_mapping``), from ``S3IO_*`` environment
+variables (``from_env``, where the class has an ``ENV_PREFIX``), or from any of those with ``resolve``, the one entry
+point for arguments that accept "a value, a mapping of options, or None". ``option(...)``: a field of any other
+options dataclass (the store, a Spark read, a stream, a compaction) that declares its option name, other spellings,
+parser and command-line flag where it is defined, so that adding an option is adding a field; ``take_options`` and
+``add_arguments`` / ``from_args`` read them from a mapping or a command line. Option names are matched loosely
+(``loose_key``: case, ``_`` and ``-`` ignored), since Spark lower-cases option keys; errors name an option in
+camelCase (``option_name``), or as the user spelled it.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import difflib
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from s3io.errors import InvalidConfig
@@ -118,3 +125,125 @@ def _apply(base: S, changes: dict[str, object], labels: dict[str, str]) -> S:
             if text.startswith(option_name(name) + ":"):
                 raise InvalidConfig(f"{label}:{text.split(':', 1)[1]}") from None
         raise
+
+
+# ----------------------------------------------------------------------------------------- option fields
+
+OptionParser = Callable[[Any, str], Any]  # (the value given, the name to put in an error) -> the field's value
+_OPTION = "s3io.option"
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """How a field is given: ``name`` (camelCase: errors and docs spell it so), other ``aliases`` it is accepted
+    under, its ``parse``r, and a command-line ``flag`` (None: not a flag) with its ``help``."""
+
+    name: str
+    parse: OptionParser
+    aliases: tuple[str, ...] = ()
+    flag: str | None = None
+    help: str = ""
+    secret: bool = False
+
+
+def option(
+    name: str,
+    parse: OptionParser,
+    *,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    aliases: Iterable[str] = (),
+    flag: str | None = None,
+    help: str = "",
+    secret: bool = False,
+) -> Any:
+    """A dataclass field given as the option ``name`` (see Option); a ``secret`` one is left out of repr."""
+    spec = Option(name, parse, tuple(aliases), flag, help, secret)
+    return dataclasses.field(  # type: ignore[call-overload]
+        default=default, default_factory=default_factory, repr=not secret, metadata={_OPTION: spec}
+    )
+
+
+@functools.cache
+def declared_options(cls: type) -> dict[str, tuple[str, str, Option]]:
+    """Every spelling of every option ``cls`` declares, loosely: {loose spelling: (field, spelling, Option)}."""
+    found: dict[str, tuple[str, str, Option]] = {}
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(_OPTION)
+        if spec is not None:
+            for spelling in (spec.name, *spec.aliases):
+                found[loose_key(spelling)] = (f.name, spelling, spec)
+    return found
+
+
+def option_spellings(cls: type) -> tuple[str, ...]:
+    """The names (and aliases) of the options ``cls`` declares, for "known options" lists."""
+    return tuple(spelling for _, spelling, _ in declared_options(cls).values())
+
+
+def take_options(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the fields that the options ``cls`` declares give in ``values``, parsed; the other entries, untouched).
+
+    Two spellings of one option with different values are an InvalidConfig; a parse error names the option as
+    declared (its camelCase name, or the alias used)."""
+    declared = declared_options(cls)
+    changes: dict[str, Any] = {}
+    given: dict[str, tuple[str, Any]] = {}
+    rest: dict[str, Any] = {}
+    for key, value in values.items():
+        hit = declared.get(loose_key(str(key)))
+        if hit is None:
+            rest[key] = value
+            continue
+        name, spelling, spec = hit
+        if name in given:
+            if given[name][1] != value:
+                raise InvalidConfig(
+                    f"option {spec.name} is given twice, as {given[name][0]!r} and {key!r}, with different values; "
+                    "give it once"
+                )
+            continue
+        given[name] = (str(key), value)
+        changes[name] = spec.parse(value, spelling)
+    return changes, rest
+
+
+def unknown_option(key: str, known: Iterable[str], *, kind: str = "option") -> InvalidConfig:
+    """The error for an option nobody declares: the closest known name, and every known one."""
+    names = sorted(dict.fromkeys(known), key=str.lower)
+    by_loose = {loose_key(n): n for n in names}
+    close = difflib.get_close_matches(loose_key(key), list(by_loose), n=1, cutoff=0.75)
+    hint = f" (did you mean {by_loose[close[0]]}?)" if close else ""
+    return InvalidConfig(f"unknown {kind} {key!r}{hint}; known options (case-insensitive): {', '.join(names)}")
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type, *, defaults: bool = True) -> None:
+    """One command-line flag per option of ``cls`` that declares one (a bool field is a switch). ``defaults=False``
+    leaves an absent flag unset (for a subcommand's copy of flags the main parser also has)."""
+    for f, spec in _flagged(cls):
+        extra: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
+        if f.default is False:
+            parser.add_argument(spec.flag, dest=f.name, action="store_true", help=spec.help, **extra)
+        else:
+            parser.add_argument(spec.flag, dest=f.name, metavar="VALUE", help=spec.help, **extra)
+
+
+def from_args(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields that the flags of ``cls``'s options give in ``args`` (unset ones left out), parsed; a parse error
+    names the flag."""
+    changes: dict[str, Any] = {}
+    for f, spec in _flagged(cls):
+        value = getattr(args, f.name, None)
+        if value is not None and value is not False:
+            changes[f.name] = spec.parse(value, spec.flag)
+    return changes
+
+
+def _flagged(cls: type) -> list[tuple[dataclasses.Field[Any], Option]]:
+    """The fields of ``cls`` given by a command-line flag, with their Option, in field order."""
+    found = []
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(_OPTION)
+        if spec is not None and spec.flag is not None:
+            found.append((f, spec))
+    return found

@@ -13,7 +13,7 @@ from typing import Any
 
 from s3io.errors import InvalidConfig
 
-WORKER_MODULES = ("pyarrow", "s3io", "spark_ext.source.task", "spark_ext.stream.reader")
+WORKER_MODULES = ("pyarrow", "s3io", "spark_ext.source.task", "spark_ext.stream.stream_reader")
 
 
 class WorkerEnvironmentError(InvalidConfig):

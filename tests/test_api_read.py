@@ -17,7 +17,7 @@ from support.faultproxy import ErrorResponse, FaultProxy, FaultRule, Latency, Re
 
 import s3io
 from s3io import InvalidConfig, NotFound, Policy, SchemaMismatch
-from s3io.sync import background_loop
+from s3io.blocking import background_loop
 
 POLICY = Policy(max_attempts=6, backoff_base=0.01, backoff_cap=0.2)
 

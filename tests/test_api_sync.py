@@ -1,4 +1,4 @@
-"""s3io.sync: blocking calls and iteration over async code through one background event loop (no server)."""
+"""s3io.blocking: blocking calls and iteration over async code through one background event loop (no server)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from s3io.sync import BackgroundLoop, background_loop
+from s3io.blocking import BackgroundLoop, background_loop
 
 pytestmark = pytest.mark.timeout(30)
 

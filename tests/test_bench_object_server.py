@@ -596,7 +596,7 @@ async def test_compaction_deletes_its_inputs_in_one_conditional_delete_objects_w
 ) -> None:
     from test_compact_support import TEST_OPTIONS, plain_table, same_rows, write_landing_zone
 
-    from spark_ext.compact import compact_prefix
+    from s3io.compaction import compact_prefix
 
     boto = boto3_client(endpoint.url)
     original = write_landing_zone(boto, bucket, "zone/", {"d=1": 12})

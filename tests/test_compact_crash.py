@@ -9,10 +9,7 @@ compacted (their inputs gone); a rerun then finishes the compaction.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -24,32 +21,18 @@ from test_compact_support import (
     data_keys,
     make_client,
     plain_table,
+    run_job_until_killed,
     same_rows,
     visible_table,
     write_landing_zone,
 )
 
-from spark_ext.compact import CrashPoint, compact_prefix, read_journal, recover_prefix
+from s3io.compaction import CrashPoint, compact_prefix, recover_prefix
+from s3io.table import read_journal
 
 PREFIX = "zone/"
 LOCK_TTL = 2.5  # renewed every ttl/3: a renewal has 1.7 s to land on a loaded machine before the lease ends
 OPTIONS = TEST_OPTIONS.replace(grace_period=0.2, lock_ttl=LOCK_TTL, max_concurrent_groups=1, owner="doomed")
-
-JOB = """
-import asyncio, json, sys
-from s3io import Policy, S3Client
-from spark_ext.compact import CompactionOptions, compact_prefix
-
-endpoint, url, crash_at, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-
-async def main():
-    policy = Policy(backoff_base=0.001, backoff_cap=0.05)
-    async with S3Client(policy, endpoint_url=endpoint) as client:
-        report = await compact_prefix(client, url, CompactionOptions(**options), crash_at=crash_at)
-    print(report.status)
-
-asyncio.run(main())
-"""
 
 BEFORE_COMMIT = {CrashPoint.AFTER_LOCK_ACQUIRE, CrashPoint.AFTER_STAGING_WRITE, CrashPoint.AFTER_VERIFY}
 # The state each crash leaves: journal states that must be present, and whether a staging object must exist.
@@ -70,27 +53,13 @@ CRASH_STATE: dict[CrashPoint, tuple[set[str], bool]] = {
 }
 
 
-def run_job_until_killed(endpoint: str, url: str, crash_at: CrashPoint) -> subprocess.CompletedProcess[str]:
-    options = {
-        "grace_period": OPTIONS.grace_period,
-        "lock_ttl": OPTIONS.lock_ttl,
-        "clock_skew": 0.0,
-        "max_concurrent_groups": 1,
-        "owner": "doomed",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-c", JOB, endpoint, url, crash_at.value, json.dumps(options)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=90)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+CRASH_OPTIONS = {
+    "grace_period": OPTIONS.grace_period,
+    "lock_ttl": OPTIONS.lock_ttl,
+    "clock_skew": 0.0,
+    "max_concurrent_groups": 1,
+    "owner": "doomed",
+}
 
 
 async def recover_when_the_lock_expires(client: Any, url: str) -> Any:
@@ -112,7 +81,7 @@ async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
     first_group_inputs = {k for k in inputs if "/date=1/" in k}
     url = f"s3://{bucket}/{PREFIX}"
 
-    result = run_job_until_killed(s3_endpoint.url, url, crash_at)
+    result = run_job_until_killed(s3_endpoint.url, url, crash_at, CRASH_OPTIONS)
     assert result.returncode == -signal.SIGKILL, (result.returncode, result.stdout, result.stderr[-2000:])
 
     async with make_client(s3_endpoint.url, FAST_POLICY) as client:

@@ -23,7 +23,7 @@ from test_compact_support import (
 )
 
 from s3io import AccessDenied
-from spark_ext.compact import compact_prefix
+from s3io.compaction import compact_prefix
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,9 +10,9 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3io.compaction.facts import FooterFactsMemo, footer_facts
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact.facts import FooterFactsMemo, footer_facts
-from spark_ext.journal import layout
+from s3io.table import layout
 
 
 def _footer(table: pa.Table, **write: object) -> pq.FileMetaData:

@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_compact_support import parquet_bytes, rows_table
 
+from s3io.compaction import CompactionOptions, FileFacts, plan_compaction, table_checksum
+from s3io.compaction import checksum as checksum_module
+from s3io.compaction.grouping import EMPTY, LARGE_ENOUGH, SINGLE_FILE, TOO_FEW_FILES, UNREADABLE
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import CompactionOptions, FileFacts, plan_compaction, table_checksum
-from spark_ext.compact import checksum as checksum_module
-from spark_ext.compact.grouping import EMPTY, LARGE_ENOUGH, SINGLE_FILE, TOO_FEW_FILES, UNREADABLE
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -188,14 +188,14 @@ def test_checksum_of_strings_is_the_same_across_hashing_slices(monkeypatch: pyte
 def test_the_crash_point_comes_from_the_argument_or_from_the_environment_only_under_the_test_switch(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from spark_ext.compact.crash import ENV_VAR, TEST_SWITCH, CrashPoint, resolve
+    from s3io.compaction.crash import ENV_VAR, TEST_SWITCH, CrashPoint, resolve
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.delenv(TEST_SWITCH, raising=False)
     assert resolve(None) is None
     assert resolve("after_copy") is CrashPoint.AFTER_COPY
     monkeypatch.setenv(ENV_VAR, "AFTER_COMMIT_RECORD")
-    with caplog.at_level("WARNING", logger="spark_ext.compact"):
+    with caplog.at_level("WARNING", logger="s3io.compaction"):
         assert resolve(None) is None  # a variable left in a production environment never kills a job
     assert f"{TEST_SWITCH}=1" in caplog.text
     monkeypatch.setenv(TEST_SWITCH, "1")
@@ -204,8 +204,7 @@ def test_the_crash_point_comes_from_the_argument_or_from_the_environment_only_un
 
 
 def test_a_staging_output_stands_for_its_final_key_in_the_same_partition() -> None:
-    from spark_ext.compact import logical_key
-    from spark_ext.journal import layout
+    from s3io.table import layout, logical_key
 
     staging = layout.staging_key("t/date=1/", "20260101T000000Z-abcd1234", "g00003")
     assert staging.startswith("t/date=1/_s3io_staging/20260101T000000Z-abcd1234/g00003-")

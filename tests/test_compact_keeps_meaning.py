@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from test_compact_support import TEST_OPTIONS, data_keys, make_client, parquet_bytes
 
-from spark_ext.compact import CompactionOptions, compact_prefix
-from spark_ext.compact.grouping import UNREADABLE
+from s3io.compaction import CompactionOptions, compact_prefix
+from s3io.compaction.grouping import UNREADABLE
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -27,19 +27,10 @@ import pytest
 from test_compact_support import TEST_OPTIONS, make_client, parquet_bytes, rows_table
 
 from s3io import S3Client
+from s3io.compaction import CompactionLock, fetch_file_facts, plan_compaction, protocol, rewrite_group
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact import (
-    CompactionLock,
-    JournalSnapshot,
-    fetch_file_facts,
-    plan_compaction,
-    protocol,
-    read_journal_before,
-    resolve_visible_files,
-    rewrite_group,
-)
-from spark_ext.journal import layout
+from s3io.table import JournalSnapshot, layout, read_journal_before, resolve_visible_files
 
 pytestmark = pytest.mark.timeout(300)
 

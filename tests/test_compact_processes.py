@@ -25,15 +25,15 @@ from test_compact_support import (
 
 import spark_ext
 from s3io import Policy
+from s3io.compaction.crash import CrashPoint
+from s3io.compaction.grouping import CompactionGroup
+from s3io.compaction.options import CompactionOptions
+from s3io.compaction.process_executor import WORKER_DIED, process_executor
+from s3io.compaction.rewrite import GroupTask
 from s3io.errors import InvalidConfig
 from s3io.s3.types import ObjectInfo
+from s3io.store import StoreConfig
 from spark_ext.compact.__main__ import main as cli_main
-from spark_ext.compact.crash import CrashPoint
-from spark_ext.compact.grouping import CompactionGroup
-from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.process_executor import WORKER_DIED, process_executor
-from spark_ext.compact.rewrite import GroupTask
-from spark_ext.compact.spark_executor import ClientFactory
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -110,7 +110,7 @@ def test_a_worker_that_dies_mid_group_fails_its_groups_clearly_and_the_next_run_
 async def test_a_run_that_ends_early_terminates_the_workers_still_running_a_group(fault_proxy: FaultProxy) -> None:
     fault_proxy.add_rule(FaultRule(StallBeforeHeaders(), method="GET"))  # a group's first GET is never answered
     patient = Policy(first_byte_timeout=600.0, attempt_timeout=600.0, operation_timeout=600.0)
-    make_client = ClientFactory(patient, endpoint_url=fault_proxy.url, region="us-east-1")
+    store = StoreConfig(endpoint=fault_proxy.url, region="us-east-1", policy=patient)
     tasks = [
         GroupTask(
             "job",
@@ -118,7 +118,7 @@ async def test_a_run_that_ends_early_terminates_the_workers_still_running_a_grou
         )
         for n in range(3)
     ]
-    results = process_executor(make_client, processes=2, max_concurrent_groups=2)(tasks)
+    results = process_executor(store, processes=2, max_concurrent_groups=2)(tasks)
     assert hasattr(results, "__anext__")
     first = asyncio.ensure_future(results.__anext__())
     # Both workers are inside a group's GET.
@@ -200,7 +200,7 @@ def test_the_command_line_runs_groups_in_worker_processes(s3_endpoint: Any, s3_c
 
 async def test_every_executor_cancels_what_is_unfinished_when_closed_early_and_then_cleans_up() -> None:
     """``results_as_finished``, the loop the in-process, Spark and process executors share."""
-    from spark_ext.compact.rewrite import GroupResult, results_as_finished
+    from s3io.compaction.rewrite import GroupResult, results_as_finished
 
     tasks = [GroupTask("job", CompactionGroup(f"g{n}", "bucket", "", (), None)) for n in range(4)]
     release = asyncio.Event()

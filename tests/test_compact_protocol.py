@@ -30,7 +30,7 @@ from test_compact_support import (
 )
 
 from s3io import S3Client
-from spark_ext.compact import (
+from s3io.compaction import (
     CompactionLock,
     CompactionOptions,
     GroupResult,
@@ -38,21 +38,19 @@ from spark_ext.compact import (
     LockHeld,
     LockLost,
     compact_prefix,
-    conditional,
     execute_group_task,
     fetch_file_facts,
     in_process_executor,
     plan_compaction,
     protocol,
-    read_journal,
     recover_prefix,
     rewrite_group,
 )
-from spark_ext.compact import rewrite as rewrite_module
-from spark_ext.compact.errors import InputChanged, VerificationFailed
-from spark_ext.compact.rewrite import RewriteSettings
-from spark_ext.journal import layout
-from spark_ext.journal.entries import COMMITTED, DONE, PUBLISHED
+from s3io.compaction import rewrite as rewrite_module
+from s3io.compaction.errors import InputChanged, VerificationFailed
+from s3io.compaction.rewrite import RewriteSettings
+from s3io.table import conditional, layout, read_journal
+from s3io.table.journal import COMMITTED, DONE, PUBLISHED
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -614,7 +612,7 @@ async def test_recovery_aborts_a_staging_upload_a_killed_job_left_and_spares_oth
 def test_a_journal_entry_is_stored_in_its_documented_json_and_reads_back_equal() -> None:
     import dataclasses
 
-    from spark_ext.journal.entries import JournalEntry, ObjectRef
+    from s3io.table.journal import JournalEntry, ObjectRef
 
     entry = JournalEntry(
         job_id="j1",
@@ -651,7 +649,7 @@ def test_the_grace_before_publishing_never_compares_two_machines_clocks() -> Non
     """On the store's clock when the journal object's time is known; on our clock for our own entry; and for
     another job's entry whose store time is unknown (it changed between listing and reading), the whole grace:
     that job's committed_at (here 1,000 s behind ours) says nothing on our clock."""
-    from spark_ext.compact.protocol import STORE_CLOCK_RESOLUTION, _until_published
+    from s3io.compaction.protocol import STORE_CLOCK_RESOLUTION, _until_published
 
     ours_now, store_now, grace = 5_000.0, 7_000.0, 60.0
     theirs = _entry_of("j-other", committed_at=ours_now - 1_000.0)
@@ -665,7 +663,7 @@ def test_the_grace_before_publishing_never_compares_two_machines_clocks() -> Non
 
 
 def _entry_of(job_id: str, committed_at: float) -> Any:
-    from spark_ext.journal.entries import JournalEntry, ObjectRef
+    from s3io.table.journal import JournalEntry, ObjectRef
 
     return JournalEntry(
         job_id=job_id,

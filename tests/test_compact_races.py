@@ -29,13 +29,14 @@ from test_compact_support import (
     write_landing_zone,
 )
 
+from s3io.compaction import GroupResult, GroupTask, compact_prefix, in_process_executor, recover_prefix
+from s3io.compaction import driver as driver_module
+from s3io.compaction import protocol as protocol_module
 from s3io.errors import InvalidConfig, S3IOError
-from spark_ext.compact import GroupResult, GroupTask, compact_prefix, in_process_executor, read_journal, recover_prefix
-from spark_ext.compact import driver as driver_module
-from spark_ext.compact import protocol as protocol_module
-from spark_ext.stream.lease import Lease, StreamLease, read_lease
-from spark_ext.stream.manifest import Manifest, ManifestFile
-from spark_ext.stream.store import StreamStore
+from s3io.stream_state.lease import Lease, StreamLease, read_lease
+from s3io.stream_state.manifest import Manifest, ManifestFile
+from s3io.stream_state.state_store import StreamStore
+from s3io.table import read_journal
 
 pytestmark = pytest.mark.timeout(180)
 

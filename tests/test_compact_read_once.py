@@ -24,8 +24,8 @@ from test_compact_support import (
     write_landing_zone,
 )
 
-from spark_ext.compact import compact_prefix, recover_prefix
-from spark_ext.compact.grouping import SINGLE_FILE, UNCHECKED_NOTE, UNREADABLE
+from s3io.compaction import compact_prefix, recover_prefix
+from s3io.compaction.grouping import SINGLE_FILE, UNCHECKED_NOTE, UNREADABLE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -134,7 +134,7 @@ async def test_a_dry_run_plans_from_the_listing_unless_asked_to_read_footers(
 
 
 def test_outputs_dictionary_encode_every_column_but_those_nearly_all_distinct_and_too_big_for_a_dictionary() -> None:
-    from spark_ext.compact.rewrite import dictionary_columns
+    from s3io.compaction.rewrite import dictionary_columns
 
     rows = 200_000  # 1.6 MB of int64: a dictionary of them would overflow the writer's 1 MiB page
     table = pa.table(
@@ -195,8 +195,8 @@ async def test_inputs_fetched_and_not_yet_decoded_stay_within_the_prefetch_budge
     budget, so fetched-but-undecoded bytes never exceed it (by more than the one GET always allowed)."""
     import asyncio
 
+    from s3io.compaction.rewrite import _fetch_inputs
     from s3io.s3.types import ObjectInfo
-    from spark_ext.compact.rewrite import _fetch_inputs
 
     size = 10_000
     keys = [f"{PREFIX}blob-{n:02d}" for n in range(20)]
@@ -224,7 +224,7 @@ async def test_groups_run_in_process_share_one_cpu_thread_which_ends_with_the_ru
     import asyncio
     import threading
 
-    from spark_ext.compact.rewrite import CPU_THREAD_NAME, _Encoder
+    from s3io.compaction.rewrite import CPU_THREAD_NAME, _Encoder
 
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6, "date=3": 6})
     threads: set[str] = set()

@@ -16,8 +16,8 @@ import pytest
 from support.moto_wsgi import MotoWsgiServer, lax_conditionals, listings_without_etags, without_etags
 from test_compact_support import TEST_OPTIONS, all_keys, make_client, plain_table, same_rows, write_landing_zone
 
-from spark_ext.compact import CompactionLock, MissingETag, compact_prefix, conditional, recover_prefix
-from spark_ext.journal import layout
+from s3io.compaction import CompactionLock, MissingETag, compact_prefix, recover_prefix
+from s3io.table import conditional, layout
 
 pytestmark = pytest.mark.timeout(120)
 

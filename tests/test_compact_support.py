@@ -8,6 +8,9 @@ would, without the journal.
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -15,8 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3io import Policy, S3Client
-from s3io.listing import is_hidden
-from spark_ext.compact import CompactionOptions, list_visible_files, table_checksum
+from s3io.compaction import CompactionOptions, table_checksum
+from s3io.table import list_visible_files
+from s3io.table.data_files import is_hidden
 
 FAST_POLICY = Policy(backoff_base=0.001, backoff_cap=0.05, first_byte_timeout=5.0, stall_timeout=2.0)
 TEST_OPTIONS = CompactionOptions(
@@ -25,6 +29,44 @@ TEST_OPTIONS = CompactionOptions(
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("name", pa.string()), ("score", pa.float64()), ("tags", pa.list_(pa.string()))]
 )
+
+
+# A compaction job in a subprocess of its own, so that a crash point's SIGKILL ends it and not the test.
+CRASHING_JOB = """
+import asyncio, json, sys
+from s3io import Policy, S3Client
+from s3io.compaction import CompactionOptions, compact_prefix
+
+endpoint, url, crash_at, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+
+async def main():
+    policy = Policy(backoff_base=0.001, backoff_cap=0.05)
+    async with S3Client(policy, endpoint_url=endpoint) as client:
+        report = await compact_prefix(client, url, CompactionOptions(**options), crash_at=crash_at)
+    print(report.status)
+
+asyncio.run(main())
+"""
+
+
+def run_job_until_killed(
+    endpoint: str, url: str, crash_at: Any, options: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """Run a compaction of ``url`` (CompactionOptions fields in ``options``) that SIGKILLs itself at ``crash_at``
+    (a CrashPoint), in a subprocess; its return code is -SIGKILL when the crash point was reached."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_JOB, endpoint, url, crash_at.value, json.dumps(options)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def make_client(endpoint_url: str, policy: Policy = FAST_POLICY) -> S3Client:

@@ -450,7 +450,7 @@ async def test_objects_of_unknown_size_and_etag_are_read_with_a_suffix_get(
 async def test_row_groups_decoded_ahead_in_threads_keep_order_and_stop_with_the_consumer(
     s3_endpoint: Any, bucket: str, s3_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import s3io.dataset.reader as reader_module
+    import s3io.dataset.parquet_reader as reader_module
 
     monkeypatch.setattr(reader_module, "DECODE_IN_THREAD_BYTES", 0)  # every unit takes the threaded path
     blobs = [parquet_bytes(make_table(30_000, start=50_000 * i, seed=i), row_group_size=3_000) for i in range(2)]
@@ -477,7 +477,7 @@ async def test_decode_ahead_crosses_units_within_the_budget_and_closing_waits_fo
     import threading
     import time
 
-    import s3io.dataset.reader as reader_module
+    import s3io.dataset.parquet_reader as reader_module
 
     monkeypatch.setattr(reader_module, "DECODE_IN_THREAD_BYTES", 0)  # every unit takes the threaded path
     real_decode = reader_module.decode

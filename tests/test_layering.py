@@ -1,5 +1,7 @@
-"""The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, and s3io's layers import
-only downwards (policy -> transport -> resilience -> s3 -> engine -> parquet -> dataset -> api)."""
+"""The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, s3io's layers import only
+downwards (policy -> transport -> resilience -> s3 -> engine -> store -> parquet -> dataset -> table ->
+stream_state -> compaction -> api), every
+reader lists through the table layer, and one place makes an S3Client from settings (s3io.store.StoreConfig)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ class NoSpark(importlib.abc.MetaPathFinder):
         if name == "pyspark" or name.startswith("pyspark.") or name.startswith("spark_ext"):
             raise ImportError(f"{name} is not installed here")
 sys.meta_path.insert(0, NoSpark())
-import s3io, s3io.api, s3io.cli, s3io.dataset, s3io.engine, s3io.fs, s3io.listing, s3io.parquet.decode
+import s3io, s3io.api, s3io.cli, s3io.dataset, s3io.engine, s3io.fs, s3io.table, s3io.parquet.decode
 assert callable(s3io.read_parquet) and s3io.S3FileSystem is not None
 assert not any(m == "pyspark" or m.startswith(("pyspark.", "spark_ext")) for m in sys.modules)
 """
@@ -76,14 +78,18 @@ def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_inst
 # s3io's layers, bottom first (as CONTRIBUTING.md's layout block lists them); a module imports s3io modules of its own
 # layer or below, never above. Keys are the first name below s3io (a package or a top-level module).
 S3IO_LAYERS = (
-    {"errors", "units", "settings", "policy", "metrics", "logs"},
+    {"errors", "units", "settings", "policy", "metrics", "logs", "urls"},
     {"transport"},
     {"resilience"},
     {"s3"},
     {"engine"},
+    {"store"},
     {"parquet"},
     {"dataset"},
-    {"api", "sync", "urls", "listing", "fs", "cli", "__main__", "__init__"},
+    {"table"},
+    {"stream_state"},
+    {"compaction"},
+    {"api", "blocking", "fs", "cli", "__main__", "__init__"},
 )
 
 
@@ -135,20 +141,66 @@ def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
 
 READ_SIDE = """
 import sys
-import spark_ext.source.datasource, spark_ext.stream.reader
-heavy = [f"spark_ext.compact.{name}" for name in ("driver", "rewrite", "spark_executor", "job")]
+import spark_ext.source.datasource, spark_ext.stream.stream_reader
+heavy = ["s3io.compaction", "s3io.compaction.driver", "s3io.compaction.rewrite", "spark_ext.compact.job"]
+heavy += ["spark_ext.compact.spark_executor"]
 loaded = sorted(name for name in heavy if name in sys.modules)
 assert not loaded, f"a read imported the compaction job: {loaded}"
-assert "spark_ext.journal.visibility" in sys.modules
+assert "s3io.table.visibility" in sys.modules
 import spark_ext, spark_ext.compact
-from spark_ext.compact import *  # every public name of the package resolves
-assert callable(spark_ext.compact) and spark_ext.compact.compact_prefix.__module__ == "spark_ext.compact.driver"
-assert spark_ext.compact.list_visible_files.__module__ == "spark_ext.journal.visibility"
+from spark_ext.compact import *  # every public name of the package resolves (their former spellings)
+assert callable(spark_ext.compact) and spark_ext.compact.compact_prefix.__module__ == "s3io.compaction.driver"
+assert spark_ext.compact.list_visible_files.__module__ == "s3io.table.visibility"
 """
 
 
 def test_a_read_imports_the_journal_but_not_the_compaction_job() -> None:
-    """The source and the stream read through spark_ext.journal; spark_ext.compact imports its names on first use,
-    so a read loads neither the compaction driver, the rewrite nor the Spark executor."""
+    """The source and the stream read through s3io.table (the stream keeps its state through s3io.stream_state);
+    spark_ext.compact imports its names on first use, so a read loads neither the compaction job, its rewrite nor
+    the Spark executor."""
     result = subprocess.run([sys.executable, "-c", READ_SIDE], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
+
+
+# The modules that read a prefix's data files. They list only through the table layer (s3io.table.list_visible),
+# which applies the compaction journal; a LIST of their own would read a compaction's output and inputs both.
+READERS = ("s3io/api.py", "s3io/dataset", "spark_ext/source", "spark_ext/planning", "spark_ext/stream/stream_reader.py")
+LISTING_CALLS = {"list_objects", "list_pages", "list_page", "list_prefixes"}
+
+
+def _reader_modules() -> list[Path]:
+    found: list[Path] = []
+    for name in READERS:
+        path = ROOT / name
+        found += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return found
+
+
+def test_readers_list_only_through_the_table_layer() -> None:
+    offenders = []
+    for path in _reader_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LISTING_CALLS:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.func.attr}")
+    assert offenders == []
+    listing = [p for p in _reader_modules() if "list_visible" in p.read_text()]
+    assert {p.relative_to(ROOT).as_posix() for p in listing} >= {
+        "s3io/api.py",
+        "spark_ext/source/driver_side.py",
+        "spark_ext/stream/stream_reader.py",
+    }
+
+
+def test_one_place_makes_an_s3_client_from_settings() -> None:
+    """Every entry point (the API, the CLIs, the filesystem, the Spark source, the stream, compaction) builds its
+    client from a StoreConfig: only s3io/store.py calls S3Client(...)."""
+    callers = []
+    for top in ("s3io", "spark_ext", "pyspark_s3parquet"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) == "S3Client"
+                ):
+                    callers.append(path.relative_to(ROOT).as_posix())
+    assert callers == ["s3io/store.py"]

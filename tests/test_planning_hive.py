@@ -22,8 +22,8 @@ from pyspark.sql.types import (
 )
 
 from s3io.errors import InvalidConfig
-from s3io.listing import ListedFile, is_hidden, is_hidden_name, is_summary_file, select_files
 from s3io.s3.types import ObjectInfo
+from s3io.table.data_files import ListedFile, is_hidden, is_hidden_name, is_summary_file, select_files
 from s3io.urls import parse_s3_url
 from spark_ext.planning.hive import PartitionSpec, discover_partitions
 from spark_ext.planning.partition_types import unescape_path_name

@@ -11,7 +11,7 @@ from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.transport.credentials import ANONYMOUS, Credentials
-from spark_ext.planning.options import KNOWN_OPTIONS, ReadOptions, redact
+from spark_ext.planning.read_options import KNOWN_OPTIONS, ReadOptions, redact
 
 MiB = 1024 * 1024
 
@@ -25,18 +25,19 @@ def test_defaults() -> None:
     assert [p.url for p in opts.paths] == ["s3://b/t/"]
     assert opts.base_path is None and opts.path_glob_filter is None and opts.columns is None
     assert not (opts.recursive_file_lookup or opts.ignore_missing_files or opts.ignore_corrupt_files)
-    assert not (opts.merge_schema or opts.anonymous) and opts.path_style is None and opts.addressing == "auto"
+    assert not (opts.merge_schema or opts.store.anonymous) and opts.store.addressing == "auto"
     assert (opts.max_partition_bytes, opts.open_cost_in_bytes) == (128 * MiB, 64 * 1024)
     assert opts.min_partition_num is None and opts.min_partitions(8) == 8
-    assert (opts.engine.memory_budget, opts.engine.max_concurrency, opts.engine.hedge_enabled) == (256 * MiB, 32, False)
-    assert opts.engine == EngineConfig() and opts.credentials is None
-    assert (opts.endpoint, opts.region, opts.time_zone, opts.partition_column_type_inference) == (
+    engine = opts.store.engine
+    assert (engine.memory_budget, engine.max_concurrency, engine.hedge_enabled) == (256 * MiB, 32, False)
+    assert opts.store.engine == EngineConfig() and opts.store.credentials is None and not opts.ignore_journal
+    assert (opts.store.endpoint, opts.store.region, opts.time_zone, opts.partition_column_type_inference) == (
         None,
         None,
         "UTC",
         True,
     )
-    assert opts.policy == Policy()
+    assert opts.store.policy == Policy()
 
 
 def test_load_list_arrives_as_json_paths() -> None:
@@ -102,13 +103,18 @@ def test_every_form_of_every_option() -> None:
     )
     assert opts.base_path == "s3://b/t/"
     assert opts.recursive_file_lookup and opts.ignore_missing_files and opts.ignore_corrupt_files
-    assert opts.merge_schema and opts.engine.hedge_enabled and opts.path_style and opts.addressing == "path"
+    assert opts.merge_schema and opts.store.engine.hedge_enabled and opts.store.addressing == "path"
     assert opts.path_glob_filter == "*.parquet" and opts.columns == ("id", "ts", "amount")
     assert (opts.max_partition_bytes, opts.open_cost_in_bytes, opts.min_partitions(2)) == (64 * MiB, MiB, 16)
-    assert (opts.engine.memory_budget, opts.engine.max_concurrency, opts.engine.part_size) == (1024 * MiB, 8, 16 * MiB)
-    assert (opts.endpoint, opts.region, opts.time_zone) == ("http://localhost:9000", "eu-west-1", "Europe/Paris")
+    engine = opts.store.engine
+    assert (engine.memory_budget, engine.max_concurrency, engine.part_size) == (1024 * MiB, 8, 16 * MiB)
+    assert (opts.store.endpoint, opts.store.region, opts.time_zone) == (
+        "http://localhost:9000",
+        "eu-west-1",
+        "Europe/Paris",
+    )
     assert not opts.partition_column_type_inference
-    assert opts.policy == Policy(
+    assert opts.store.policy == Policy(
         connect_timeout=2.0,
         stall_timeout=0.75,
         attempt_timeout=None,
@@ -125,7 +131,7 @@ def test_camel_case_and_snake_case_keys_are_accepted() -> None:
     opts = ReadOptions.from_options(
         {"path": "s3://b/t/", "maxPartitionBytes": "134217728", "max_concurrency": "4", "operationTimeout": "1m"}
     )
-    assert (opts.max_partition_bytes, opts.engine.max_concurrency, opts.policy.operation_timeout) == (
+    assert (opts.max_partition_bytes, opts.store.engine.max_concurrency, opts.store.policy.operation_timeout) == (
         128 * MiB,
         4,
         60.0,
@@ -148,9 +154,9 @@ def test_policy_options_fall_back_to_s3io_variables_as_every_other_entry_point_d
     (Policy.resolve): the options, over the driver's S3IO_* variables, over the defaults."""
     monkeypatch.setenv("S3IO_STALL_TIMEOUT", "2s")
     monkeypatch.setenv("S3IO_MAX_ATTEMPTS", "4")
-    assert _parse().policy == Policy(stall_timeout=2.0, max_attempts=4)
+    assert _parse().store.policy == Policy(stall_timeout=2.0, max_attempts=4)
     given = _parse(maxAttempts="7")
-    assert given.policy == Policy(stall_timeout=2.0, max_attempts=7) == Policy.resolve({"maxAttempts": "7"})
+    assert given.store.policy == Policy(stall_timeout=2.0, max_attempts=7) == Policy.resolve({"maxAttempts": "7"})
     monkeypatch.setenv("S3IO_CONNECT_TIMEOUT", "3 parsecs")
     with pytest.raises(InvalidConfig, match="S3IO_CONNECT_TIMEOUT"):
         _parse()
@@ -193,16 +199,16 @@ def test_bad_values_name_option_value_and_form(key: str, value: str, message: st
 def test_conflicting_spellings_of_one_option_are_rejected() -> None:
     with pytest.raises(InvalidConfig, match="endpoint is given twice, as 'endpoint' and 'endpointurl'"):
         _parse(endpoint="http://a:1", endpointurl="http://b:2")
-    assert _parse(endpoint="http://a:1", endpointurl="http://a:1").endpoint == "http://a:1"
+    assert _parse(endpoint="http://a:1", endpointurl="http://a:1").store.endpoint == "http://a:1"
 
 
 def test_credentials_are_validated_and_never_shown() -> None:
     opts = _parse(accesskeyid="AKIAEXAMPLE", secretaccesskey="s3cr3t", sessiontoken="t0k3n")
-    assert opts.credentials == Credentials("AKIAEXAMPLE", "s3cr3t", "t0k3n")
-    assert _parse(anonymous="true").credentials == ANONYMOUS
-    assert _parse(pathstyle="false").addressing == "virtual"
+    assert opts.store.credentials == Credentials("AKIAEXAMPLE", "s3cr3t", "t0k3n")
+    assert _parse(anonymous="true").store.credentials == ANONYMOUS
+    assert _parse(pathstyle="false").store.addressing == "virtual"
     assert "s3cr3t" not in repr(opts) and "t0k3n" not in repr(opts) and "AKIAEXAMPLE" not in repr(opts)
-    assert _parse(accesskey="A", secretkey="S").access_key_id == "A"
+    assert _parse(accesskey="A", secretkey="S").store.access_key_id == "A"
     with pytest.raises(InvalidConfig, match="give both or neither"):
         _parse(secretaccesskey="s3cr3t")
     with pytest.raises(InvalidConfig, match="anonymous"):
@@ -245,5 +251,5 @@ def test_redact_hides_secret_values() -> None:
 def test_read_options_pickle_for_executors() -> None:
     opts = _parse(path="s3://b/t/year=20[12]?/", connecttimeout="1s", accesskeyid="A", secretaccesskey="S")
     clone = pickle.loads(pickle.dumps(opts))
-    assert clone == opts and clone.secret_access_key == "S"
+    assert clone == opts and clone.store.secret_access_key == "S"
     assert clone.paths[0].match("t/year=2021/f") == opts.paths[0].match("t/year=2021/f")

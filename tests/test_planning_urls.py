@@ -8,8 +8,8 @@ import pytest
 
 from s3io.dataset.pieces import FilePiece
 from s3io.errors import InvalidConfig
-from s3io.listing import ListedFile, listing_columns, listing_from_columns, select_files
 from s3io.s3.types import ObjectInfo
+from s3io.table.data_files import ListedFile, listing_columns, listing_from_columns, select_files
 from s3io.urls import compile_name_glob, has_glob, parse_paths, parse_s3_url
 
 

@@ -12,7 +12,7 @@ import pytest
 from support.spark_fixtures import put_parquet, spark_session  # noqa: F401  (the `spark` fixture)
 
 import spark_ext
-from spark_ext.compact import CompactionOptions
+from s3io.compaction import CompactionOptions
 
 pytestmark = pytest.mark.timeout(300)
 

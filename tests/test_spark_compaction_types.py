@@ -18,8 +18,8 @@ import pytest
 from support.spark_fixtures import download_prefix, spark_session  # noqa: F401  (the `spark` fixture)
 from test_compact_support import TEST_OPTIONS, data_keys, make_client
 
-from spark_ext.compact import CompactionOptions, compact_prefix
-from spark_ext.compact.grouping import UNREADABLE
+from s3io.compaction import CompactionOptions, compact_prefix
+from s3io.compaction.grouping import UNREADABLE
 
 pytestmark = pytest.mark.timeout(300)
 

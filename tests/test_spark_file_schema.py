@@ -25,8 +25,8 @@ from pyspark.sql.types import (
 )
 
 from s3io.errors import SchemaMismatch
-from spark_ext.source.conversions import spark_read_rule
 from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
+from spark_ext.source.spark_conversions import spark_read_rule
 
 
 def _metadata(table: pa.Table, **options: object) -> pq.FileMetaData:

@@ -21,7 +21,6 @@ from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
 from s3io.parquet.chunks import select_row_groups
 from s3io.parquet.conversions import DEFAULT_CONVERSIONS
-from spark_ext.source.conversions import spark_conversions
 from spark_ext.source.legacy_files import (
     CORRECTED,
     EXCEPTION,
@@ -31,6 +30,7 @@ from spark_ext.source.legacy_files import (
     file_mode,
 )
 from spark_ext.source.rebase import julian_to_gregorian_days, julian_to_gregorian_utc
+from spark_ext.source.spark_conversions import spark_conversions
 
 # (stored days, the days Spark reads), labelled with the Julian date stored and the date Spark shows.
 SPARK_DAYS = [

@@ -38,11 +38,11 @@ from support.spark_fixtures import column_checksums, parquet_bytes, put_parquet
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, ObjectChanged, SchemaMismatch, Throttled
 from s3io.s3.types import ObjectInfo
 from spark_ext.planning.binpack import plan_partitions
+from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader
 from spark_ext.source.datasource import S3ParquetDataSource, SessionDefaults, bound_to_session
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
-from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader
-from spark_ext.source.types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
+from spark_ext.source.spark_arrow_types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,7 +104,7 @@ def test_secrets_are_redacted_from_reprs_but_reach_the_tasks(s3_endpoint, bucket
     (partition,) = reader.partitions()
     assert "tok-42" not in repr(partition) and "tok-42" not in repr(partition.spec)
     shipped = pickle.loads(cloudpickle.dumps(partition))
-    assert shipped.spec.options.session_token == "tok-42"
+    assert shipped.spec.options.store.session_token == "tok-42"
     assert _read_all(reader, [shipped]).num_rows == 10
 
 
@@ -537,6 +537,6 @@ def test_tasks_read_from_the_store_the_driver_listed_whatever_their_own_environm
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     task_reader, task_partitions = pickle.loads(shipped)
     options = task_partitions[0].spec.options
-    assert (options.endpoint, options.region) == (s3_endpoint.url, "us-east-1")
+    assert (options.store.endpoint, options.store.region) == (s3_endpoint.url, "us-east-1")
     table = _read_all(task_reader, task_partitions)
     assert sorted(table.column("id").to_pylist()) == list(range(30))

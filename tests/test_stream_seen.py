@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from s3io.compaction.grouping import FileFacts
 from s3io.s3.types import ObjectInfo
-from spark_ext.compact.grouping import FileFacts
-from spark_ext.journal import layout
-from spark_ext.stream.seen import FORMAT, SeenFiles
+from s3io.stream_state.seen import FORMAT, SeenFiles
+from s3io.table import layout
 
 
 def _info(key: str, modified: float = 100.0, etag: str = '"e"') -> ObjectInfo:

@@ -4,7 +4,7 @@
 reads footers, schemas and record batches of many pieces concurrently within the engine's memory budget.
 """
 
+from s3io.dataset.parquet_reader import ParquetReader, ReaderStats
 from s3io.dataset.pieces import FilePiece
-from s3io.dataset.reader import ParquetReader, ReaderStats
 
 __all__ = ["FilePiece", "ParquetReader", "ReaderStats"]

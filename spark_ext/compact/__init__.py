@@ -1,15 +1,18 @@
-"""Compaction of small parquet files under an S3 prefix, with a journaled commit protocol (see docs/commit-protocol.md).
+"""Compaction on Spark: the blocking entry point, the command line and the Spark executor of s3io.compaction.
 
-Blocking API: ``spark_ext.compact(spark, "s3://bucket/prefix/", target_file_size=..., ...)`` (this package is
-callable: it calls ``spark_ext.compact.job.compact``). Command line: ``python -m spark_ext.compact``.
+Blocking API: ``spark_ext.compact(spark, "s3://bucket/prefix/", target_file_size=..., ...)`` (``job.compact``:
+groups run as Spark tasks, ``spark_executor``, or without Spark in this process or in worker processes). Command
+line: ``python -m spark_ext.compact``. The job itself (plan, rewrite, commit protocol, recovery) is Spark-free and
+lives in s3io.compaction (the protocol: docs/commit-protocol.md); the journal readers apply is s3io.table.
 
-Driver side: ``compact_prefix`` (the whole job), ``recover_prefix`` (``--recover``), ``plan_compaction`` (pure).
-Worker side: ``rewrite_group`` / ``execute_group_task`` (one group, e.g. inside a Spark task).
-Reader side (spark_ext.journal, re-exported here): ``read_journal_before`` + list + ``resolve_visible_files``
-(apply the journal to a listing), or ``list_visible_files`` (all three).
+This package is callable, and stays a package: ``python -m spark_ext.compact`` needs a package (or module) of that
+name, and ``spark_ext.compact(spark, url, ...)`` a callable at that name. A module object is not callable, and an
+attribute ``compact`` of ``spark_ext`` would be replaced by the module as soon as anything imported it; so the
+module's class is made callable (``_CallableModule``).
 
-The names below are imported on first use, so importing one module of this package (as the readers and the stream
-do) does not import the driver, the rewrite and the Spark executor.
+The names below are the public names of s3io.compaction and s3io.table under their former spellings
+(``from spark_ext.compact import compact_prefix, CompactionOptions, CrashPoint, ...``), imported on first use, so
+that importing this package does not import the compaction job.
 """
 
 from __future__ import annotations
@@ -20,55 +23,55 @@ import types
 from typing import TYPE_CHECKING, Any
 
 _SOURCES = {  # public name -> the module that defines it
-    "TableChecksum": "spark_ext.compact.checksum",
-    "table_checksum": "spark_ext.compact.checksum",
-    "CrashPoint": "spark_ext.compact.crash",
-    "Progress": "spark_ext.compact.driver",
-    "compact_prefix": "spark_ext.compact.driver",
-    "recover_prefix": "spark_ext.compact.driver",
-    "CompactionError": "spark_ext.compact.errors",
-    "ConditionalWritesUnsupported": "spark_ext.compact.errors",
-    "InputChanged": "spark_ext.compact.errors",
-    "LockHeld": "spark_ext.compact.errors",
-    "LockLost": "spark_ext.compact.errors",
-    "MissingETag": "spark_ext.compact.errors",
-    "VerificationFailed": "spark_ext.compact.errors",
-    "fetch_file_facts": "spark_ext.compact.facts",
-    "CompactionLock": "spark_ext.compact.lock",
-    "CompactionOptions": "spark_ext.compact.options",
-    "CompactionGroup": "spark_ext.compact.grouping",
-    "CompactionPlan": "spark_ext.compact.grouping",
-    "FileFacts": "spark_ext.compact.grouping",
-    "plan_compaction": "spark_ext.compact.grouping",
-    "ProgressBar": "spark_ext.compact.progress_bar",
-    "RecoveryReport": "spark_ext.compact.recover",
-    "recover": "spark_ext.compact.recover",
-    "CompactionReport": "spark_ext.compact.report",
-    "GroupReport": "spark_ext.compact.report",
-    "ExecuteGroups": "spark_ext.compact.rewrite",
-    "GroupOutput": "spark_ext.compact.rewrite",
-    "GroupResult": "spark_ext.compact.rewrite",
-    "GroupTask": "spark_ext.compact.rewrite",
-    "RewriteSettings": "spark_ext.compact.rewrite",
-    "execute_group_task": "spark_ext.compact.rewrite",
-    "in_process_executor": "spark_ext.compact.rewrite",
-    "rewrite_group": "spark_ext.compact.rewrite",
-    "run_group_task": "spark_ext.compact.rewrite",
-    "JournalEntry": "spark_ext.journal.entries",
-    "ObjectRef": "spark_ext.journal.entries",
-    "read_journal": "spark_ext.journal.entries",
-    "logical_key": "spark_ext.journal.layout",
-    "JournalSnapshot": "spark_ext.journal.visibility",
-    "apply_journal": "spark_ext.journal.visibility",
-    "list_visible_files": "spark_ext.journal.visibility",
-    "read_journal_before": "spark_ext.journal.visibility",
-    "resolve_visible_files": "spark_ext.journal.visibility",
+    "TableChecksum": "s3io.compaction.checksum",
+    "table_checksum": "s3io.compaction.checksum",
+    "CrashPoint": "s3io.compaction.crash",
+    "Progress": "s3io.compaction.driver",
+    "compact_prefix": "s3io.compaction.driver",
+    "recover_prefix": "s3io.compaction.driver",
+    "CompactionError": "s3io.compaction.errors",
+    "ConditionalWritesUnsupported": "s3io.compaction.errors",
+    "InputChanged": "s3io.compaction.errors",
+    "LockHeld": "s3io.compaction.errors",
+    "LockLost": "s3io.compaction.errors",
+    "MissingETag": "s3io.compaction.errors",
+    "VerificationFailed": "s3io.compaction.errors",
+    "fetch_file_facts": "s3io.compaction.facts",
+    "CompactionLock": "s3io.compaction.lock",
+    "CompactionOptions": "s3io.compaction.options",
+    "CompactionGroup": "s3io.compaction.grouping",
+    "CompactionPlan": "s3io.compaction.grouping",
+    "FileFacts": "s3io.compaction.grouping",
+    "plan_compaction": "s3io.compaction.grouping",
+    "ProgressBar": "s3io.compaction.progress_bar",
+    "RecoveryReport": "s3io.compaction.recover",
+    "recover": "s3io.compaction.recover",
+    "CompactionReport": "s3io.compaction.report",
+    "GroupReport": "s3io.compaction.report",
+    "ExecuteGroups": "s3io.compaction.rewrite",
+    "GroupOutput": "s3io.compaction.rewrite",
+    "GroupResult": "s3io.compaction.rewrite",
+    "GroupTask": "s3io.compaction.rewrite",
+    "RewriteSettings": "s3io.compaction.rewrite",
+    "execute_group_task": "s3io.compaction.rewrite",
+    "in_process_executor": "s3io.compaction.rewrite",
+    "rewrite_group": "s3io.compaction.rewrite",
+    "run_group_task": "s3io.compaction.rewrite",
+    "JournalEntry": "s3io.table.journal",
+    "ObjectRef": "s3io.table.journal",
+    "read_journal": "s3io.table.journal",
+    "logical_key": "s3io.table.layout",
+    "JournalSnapshot": "s3io.table.visibility",
+    "apply_journal": "s3io.table.visibility",
+    "list_visible_files": "s3io.table.visibility",
+    "read_journal_before": "s3io.table.visibility",
+    "resolve_visible_files": "s3io.table.visibility",
 }
 
 __all__ = sorted(_SOURCES)
 
 if TYPE_CHECKING:
-    from spark_ext.compact.report import CompactionReport
+    from s3io.compaction.report import CompactionReport
 
 
 def __getattr__(name: str) -> Any:

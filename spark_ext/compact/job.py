@@ -12,15 +12,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from s3io import Credentials, Policy
+from s3io.blocking import run as run_on_background_loop
+from s3io.compaction.crash import CrashPoint
+from s3io.compaction.driver import Progress, compact_prefix, recover_prefix
+from s3io.compaction.options import CompactionOptions
+from s3io.compaction.process_executor import process_executor
+from s3io.compaction.report import CompactionReport
 from s3io.errors import InvalidConfig
-from s3io.sync import run as run_on_background_loop
-from s3io.transport.endpoint import resolved_location
-from spark_ext.compact.crash import CrashPoint
-from spark_ext.compact.driver import Progress, compact_prefix, recover_prefix
-from spark_ext.compact.options import CompactionOptions
-from spark_ext.compact.process_executor import process_executor
-from spark_ext.compact.report import CompactionReport
-from spark_ext.compact.spark_executor import ClientFactory, spark_executor
+from s3io.store import StoreConfig
+from spark_ext.compact.spark_executor import spark_executor
 
 
 def compact(
@@ -29,11 +29,12 @@ def compact(
     *,
     options: CompactionOptions | None = None,
     recover: bool = False,
+    store: StoreConfig | None = None,
     policy: Policy | Mapping[str, str] | None = None,
     endpoint_url: str | None = None,
     region: str | None = None,
     credentials: Credentials | str | None = None,
-    addressing: str = "auto",
+    addressing: str | None = None,
     progress: Callable[[Progress], None] | None = None,
     crash_at: CrashPoint | str | None = None,
     **option_values: Any,
@@ -41,7 +42,9 @@ def compact(
     """Compact the small parquet files under ``url`` (or, with ``recover=True``, only finish a dead job's work).
 
     Options are a ``CompactionOptions`` or its fields as keywords (``target_file_size=128 << 20``,
-    ``min_input_files=5``, ``max_concurrent_groups=4``, ``grace_period=60``, ``dry_run=True``, ...).
+    ``min_input_files=5``, ``max_concurrent_groups=4``, ``grace_period=60``, ``dry_run=True``, ...). The store is
+    ``store`` (an s3io.store.StoreConfig), with ``policy``, ``endpoint_url``, ``region``, ``credentials`` and
+    ``addressing`` over it; the tasks use the endpoint and region this process resolves.
     """
     _refuse_in_a_worker_importing_main()
     options = (options or CompactionOptions()).replace(**option_values)
@@ -50,18 +53,19 @@ def compact(
             f"processes={options.processes} runs groups in worker processes of this machine, but a Spark session "
             "was given, whose executors run them: pass spark=None to use worker processes, or drop processes"
         )
-    endpoint_url, region = resolved_location(endpoint_url, region)  # tasks use the store this process plans on
-    make_client = ClientFactory(Policy.resolve(policy), endpoint_url, region, credentials, addressing)
+    located = StoreConfig.from_kwargs(
+        store, policy=policy, endpoint_url=endpoint_url, region=region, credentials=credentials, addressing=addressing
+    ).pinned()  # tasks use the store this process plans on
 
     async def main() -> CompactionReport:
-        async with make_client() as client:
+        async with located.client() as client:
             if recover:
                 return await recover_prefix(client, url, options, crash_at=crash_at)
             executor = None
             if spark is not None:
-                executor = spark_executor(spark, make_client, options.max_concurrent_groups)
+                executor = spark_executor(spark, located, options.max_concurrent_groups)
             elif options.processes:
-                executor = process_executor(make_client, options.processes, options.max_concurrent_groups)
+                executor = process_executor(located, options.processes, options.max_concurrent_groups)
             return await compact_prefix(
                 client, url, options, execute_groups=executor, crash_at=crash_at, progress=progress
             )

@@ -11,50 +11,30 @@ import asyncio
 import functools
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from s3io import Credentials, Policy, S3Client
-from spark_ext.compact.rewrite import (
+from s3io.compaction.rewrite import (
     ExecuteGroups,
     GroupResult,
     GroupTask,
     execute_group_task,
     results_as_finished,
 )
+from s3io.store import StoreConfig
 
 _job_ids = itertools.count(1)
 
 
-@dataclass(frozen=True)
-class ClientFactory:
-    """Everything an executor needs to build its own S3Client; picklable, so it travels with the task."""
-
-    policy: Policy
-    endpoint_url: str | None = None
-    region: str | None = None
-    credentials: Credentials | str | None = None
-    addressing: str = "auto"
-
-    def __call__(self) -> S3Client:
-        return S3Client(
-            self.policy,
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            credentials=self.credentials,
-            addressing=self.addressing,
-        )
-
-
-def spark_executor(spark: Any, make_client: ClientFactory, max_concurrent_groups: int) -> ExecuteGroups:
-    """An ``ExecuteGroups`` that runs every group as a Spark task and yields results as they finish."""
+def spark_executor(spark: Any, store: StoreConfig, max_concurrent_groups: int) -> ExecuteGroups:
+    """An ``ExecuteGroups`` that runs every group as a Spark task (its client made from ``store``, pinned to where
+    the driver found S3) and yields results as they finish."""
     context = spark.sparkContext
 
     def execute(tasks: Sequence[GroupTask]) -> AsyncIterator[GroupResult]:
         job_group = f"s3io-compact-{next(_job_ids)}"
 
         def run_one(task: GroupTask) -> Awaitable[GroupResult]:
-            return asyncio.to_thread(_run_one, context, job_group, task, make_client)
+            return asyncio.to_thread(_run_one, context, job_group, task, store)
 
         def cleanup(early: bool) -> None:
             if early:
@@ -65,7 +45,7 @@ def spark_executor(spark: Any, make_client: ClientFactory, max_concurrent_groups
     return execute
 
 
-def _run_one(context: Any, job_group: str, task: GroupTask, make_client: ClientFactory) -> GroupResult:
+def _run_one(context: Any, job_group: str, task: GroupTask, store: StoreConfig) -> GroupResult:
     context.setJobGroup(job_group, f"s3io compaction group {task.group.group_id}", interruptOnCancel=True)
-    run = functools.partial(execute_group_task, make_client=make_client)
+    run = functools.partial(execute_group_task, make_client=store.client)  # pickled: the store travels with it
     return context.parallelize([task], 1).map(run).collect()[0]

@@ -28,7 +28,7 @@ from spark_ext.planning.partition_types import (
 )
 
 if TYPE_CHECKING:
-    from s3io.listing import ListedFile
+    from s3io.table.data_files import ListedFile
 
 
 @dataclass(frozen=True, slots=True)

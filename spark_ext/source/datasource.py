@@ -24,12 +24,13 @@ from typing import Any, ClassVar
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
-from s3io import sync
+from s3io import blocking
 from s3io.errors import InvalidConfig
-from s3io.listing import ListedFile, listing_columns, listing_from_columns
 from s3io.settings import loose_key
+from s3io.table.data_files import ListedFile, listing_columns, listing_from_columns
 from spark_ext.planning.hive import PartitionSpec
-from spark_ext.planning.options import ReadOptions, redact
+from spark_ext.planning.read_options import ReadOptions, redact
+from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.driver_side import (
     discover,
     infer_file_schema,
@@ -41,9 +42,8 @@ from spark_ext.source.driver_side import (
     source_schema,
     summary_files,
 )
-from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.session_check import SessionSetting
-from spark_ext.stream.options import StreamOptions, has_stream_options
+from spark_ext.stream.stream_options import StreamOptions, has_stream_options
 
 NAME = "s3parquet"
 logger = logging.getLogger("spark_ext.source")
@@ -66,7 +66,7 @@ class S3ParquetDataSource(DataSource):
     """Parquet files on S3 as a DataFrame: ``spark.read.format("s3parquet").load("s3://bucket/table/")``.
 
     Options (case-insensitive; unknown ones are errors listing the known ones) are those of
-    ``spark_ext.planning.options``: Spark's file-source options (basePath, recursiveFileLookup, pathGlobFilter,
+    ``spark_ext.planning.read_options``: Spark's file-source options (basePath, recursiveFileLookup, pathGlobFilter,
     ignoreMissingFiles, ignoreCorruptFiles, mergeSchema, maxPartitionBytes, openCostInBytes, minPartitionNum),
     ``columns`` (read only these), S3 settings (endpoint, region, pathStyle, anonymous, credentials) and every
     s3io policy and range-engine field (connectTimeout, stallTimeout, maxAttempts, maxConcurrency, ...).
@@ -101,7 +101,7 @@ class S3ParquetDataSource(DataSource):
         """Data columns from the footers (a summary file or the first file, or all with mergeSchema), then the
         partition columns, as Spark's parquet reader infers them. A stream keeps the schema it first inferred."""
         if self.stream_options is not None:
-            from spark_ext.stream.schema import stream_schema  # spark_ext.stream builds on this package
+            from spark_ext.stream.stream_schema import stream_schema  # spark_ext.stream builds on this package
 
             return stream_schema(self.stream_options, self._infer_schema)
         return self._infer_schema()
@@ -118,7 +118,7 @@ class S3ParquetDataSource(DataSource):
                 async with make_client(options) as client:
                     return await infer_file_schema(planning_reader(client, options), files, summaries, options)
 
-            self._data_schema, self._row_groups = sync.run(infer())
+            self._data_schema, self._row_groups = blocking.run(infer())
         return source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -135,8 +135,8 @@ class S3ParquetDataSource(DataSource):
         self.__dict__.update(state)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """A stream reader for ``schema`` (see spark_ext.stream.reader); ``streamName`` is required."""
-        from spark_ext.stream.reader import S3ParquetStreamReader  # the stream reader builds on this package
+        """A stream reader for ``schema`` (see spark_ext.stream.stream_reader); ``streamName`` is required."""
+        from spark_ext.stream.stream_reader import S3ParquetStreamReader  # the stream reader builds on this package
 
         options = self.stream_options or _stream_options(self._completed)
         return S3ParquetStreamReader(
@@ -196,7 +196,7 @@ class S3ParquetDataSource(DataSource):
                 async with make_client(options) as client:
                     return await list_files(client, options)
 
-            self._listed = tuple(sync.run(listing()))
+            self._listed = tuple(blocking.run(listing()))
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
 

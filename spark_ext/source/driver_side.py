@@ -1,14 +1,13 @@
 """Driver-side planning of an s3parquet read: list, discover partitions, read footers, resolve columns, bin-pack.
 
 The I/O here (listing, footers) runs as one coroutine per step, with one S3Client under the read's policy, on
-s3io's background event loop (``s3io.sync.run``, from the driver's blocking calls), so every request of planning
+s3io's background event loop (``s3io.blocking.run``, from the driver's blocking calls), so every request of planning
 has the same deadlines and retries as reading. The rest is pure functions over
 the listing, kept apart so they are tested without Spark or a server.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,23 +20,19 @@ from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
-from s3io.listing import SUMMARY_FILE_NAMES, ListedFile, is_summary_file, select_files
 from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from s3io.transport.endpoint import resolved_location
-from s3io.urls import S3Path
-from spark_ext.journal.layout import logical_key
-from spark_ext.journal.visibility import read_journal_before, resolve_visible_files
+from s3io.table import ListedFile, list_visible
+from s3io.table.data_files import SUMMARY_FILE_NAMES, is_summary_file
 from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_group_split, plan_partitions
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
-from spark_ext.planning.options import ReadOptions
+from spark_ext.planning.read_options import ReadOptions
 from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
-from spark_ext.source.types import spark_arrow_schema
+from spark_ext.source.spark_arrow_types import spark_arrow_schema
 
-LIST_CONCURRENCY = 16  # listing prefixes (glob alternatives, several paths) listed at once
 FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
 
 
@@ -55,24 +50,17 @@ class NoDataFiles(S3IOError, ValueError):
 def pin_location(options: ReadOptions) -> ReadOptions:
     """``options`` with the endpoint and region this process resolves (the options, else its environment and
     profile), so that tasks on executors whose environment differs read from the store the driver listed."""
-    endpoint, region = resolved_location(options.endpoint, options.region)
-    return replace(options, endpoint=endpoint, region=region)
+    return replace(options, store=options.store.pinned())
 
 
 def make_client(options: ReadOptions) -> S3Client:
-    """The S3Client of a read: endpoint, region, addressing and credentials from the options; the read's policy."""
-    return S3Client(
-        options.policy,
-        endpoint_url=options.endpoint,
-        region=options.region,
-        credentials=options.credentials,
-        addressing=options.addressing,
-    )
+    """The S3Client of a read: its store's endpoint, region, addressing, credentials and policy."""
+    return options.store.client()
 
 
 def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
     """A ParquetReader for footers only: tails are fetched, never whole objects (their data is read elsewhere)."""
-    return ParquetReader(RangeEngine(client, options.engine.replace(whole_object_threshold=0)))
+    return ParquetReader(RangeEngine(client, options.store.engine.replace(whole_object_threshold=0)))
 
 
 # ----------------------------------------------------------------------------------------------- listing
@@ -82,40 +70,27 @@ async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]
     """The data files (and parquet summary files) of every path, sorted by URL; a path that matches no object
     raises PathNotFound. Files in subdirectories are listed too: ``discover`` decides which ones Spark reads.
 
-    Each listing is resolved against the compaction journal (read it, list, read it again), so a read never sees a
-    compacted file twice or misses one, whenever it runs and however the listing's pages interleave with the
-    compaction's steps; an output still in staging is read under its stored key and stands for its published name
-    (partition values, globs).
+    The listing is what a journal-aware reader sees (``s3io.table.list_visible``), unless ``ignoreJournal``: a read
+    never sees a compacted file twice or misses one, whenever it runs and however the listing's pages interleave
+    with the compaction's steps; an output still in staging is read under its stored key and stands for its
+    published name (partition values, globs).
     """
-    semaphore = asyncio.Semaphore(LIST_CONCURRENCY)
-
-    async def list_prefix(path: S3Path, prefix: str) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
-        """(the raw listing, what a journal-aware reader reads of it)."""
-        async with semaphore:
-            before = await read_journal_before(client, path.bucket, prefix)
-            listed = [obj async for obj in client.list_objects(path.bucket, prefix)]
-            return listed, await resolve_visible_files(client, path.bucket, prefix, listed, before=before)
-
-    jobs = [(path, prefix) for path in options.paths for prefix in path.listing_prefixes]
-    listings = await asyncio.gather(*(list_prefix(path, prefix) for path, prefix in jobs))
-    raw_of: dict[int, list[ObjectInfo]] = {}
-    visible_of: dict[int, list[ObjectInfo]] = {}
-    for (path, _), (raw, visible) in zip(jobs, listings, strict=True):
-        raw_of.setdefault(id(path), []).extend(raw)
-        visible_of.setdefault(id(path), []).extend(visible)
+    found = await list_visible(
+        client,
+        options.paths,
+        journal=not options.ignore_journal,
+        path_glob_filter=options.path_glob_filter,
+        summaries=True,
+    )
     selected: dict[str, ListedFile] = {}
-    for path in options.paths:
-        if not any(path.match(obj.key) is not None for obj in raw_of.get(id(path), []) if obj.bucket == path.bucket):
+    for path_files in found:
+        if not path_files.exists:
             raise PathNotFound(
-                f"Path does not exist: {path.url} (no object matches it; check the bucket, the prefix and the glob)",
+                f"Path does not exist: {path_files.path.url} (no object matches it; check the bucket, the prefix and "
+                "the glob)",
                 operation="list",
             )
-        raw = raw_of.get(id(path), [])
-        objects = [*visible_of.get(id(path), []), *(o for o in raw if is_summary_file(o.key))]  # summaries are hidden
-        logical = {obj.key: logical_key(obj.key) for obj in objects}
-        for listed in select_files(
-            objects, path, path_glob_filter=options.path_glob_filter, logical_keys=logical, summaries=True
-        ):
+        for listed in path_files.files:
             selected.setdefault(listed.info.url, listed)
     return [selected[url] for url in sorted(selected)]
 

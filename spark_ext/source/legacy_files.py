@@ -38,7 +38,7 @@ from spark_ext.source.rebase import (
 )
 
 if TYPE_CHECKING:
-    from spark_ext.planning.options import ReadOptions
+    from spark_ext.planning.read_options import ReadOptions
 
 VERSION_KEY = b"org.apache.spark.version"
 LEGACY_DATETIME_KEY = b"org.apache.spark.legacyDateTime"

@@ -11,7 +11,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from s3io.dataset import FilePiece
-from spark_ext.planning.options import ReadOptions
+from spark_ext.planning.read_options import ReadOptions
 from spark_ext.source.session_check import SessionSetting
 
 DEFAULT_BATCH_SIZE = 65536
@@ -39,7 +39,7 @@ class ReadSpec:
     def __repr__(self) -> str:
         return (
             f"ReadSpec(columns={list(self.output_names)}, predicates={list(self.predicates)}, "
-            f"endpoint={self.options.endpoint!r}, ignore_missing_files={self.options.ignore_missing_files}, "
+            f"endpoint={self.options.store.endpoint!r}, ignore_missing_files={self.options.ignore_missing_files}, "
             f"ignore_corrupt_files={self.options.ignore_corrupt_files})"
         )
 

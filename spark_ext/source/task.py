@@ -1,6 +1,6 @@
 """Reading one partition on an executor: one event loop, all pieces concurrently, batches in piece order.
 
-The partition is read on an event loop of its own, in a helper thread, through ``s3io.sync.BackgroundLoop`` (the
+The partition is read on an event loop of its own, in a helper thread, through ``s3io.blocking.BackgroundLoop`` (the
 project's one bridge between blocking and asyncio code), which hands batches to Spark's (synchronous) iterator
 through a hand-off of at most ``QUEUED_BATCHES``. So the loop's deadline timers and open connections keep running
 while Spark consumes a batch (a loop that only ran inside ``next()`` would see a slow consumer as a stalled
@@ -20,16 +20,16 @@ from typing import Any
 
 import pyarrow as pa
 
+from s3io.blocking import BackgroundLoop
 from s3io.dataset import ParquetReader
 from s3io.engine import RangeEngine
-from s3io.sync import BackgroundLoop
-from spark_ext.source.conversions import spark_conversions
 from spark_ext.source.driver_side import make_client
 from spark_ext.source.legacy_files import legacy_calendar
-from spark_ext.source.metrics import TaskMetrics, log_task_metrics
 from spark_ext.source.partition import S3ParquetPartition
 from spark_ext.source.session_check import check_session, task_local_property
-from spark_ext.source.types import conform_to_spark
+from spark_ext.source.spark_arrow_types import conform_to_spark
+from spark_ext.source.spark_conversions import spark_conversions
+from spark_ext.source.task_metrics import TaskMetrics, log_task_metrics
 
 QUEUED_BATCHES = 4
 STOP_JOIN_SECONDS = 30.0
@@ -82,7 +82,7 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
     options = spec.options
     client = make_client(options)
     try:
-        engine = RangeEngine(client, options.engine)
+        engine = RangeEngine(client, options.store.engine)
         reader = ParquetReader(engine)
         batches = reader.iter_batches(
             list(partition.pieces),

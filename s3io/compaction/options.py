@@ -1,0 +1,201 @@
+"""CompactionOptions: every knob of a compaction as one immutable, picklable value, with its default's reason.
+
+Defaults, and where they come from:
+- target_file_size 128 MiB: Spark's maxPartitionBytes and the common parquet block-size advice; Iceberg's
+  default target is 512 MiB, Delta OPTIMIZE's 1 GiB, both for larger tables than a landing zone.
+- candidate_threshold 75 % of the target: Iceberg's min-file-size-bytes default (0.75 x target); a file at or
+  above it is "big enough" and never rewritten, which is what makes a second run plan nothing.
+- min_input_files 5: Iceberg's min-input-files. A group with fewer files is still rewritten when its bytes
+  reach the candidate threshold (Iceberg's "enough content" rule); a single file is never rewritten.
+- grace_period 60 s: how long a reader may take between planning its files and finishing reading them.
+  Inputs are deleted no earlier than this after the commit, staging no earlier than this after publication.
+- lock_ttl 120 s, renewed every ttl/3: a dead job blocks the prefix at most this long (plus clock_skew and 1 s);
+  each protocol step of the holder is cut off when its lease ends.
+- clock_skew 2 s: a margin added to the lease before a lock is taken over (its expiry is judged on the store's
+  clock, Last-Modified against the store's time, so machine clocks do not enter): drift and network delay.
+- coerce_timestamps "us": outputs store timestamps in microseconds, as Spark writes them: Spark cannot read a
+  TIMESTAMP(NANOS) column. A group holding sub-microsecond values fails (nothing is truncated); pass None to keep
+  each column's own unit (nanoseconds stay nanoseconds). INT96 columns are decoded in microseconds either way and
+  written as UTC instants (s3io.parquet.schema.INT96_INSTANT), whatever their year.
+- schema_mode "unify": files whose schemas unify by s3io.parquet.schema's rules share groups (outputs are
+  written with the unified schema); "exact": only files with identical schemas share a group.
+- processes 0: groups run on the driver's event loop, their CPU work on one thread (about one core; a Spark
+  session spreads groups over executors instead). N >= 1 runs them in N worker processes, for a machine with
+  cores to spare and no Spark (``s3io.compaction.process_executor``).
+- read_footers False: plans are made from the listing, and each input is read once, by the task that rewrites it
+  (which checks its schema there); True reads every candidate's footer while planning (one more GET per file),
+  so a dry run can report unreadable files and schema conflicts before anything is rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from s3io.errors import InvalidConfig
+from s3io.s3.multipart import MIN_PART_SIZE
+from s3io.settings import add_arguments, from_args, option, option_spellings, take_options, unknown_option
+from s3io.units import parse_bool, parse_duration, parse_int, parse_size
+
+MiB = 1024 * 1024
+SCHEMA_MODES = ("unify", "exact")
+MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # CopyObject copies at most 5 GiB; leave room for outputs above target
+
+
+def _size(value: Any, name: str) -> int:
+    return parse_size(value, name=name)
+
+
+def _int(value: Any, name: str) -> int:
+    return parse_int(value, name=name)
+
+
+def _seconds(value: Any, name: str) -> float:
+    return parse_duration(value, name=name)
+
+
+def _bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+def _text(value: Any, name: str) -> str:
+    return str(value).strip()
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    text = str(value).strip()
+    return None if text.lower() in ("", "none") else text
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOptions:
+    """What to compact and how; validated on construction, changed with ``replace``. Each field declares its
+    option name (``from_options``) and, where the command line has one, its flag (s3io.settings.option)."""
+
+    target_file_size: int = option(
+        "targetFileSize",
+        _size,
+        default=128 * MiB,
+        flag="--target-file-size",
+        help="size of the output files (default 128MB)",
+    )
+    candidate_threshold: int | None = option("candidateThreshold", _size, default=None)  # None: 75 % of the target
+    min_input_files: int = option(
+        "minInputFiles", _int, default=5, flag="--min-input-files", help="smallest group worth rewriting (default 5)"
+    )
+    max_concurrent_groups: int = option(
+        "maxConcurrentGroups",
+        _int,
+        default=4,
+        flag="--max-concurrent-groups",
+        help="groups rewritten at once (default 4)",
+    )
+    schema_mode: str = option("schemaMode", _text, default="unify")
+    grace_period: float = option(
+        "gracePeriod",
+        _seconds,
+        default=60.0,
+        flag="--grace-period",
+        help="delay before inputs are deleted (default 60s)",
+    )
+    lock_ttl: float = option("lockTtl", _seconds, default=120.0)
+    clock_skew: float = option("clockSkew", _seconds, default=2.0)
+    dry_run: bool = option("dryRun", _bool, default=False, flag="--dry-run", help="print the plan and change nothing")
+    # False: stop after the commits; the next run (or recover) publishes and deletes
+    finish: bool = option("finish", _bool, default=True)
+    # True: leave "done" journal entries (a history; readers apply them harmlessly)
+    keep_history: bool = option("keepHistory", _bool, default=False)
+    owner: str | None = option("owner", _optional_text, default=None)  # who holds the lock, for messages; host:pid
+    # execution of one group (inside a Spark task or in-process)
+    part_size: int = option("partSize", _size, default=8 * MiB)
+    upload_concurrency: int = option("uploadConcurrency", _int, default=4)
+    row_group_bytes: int = option("rowGroupBytes", _size, default=64 * MiB)  # Arrow bytes buffered per row group
+    prefetch_bytes: int = option("prefetchBytes", _size, default=32 * MiB)  # input bytes fetched ahead of decoding
+    compression: str = option("compression", _text, default="snappy")
+    # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
+    coerce_timestamps: str | None = option("coerceTimestamps", _optional_text, default="us")
+    read_footers: bool = option(
+        "readFooters",
+        _bool,
+        default=False,
+        flag="--read-footers",
+        help="read every small file's footer while planning (a dry run then names unreadable files and schema "
+        "conflicts; one more GET per file)",
+    )
+    processes: int = option(
+        "processes",
+        _int,
+        default=0,
+        flag="--processes",
+        help="with --master none: rewrite groups in this many worker processes (default 0: in this process)",
+    )
+    # driver-side request concurrency
+    footer_concurrency: int = option("footerConcurrency", _int, default=32)
+    delete_concurrency: int = option("deleteConcurrency", _int, default=16)
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any], base: CompactionOptions | None = None) -> CompactionOptions:
+        """From option strings (``{"targetFileSize": "256MB", "gracePeriod": "30s"}``, any spelling) over ``base``;
+        an unknown option is an InvalidConfig naming the known ones."""
+        changes, rest = take_options(cls, values)
+        if rest:
+            raise unknown_option(str(next(iter(rest))), option_spellings(cls), kind="compaction option")
+        return (base or cls()).replace(**changes)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CompactionOptions:
+        """From the flags ``add_arguments(parser, CompactionOptions)`` defined (unset ones keep the defaults)."""
+        return cls(**from_args(cls, args))
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """One flag per option that declares one (``--target-file-size``, ``--grace-period``, ``--dry-run``, ...)."""
+        add_arguments(parser, CompactionOptions)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.target_file_size <= MAX_TARGET_FILE_SIZE:
+            raise InvalidConfig(
+                f"target_file_size: must be between 1 byte and {MAX_TARGET_FILE_SIZE // MiB} MiB (outputs are "
+                f"published with a single server-side copy, limited to 5 GiB), got {self.target_file_size!r}"
+            )
+        if self.candidate_threshold is not None and not 0 < self.candidate_threshold <= self.target_file_size:
+            raise InvalidConfig(
+                f"candidate_threshold: must be in (0, target_file_size={self.target_file_size}], "
+                f"got {self.candidate_threshold!r}"
+            )
+        if self.min_input_files < 2:
+            raise InvalidConfig(f"min_input_files: must be at least 2, got {self.min_input_files!r}")
+        if self.schema_mode not in SCHEMA_MODES:
+            raise InvalidConfig(f"schema_mode: expected one of {SCHEMA_MODES}, got {self.schema_mode!r}")
+        for name in ("max_concurrent_groups", "upload_concurrency", "footer_concurrency", "delete_concurrency"):
+            if getattr(self, name) < 1:
+                raise InvalidConfig(f"{name}: must be at least 1, got {getattr(self, name)!r}")
+        if not isinstance(self.processes, int) or self.processes < 0:
+            raise InvalidConfig(
+                f"processes: must be 0 (groups run in this process) or a number of worker processes, "
+                f"got {self.processes!r}"
+            )
+        for name in ("grace_period", "clock_skew"):
+            if getattr(self, name) < 0:
+                raise InvalidConfig(f"{name}: must not be negative, got {getattr(self, name)!r}")
+        if not self.lock_ttl > 0:
+            raise InvalidConfig(f"lock_ttl: must be positive, got {self.lock_ttl!r}")
+        if self.part_size < MIN_PART_SIZE:
+            raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum)")
+        if self.coerce_timestamps not in (None, "ms", "us"):
+            raise InvalidConfig(f"coerce_timestamps: expected None, 'ms' or 'us', got {self.coerce_timestamps!r}")
+        if self.row_group_bytes < 1 or self.prefetch_bytes < 1:
+            raise InvalidConfig("row_group_bytes and prefetch_bytes: must be at least 1 byte")
+
+    @property
+    def threshold(self) -> int:
+        """Files strictly below this size are compaction candidates."""
+        if self.candidate_threshold is not None:
+            return self.candidate_threshold
+        return max(1, self.target_file_size * 3 // 4)
+
+    def replace(self, **changes: object) -> CompactionOptions:
+        return dataclasses.replace(self, **changes)

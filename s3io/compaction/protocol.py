@@ -1,0 +1,422 @@
+"""The commit protocol: the state machine of one group, its steps (each fenced and conditional), and their timing.
+
+State machine (the journal entry's ``state``; "-" = no entry):
+
+    -          --rewrite_group-->   staged (hidden staging object, verified; still no entry)
+    staged     --commit_group-->    pending     entry created with If-None-Match: *  (a claim, commits nothing)
+    pending    --commit_group-->    committed   entry If-Match, after the lock is seen still ours <- the commit point
+    committed  --copy_to_final-->   committed   + final object (readers still use staging)  [>= grace after commit]
+    committed  --record_published-> published   entry If-Match, final ETag/size recorded
+    published  --delete_inputs-->   published   each input If-Match its planned ETag (412: left, reported)
+    published  --delete_staging-->  published   [>= grace after the last input delete]
+    published  --record_done-->     done        entry If-Match
+    done       --forget-->          -           entry deleted (If-Match)
+
+Recovery: "-" with a staging object -> delete it (roll back); pending -> delete the entry and its staging (roll
+back); committed -> roll forward from copy_to_final (after checking staging still has the recorded ETag and size;
+if it is gone and every input is intact, roll back instead); published -> continue from delete_inputs; done ->
+forget. Every step runs inside ``lock.fenced``: it checks first that the lock is still ours and is cut off when our
+lease ends; a journal entry that moved under us means another job holds the lock (LockLost). ``finish_entries``
+drives entries through the steps and waits the grace periods; the driver uses it after its commits, recovery for
+what a dead job left.
+
+Why the protocol holds (each guarantee, and the test behind it), including why a job that lost its lock cannot
+commit although its writes may land late: docs/commit-protocol.md, the protocol's one description. This
+docstring maps its states to the functions below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from s3io.compaction.crash import CrashPoint, maybe_crash
+from s3io.compaction.errors import CompactionError, LockLost
+from s3io.compaction.grouping import CompactionGroup
+from s3io.compaction.lock import CompactionLock
+from s3io.compaction.rewrite import GroupOutput
+from s3io.compaction.store_probe import STORE_CLOCK_RESOLUTION, supports_bulk_conditional_delete
+from s3io.engine.tasks import gather_all, map_bounded
+from s3io.errors import NotFound, PreconditionFailed, S3IOError
+from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
+from s3io.table import journal, layout
+from s3io.table.conditional import delete_if_match, require_etag
+from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class StagingLost(CompactionError):
+    """A committed entry's staging object is gone or changed before it was published."""
+
+
+async def commit_group(
+    client: S3Client,
+    lock: CompactionLock,
+    *,
+    job_id: str,
+    prefix: str,
+    group: CompactionGroup,
+    output: GroupOutput,
+    owner: str = "",
+    clock: Clock = time.time,
+) -> JournalEntry:
+    """Make a verified output the truth for its inputs: a "pending" entry, a lock check, then "committed".
+
+    See the module doc for why it takes two writes and a check in between. If the lock is lost in between, the
+    pending entry is withdrawn (best effort; the next holder's recovery deletes it otherwise) and LockLost raised.
+    """
+    require_etag(output.staging.etag, group.bucket, output.staging.key, "commit")
+    entry = JournalEntry(
+        job_id=job_id,
+        group_id=group.group_id,
+        state=PENDING,
+        bucket=group.bucket,
+        prefix=prefix,
+        partition_dir=group.partition_dir,
+        inputs=tuple(ObjectRef(f.key, f.etag, f.size) for f in output.inputs),  # those the output holds
+        staging=output.staging,
+        final_key=layout.final_key(group.partition_dir, job_id, group.group_id),
+        rows=output.rows,
+        checksums=dict(output.checksums),
+        committed_at=clock(),
+        owner=owner,
+    )
+    async with lock.fenced(f"the commit of group {group.group_id}"):
+        pending = await journal.create(client, entry)
+        try:
+            await lock.ensure_held()  # after the pending entry landed: no other job took the lock before it did
+        except LockLost:
+            await _withdraw(client, pending)
+            raise
+        try:
+            return await journal.advance(client, pending, state=COMMITTED, committed_at=clock())
+        except (PreconditionFailed, NotFound) as exc:
+            raise _moved(pending) from exc
+
+
+async def _withdraw(client: S3Client, pending: JournalEntry) -> None:
+    """Delete our own pending entry after losing the lock; failures are left to the next holder's recovery."""
+    with contextlib.suppress(S3IOError):
+        await journal.remove(client, pending)
+
+
+async def copy_to_final(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> ObjectRef:
+    """Copy the committed staging object to the final key; returns the final object's ETag and size."""
+    async with lock.fenced(f"the copy of {entry.key} to its final key"):
+        return await _copy_to_final(client, entry)
+
+
+async def _copy_to_final(client: S3Client, entry: JournalEntry) -> ObjectRef:
+    staging = entry.staging
+    require_etag(staging.etag, entry.bucket, staging.key, "copy")
+    try:
+        head = await client.head_object(entry.bucket, staging.key)
+    except NotFound:
+        raise StagingLost(f"staging output s3://{entry.bucket}/{staging.key} of {entry.key} is missing") from None
+    if not same_etag(head.etag, staging.etag) or head.size != staging.size:
+        raise StagingLost(
+            f"staging output s3://{entry.bucket}/{staging.key} changed after commit "
+            f"(ETag {head.etag}, size {head.size}; journal says {staging.etag}, {staging.size})"
+        )
+    await client.copy_object(entry.bucket, staging.key, entry.bucket, entry.final_key, if_match=staging.etag)
+    final = await client.head_object(entry.bucket, entry.final_key)
+    if final.size != staging.size:
+        raise CompactionError(
+            f"copy of s3://{entry.bucket}/{staging.key} to {entry.final_key} has {final.size} bytes, "
+            f"expected {staging.size}"
+        )
+    return ObjectRef(entry.final_key, final.etag, final.size)
+
+
+async def record_published(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, final: ObjectRef, *, clock: Clock = time.time
+) -> JournalEntry:
+    async with lock.fenced(f"the publish record of {entry.key}"):
+        return await _advance(client, entry, state=PUBLISHED, final=final, published_at=clock())
+
+
+@dataclass
+class InputDeletion:
+    deleted: list[str] = field(default_factory=list)
+    already_gone: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+
+async def delete_inputs(
+    client: S3Client,
+    lock: CompactionLock,
+    entry: JournalEntry,
+    *,
+    concurrency: int = 16,
+    after_each: Callable[[str], None] | None = None,
+    bulk: bool = False,
+) -> InputDeletion:
+    """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported.
+
+    ``bulk`` (the store honours a per-object ETag in DeleteObjects, see store_probe): one DeleteObjects per 1,000
+    inputs, each object conditional on its ETag, instead of one conditional DELETE each; a key it reports failed
+    for another reason than "gone" or "changed" (InternalError, SlowDown, ...) gets a conditional DELETE of its own,
+    retried by the policy, so one transient per-key error does not stop the job."""
+    if entry.state != PUBLISHED or entry.final is None:
+        raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
+    outcome = InputDeletion()
+
+    async def one(ref: ObjectRef) -> None:
+        try:
+            gone_now = await delete_if_match(client, entry.bucket, ref.key, ref.etag)
+        except PreconditionFailed:
+            outcome.conflicts.append(
+                f"input s3://{entry.bucket}/{ref.key} was replaced after it was compacted into "
+                f"{entry.final_key} (its ETag is no longer {ref.etag}); the new object was left in place"
+            )
+            return
+        (outcome.deleted if gone_now else outcome.already_gone).append(ref.key)
+        if after_each is not None:
+            after_each(ref.key)
+
+    inputs = list(entry.inputs)
+    if bulk and all(ref.etag for ref in inputs):
+        async with lock.fenced(f"the input deletes of {entry.key}"):
+            etags = {ref.key: ref.etag for ref in inputs if ref.etag}
+            result = await client.delete_objects(entry.bucket, [ref.key for ref in inputs], etags=etags)
+        again: set[str] = set()
+        for failure in result.errors:
+            if failure.code in ("NoSuchKey", "NotFound"):
+                outcome.already_gone.append(failure.key)
+            elif failure.code == "PreconditionFailed":
+                outcome.conflicts.append(
+                    f"input s3://{entry.bucket}/{failure.key} was replaced after it was compacted into "
+                    f"{entry.final_key} (its ETag is no longer {etags.get(failure.key)}); the new object was left"
+                )
+            else:  # InternalError, SlowDown, AccessDenied, ...: a DELETE of its own, under the policy's retries
+                again.add(failure.key)
+        outcome.deleted.extend(result.deleted)
+        if after_each is not None:
+            for key in result.deleted:
+                after_each(key)
+        inputs = [ref for ref in inputs if ref.key in again]
+        if not inputs:
+            return outcome
+    async with lock.fenced(f"the input deletes of {entry.key}"):
+        await map_bounded(one, inputs, concurrency)
+    return outcome
+
+
+async def delete_staging(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+    async with lock.fenced(f"the staging delete of {entry.key}"):
+        try:
+            await delete_if_match(client, entry.bucket, entry.staging.key, entry.staging.etag)
+        except PreconditionFailed:
+            pass  # not the object we committed (cannot happen with nonce'd keys); never ours to delete
+
+
+async def record_done(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, *, clock: Clock = time.time
+) -> JournalEntry:
+    async with lock.fenced(f"the done record of {entry.key}"):
+        return await _advance(client, entry, state=DONE, done_at=clock())
+
+
+async def forget(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+    async with lock.fenced(f"the delete of {entry.key}"):
+        try:
+            await journal.remove(client, entry)
+        except PreconditionFailed as exc:
+            raise _moved(entry) from exc
+
+
+async def _advance(client: S3Client, entry: JournalEntry, **changes: object) -> JournalEntry:
+    try:
+        return await journal.advance(client, entry, **changes)
+    except (PreconditionFailed, NotFound) as exc:
+        raise _moved(entry) from exc
+
+
+def _moved(entry: JournalEntry) -> LockLost:
+    """Only a lock holder changes the journal: an entry that moved under us means another job holds the lock."""
+    return LockLost(f"journal entry s3://{entry.bucket}/{entry.key} was changed by another job; stopping")
+
+
+@dataclass
+class FinishOutcome:
+    """What ``finish_entries`` did."""
+
+    published: list[JournalEntry] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)  # journal keys completed
+    rolled_back: list[str] = field(default_factory=list)  # entries whose staging was lost but inputs intact
+    deleted_inputs: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    waited: float = 0.0
+
+
+async def finish_entries(
+    client: S3Client,
+    lock: CompactionLock,
+    entries: Sequence[JournalEntry],
+    *,
+    grace_period: float,
+    concurrency: int = 16,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+    crash: CrashPoint | None = None,
+    keep_history: bool = False,
+    store_clock: Clock | None = None,
+) -> FinishOutcome:
+    """Drive entries to the end of the protocol, waiting the grace periods:
+
+    - publish (copy + record) no earlier than ``grace`` after the commit: readers that planned the inputs before
+      the commit have finished with them by then, and readers that see "committed" read staging. The commit's
+      time is the journal object's Last-Modified against ``store_clock`` where both are known (an entry another
+      job wrote), else ``committed_at`` against ``clock`` (our own entries); never more than ``grace`` from now;
+    - delete inputs right after publishing (the plain-reader duplicate window is copy -> these deletes);
+    - delete staging, record "done" and delete the entry no earlier than ``grace`` after the last input delete
+      this call confirmed: readers that read "committed" (staging) or listed before the deletes have finished.
+    "done" entries are deleted at once: a "done" record is only written after that second wait.
+    """
+    outcome = FinishOutcome()
+    slots = asyncio.Semaphore(concurrency)
+    live = [e for e in entries if e.state in (COMMITTED, PUBLISHED)]
+    finished = [] if keep_history else [e for e in entries if e.state == DONE]
+
+    committed = [e for e in live if e.state == COMMITTED]
+    if committed:
+        wait = max(_until_published(e, grace_period, clock, store_clock, lock.job_id) for e in committed)
+        outcome.waited += await _wait_until(clock() + wait, clock, sleep)
+
+    async def publish(entry: JournalEntry) -> JournalEntry | None:
+        if entry.state != COMMITTED:
+            async with slots:
+                return await _check_final(client, lock, entry, outcome, clock)
+        async with slots:
+            try:
+                final = await copy_to_final(client, lock, entry)
+            except StagingLost as exc:
+                return await _staging_lost(client, lock, entry, exc, outcome)
+            maybe_crash(CrashPoint.AFTER_COPY, crash)
+            published = await record_published(client, lock, entry, final, clock=clock)
+            maybe_crash(CrashPoint.AFTER_PUBLISH_RECORD, crash)
+            outcome.published.append(published)
+            return published
+
+    publishing = await gather_all(publish(e) for e in live)
+    ready = [e for e in publishing if e is not None]
+
+    def deleted_one(_key: str) -> None:
+        maybe_crash(CrashPoint.AFTER_INPUT_DELETE, crash)
+
+    bulk = bool(ready) and await supports_bulk_conditional_delete(client, lock.bucket, lock.prefix, lock.job_id)
+    for entry in ready:
+        deletion = await delete_inputs(client, lock, entry, concurrency=concurrency, after_each=deleted_one, bulk=bulk)
+        outcome.deleted_inputs += len(deletion.deleted)
+        outcome.conflicts.extend(deletion.conflicts)
+    if ready:
+        maybe_crash(CrashPoint.AFTER_INPUTS_DELETED, crash)
+        outcome.waited += await _wait_until(clock() + grace_period, clock, sleep)
+
+    async def complete(entry: JournalEntry) -> None:
+        async with slots:
+            if entry.state != DONE:
+                await delete_staging(client, lock, entry)
+                maybe_crash(CrashPoint.AFTER_STAGING_DELETE, crash)
+                entry = await record_done(client, lock, entry, clock=clock)
+                maybe_crash(CrashPoint.AFTER_DONE_RECORD, crash)
+            if not keep_history:
+                await forget(client, lock, entry)
+                maybe_crash(CrashPoint.AFTER_JOURNAL_DELETE, crash)
+            outcome.done.append(entry.key)
+
+    await gather_all(complete(e) for e in [*ready, *finished])
+    return outcome
+
+
+async def _check_final(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, outcome: FinishOutcome, clock: Clock
+) -> JournalEntry | None:
+    """Before deleting the inputs of an entry published by an earlier run: is its final object still the one
+    recorded? If not, publish again from staging when staging is intact; otherwise leave the entry (and its
+    inputs) alone and report it."""
+    assert entry.final is not None
+    try:
+        head = await client.head_object(entry.bucket, entry.final.key)
+    except NotFound:
+        head = None
+    if head is not None and same_etag(head.etag, entry.final.etag) and head.size == entry.final.size:
+        return entry
+    try:
+        final = await copy_to_final(client, lock, entry)
+    except StagingLost as exc:
+        outcome.errors.append(
+            f"{entry.key}: the published output {entry.final.key} is missing or changed and {exc}; "
+            "its inputs were left in place for manual inspection"
+        )
+        return None
+    async with lock.fenced(f"the publish record of {entry.key}"):
+        republished = await _advance(client, entry, final=final, published_at=clock())
+    outcome.published.append(republished)
+    return republished
+
+
+async def _staging_lost(
+    client: S3Client, lock: CompactionLock, entry: JournalEntry, exc: StagingLost, outcome: FinishOutcome
+) -> None:
+    """A committed entry without its staging object: roll back if every input is intact, else leave and report."""
+    intact = True
+    for ref in entry.inputs:
+        try:
+            head = await client.head_object(entry.bucket, ref.key)
+        except NotFound:
+            intact = False
+            break
+        if not same_etag(head.etag, ref.etag):
+            intact = False
+            break
+    if intact:
+        async with lock.fenced(f"the roll-back of {entry.key}"):
+            await _delete_copy(client, entry.bucket, entry.final_key)
+            try:
+                await journal.remove(client, entry)
+            except PreconditionFailed as exc:
+                raise _moved(entry) from exc
+        outcome.rolled_back.append(entry.key)
+    else:
+        outcome.errors.append(f"{exc}; some inputs are gone too: left for manual inspection")
+    return None
+
+
+async def _delete_copy(client: S3Client, bucket: str, key: str) -> None:
+    """Delete an unpublished copy at its final key, If-Match the version there now (a copy made before a crash)."""
+    try:
+        head = await client.head_object(bucket, key)
+    except NotFound:
+        return
+    with contextlib.suppress(PreconditionFailed):
+        await delete_if_match(client, bucket, key, head.etag)
+
+
+def _until_published(entry: JournalEntry, grace: float, clock: Clock, store_clock: Clock | None, job_id: str) -> float:
+    """Seconds from now until ``grace`` has passed since the entry's commit, judged without comparing two
+    machines' clocks: on the store's clock for an entry read from the store, on our clock for an entry this job
+    wrote; another job's entry whose store time is unknown (it changed between the listing and the read) gets the
+    whole grace period: its ``committed_at`` is on a clock that cannot be compared with ours."""
+    if store_clock is not None and entry.stored_at is not None:
+        left = entry.stored_at + STORE_CLOCK_RESOLUTION + grace - store_clock()
+    elif entry.job_id == job_id:
+        left = entry.committed_at + grace - clock()
+    else:
+        left = grace
+    return min(grace, max(0.0, left))
+
+
+async def _wait_until(deadline: float, clock: Clock, sleep: Sleep) -> float:
+    delay = deadline - clock()
+    if delay > 0:
+        await sleep(delay)
+        return delay
+    return 0.0

@@ -1,0 +1,183 @@
+"""Recovery: finish or undo what a dead job left under a prefix, from the journal alone. Runs under the lock.
+
+- staging objects (``_s3io_staging/``) that no journal entry names: never committed -> deleted (roll back);
+- "pending" entries (a claim whose writer never confirmed it still held the lock; see protocol.py): the entry is
+  deleted (If-Match), then its staging object (roll back); if its writer's commit got there first, the delete
+  fails and the entry, now "committed", is rolled forward with the others;
+- unfinished multipart uploads of staging keys (a job killed mid-upload): aborted, so no parts stay stored;
+- "committed" entries: rolled forward (publish after the grace period, delete inputs, later staging), after
+  checking the staging object still has the ETag and size the journal recorded; if it does not and every input
+  is intact, the entry is rolled back instead; otherwise it is left and reported;
+- "published" entries: the remaining inputs are deleted (If-Match), then staging and the entry after the grace;
+- "done" entries: deleted.
+Rerunning recovery is safe at any point: every step is conditional and idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from s3io.compaction.crash import CrashPoint
+from s3io.compaction.lock import CompactionLock
+from s3io.compaction.protocol import Clock, Sleep, finish_entries
+from s3io.engine.tasks import map_bounded
+from s3io.errors import PreconditionFailed
+from s3io.s3.client import S3Client
+from s3io.s3.types import ObjectInfo
+from s3io.table import journal
+from s3io.table.conditional import delete_if_match
+from s3io.table.journal import PENDING, JournalEntry, read_entry, read_journal
+from s3io.table.layout import is_staging_key
+
+
+@dataclass
+class RecoveryReport:
+    """What recovery found and did; empty when the prefix was clean."""
+
+    entries_found: int = 0
+    rolled_forward: list[str] = field(default_factory=list)  # journal keys driven to completion
+    rolled_back: list[str] = field(default_factory=list)  # journal keys undone: pending claims, lost staging
+    staging_deleted: list[str] = field(default_factory=list)  # uncommitted staging objects removed
+    uploads_aborted: list[str] = field(default_factory=list)  # staging uploads a crashed job left unfinished
+    inputs_deleted: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    waited: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        undone = self.rolled_back or self.staging_deleted or self.uploads_aborted
+        return bool(self.rolled_forward or undone or self.inputs_deleted)
+
+    def describe(self) -> str:
+        if not (self.entries_found or self.staging_deleted or self.uploads_aborted or self.errors):
+            return "nothing to recover"
+        parts = [f"{self.entries_found} journal entr{'y' if self.entries_found == 1 else 'ies'} found"]
+        if self.rolled_forward:
+            parts.append(f"{len(self.rolled_forward)} rolled forward")
+        if self.rolled_back:
+            parts.append(f"{len(self.rolled_back)} rolled back")
+        if self.staging_deleted:
+            parts.append(f"{len(self.staging_deleted)} uncommitted staging object(s) deleted")
+        if self.uploads_aborted:
+            parts.append(f"{len(self.uploads_aborted)} unfinished staging upload(s) aborted")
+        if self.inputs_deleted:
+            parts.append(f"{self.inputs_deleted} input(s) deleted")
+        if self.errors:
+            parts.append(f"{len(self.errors)} error(s)")
+        return ", ".join(parts)
+
+
+async def recover(
+    client: S3Client,
+    lock: CompactionLock,
+    bucket: str,
+    prefix: str,
+    listing: Sequence[ObjectInfo] | None = None,
+    *,
+    grace_period: float,
+    concurrency: int = 16,
+    clock: Clock = time.time,
+    sleep: Sleep = asyncio.sleep,
+    crash: CrashPoint | None = None,
+    keep_history: bool = False,
+    store_clock: Clock | None = None,
+) -> RecoveryReport:
+    """Roll every leftover under ``prefix`` forward or back (see the module doc); ``listing``: a fresh full listing.
+
+    ``store_clock``: the store's clock (StoreClock.now), so the grace period after another job's commit is judged
+    against the journal object's Last-Modified rather than that job's clock."""
+    report = RecoveryReport()
+    if listing is None:
+        listing = [o async for o in client.list_objects(bucket, prefix)]
+    entries: list[JournalEntry] = await read_journal(client, bucket, prefix, concurrency=concurrency)
+    report.entries_found = len(entries)
+    referenced = {e.staging.key for e in entries}
+    claims = [e for e in entries if e.state == PENDING]
+    entries = [e for e in entries if e.state != PENDING]
+    for claim in claims:
+        advanced = await _roll_back_pending(client, lock, claim)
+        if advanced is None:
+            report.rolled_back.append(claim.key)
+        else:
+            entries.append(advanced)
+    orphans = [
+        o
+        for o in listing
+        if is_staging_key(o.key[len(prefix) :]) and o.key not in referenced and o.key.startswith(prefix)
+    ]
+    if orphans:
+
+        async def drop(info: ObjectInfo) -> None:
+            try:
+                await delete_if_match(client, bucket, info.key, info.etag)
+            except PreconditionFailed:
+                return  # rewritten since the listing: a live writer's, not ours to judge now
+            report.staging_deleted.append(info.key)
+
+        async with lock.fenced("the roll-back of uncommitted staging objects"):
+            await map_bounded(drop, orphans, concurrency)
+    await _abort_unfinished_uploads(client, lock, bucket, prefix, report)
+    if entries:
+        outcome = await finish_entries(
+            client,
+            lock,
+            entries,
+            grace_period=grace_period,
+            concurrency=concurrency,
+            clock=clock,
+            sleep=sleep,
+            crash=crash,
+            keep_history=keep_history,
+            store_clock=store_clock,
+        )
+        report.rolled_forward = list(outcome.done)
+        report.rolled_back.extend(outcome.rolled_back)
+        report.inputs_deleted = outcome.deleted_inputs
+        report.conflicts = list(outcome.conflicts)
+        report.errors = list(outcome.errors)
+        report.waited = outcome.waited
+    return report
+
+
+async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: JournalEntry) -> JournalEntry | None:
+    """Delete a pending entry and then its staging object; the entry as it is now if it advanced meanwhile."""
+    async with lock.fenced(f"the roll-back of {claim.key}"):
+        for _ in range(3):  # bounded: a pending entry changes at most once (to committed) or is re-created once
+            try:
+                await journal.remove(client, claim)
+                break
+            except PreconditionFailed:
+                current = await read_entry(client, claim.bucket, claim.key)
+                if current is None:
+                    break
+                if current.state != PENDING:
+                    return current  # its writer committed it first: roll it forward
+                claim = current
+        try:
+            await delete_if_match(client, claim.bucket, claim.staging.key, claim.staging.etag)
+        except PreconditionFailed:
+            pass  # not the object the claim named (cannot happen with nonce'd keys); never ours to delete
+    return None
+
+
+async def _abort_unfinished_uploads(
+    client: S3Client, lock: CompactionLock, bucket: str, prefix: str, report: RecoveryReport
+) -> None:
+    """Abort staging uploads a crashed job started and never finished: invisible to listings, but their parts
+    stay stored (and billed) until aborted. Runs under the lock before this job uploads anything, so none
+    of them is a live writer's of this job; a fenced-out older job's upload fails its own commit anyway."""
+    unfinished = [
+        u
+        async for u in client.list_multipart_uploads(bucket, prefix)
+        if u.key.startswith(prefix) and is_staging_key(u.key[len(prefix) :])
+    ]
+    if not unfinished:
+        return
+    async with lock.fenced("the abort of unfinished staging uploads"):
+        for upload in unfinished:
+            await client.abort_multipart_upload(bucket, upload.key, upload.upload_id)
+            report.uploads_aborted.append(upload.key)

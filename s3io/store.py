@@ -1,0 +1,295 @@
+"""StoreConfig: where the store is, who we are to it, and how we talk to it, as one value, and the one way to make
+an S3Client from it (``StoreConfig.client``).
+
+Every entry point builds one from its own source, each field parsed once and by one rule:
+- keyword arguments (``s3io.read_parquet(endpoint_url=..., credentials=..., policy=...)``): ``from_kwargs``;
+- a mapping of options as Spark gives them (``{"endpoint": ..., "accesskeyid": ..., "stalltimeout": "2s"}``):
+  ``from_options`` / ``take_options`` (those a Spark read does not know are left for it);
+- command-line flags (``--endpoint-url``, ``--region``, ``--anonymous``, ``--addressing``, the policy flags):
+  ``add_store_arguments`` and ``from_args``;
+- the environment: ``S3IO_*`` for the policy (``Policy.resolve``); the endpoint, the region and credentials left
+  unset here are the AWS environment's and the profile's (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ...), resolved as
+  boto3 resolves them (s3io.transport.endpoint, botocore's provider chain) when a client is made; ``pinned()``
+  resolves the endpoint and region in this process, for clients in other processes (Spark executors, workers).
+
+Where option names meet fields: each field of StoreConfig declares its option name, aliases and flag
+(``s3io.settings.option``), Policy's and EngineConfig's fields are their own options, and ``ENGINE_ALIASES`` holds
+the older spellings of these. To add a setting (server-side encryption, requester pays, a proxy, a CA bundle, a
+checksum mode, S3A's ``fs.s3a.*`` names as aliases), add a field here with its ``option(...)`` and pass it on in
+``client``; a secret one is declared ``secret=True`` and stays out of repr, logs and plans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from s3io.engine.config import EngineConfig
+from s3io.errors import InvalidConfig
+from s3io.policy import Policy
+from s3io.s3.client import S3Client
+from s3io.settings import (
+    Settings,
+    add_arguments,
+    from_args,
+    loose_key,
+    option,
+    option_name,
+    option_spellings,
+    take_options,
+    unknown_option,
+)
+from s3io.transport.credentials import ANONYMOUS, Credentials
+from s3io.transport.endpoint import ADDRESSING_STYLES, resolved_location
+from s3io.transport.transport import Transport
+from s3io.units import parse_bool
+from s3io.urls import mask_userinfo
+
+ENGINE_ALIASES = {"hedging": "hedgeEnabled"}  # older spelling -> the EngineConfig option
+_ENDPOINT = re.compile(r"https?://[^\s/@?#]+/?", re.IGNORECASE)
+_REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def parse_endpoint(value: Any, name: str) -> str:
+    """An http(s) URL of a host (and port): no credentials, path, query or fragment; a trailing "/" dropped."""
+    text = str(value).strip()
+    if not _ENDPOINT.fullmatch(text):
+        shown = mask_userinfo(str(value))
+        raise InvalidConfig(
+            f"{name}: expected an http:// or https:// URL such as 'https://s3.eu-west-1.amazonaws.com' or "
+            f"'http://localhost:9000' (no credentials, path, query or fragment), got {shown!r}"
+        )
+    return text.rstrip("/")
+
+
+def parse_region(value: Any, name: str) -> str:
+    text = str(value).strip()
+    if not _REGION.fullmatch(text):
+        raise InvalidConfig(f"{name}: expected a region name such as 'us-east-1', got {value!r}")
+    return text
+
+
+def parse_addressing(value: Any, name: str) -> str:
+    """ "auto", "path" or "virtual"; a boolean (Spark's ``pathStyle``) means path-style or virtual-hosted."""
+    text = str(value).strip().lower()
+    if text in ADDRESSING_STYLES:
+        return text
+    try:
+        return "path" if parse_bool(value, name=name) else "virtual"
+    except InvalidConfig:
+        raise InvalidConfig(
+            f"{name}: expected auto, path or virtual (or true / false for path-style or virtual-hosted), got {value!r}"
+        ) from None
+
+
+def parse_secret(value: Any, name: str) -> str:
+    """A credential: anything but empty (never echoed)."""
+    if not str(value).strip():
+        raise InvalidConfig(f"{name}: must not be empty")
+    return str(value).strip()
+
+
+def _parse_bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """Endpoint, region, addressing and credentials, with the Policy and the EngineConfig: everything a client of
+    the store and its range engine are made from. Never mutated (``replace``); secrets never in its repr."""
+
+    endpoint: str | None = option(
+        "endpoint",
+        parse_endpoint,
+        default=None,
+        aliases=("endpointUrl",),
+        flag="--endpoint-url",
+        help="S3 endpoint (default: $AWS_ENDPOINT_URL, else the profile's, else AWS)",
+    )
+    region: str | None = option(
+        "region",
+        parse_region,
+        default=None,
+        flag="--region",
+        help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's, else us-east-1)",
+    )
+    addressing: str = option(
+        "addressing",
+        parse_addressing,
+        default="auto",
+        aliases=("pathStyle",),
+        flag="--addressing",
+        help="bucket addressing: auto (path-style for custom endpoints), path or virtual",
+    )
+    anonymous: bool = option(
+        "anonymous", _parse_bool, default=False, flag="--anonymous", help="send unsigned requests (public buckets)"
+    )
+    access_key_id: str | None = option("accessKeyId", parse_secret, default=None, aliases=("accessKey",), secret=True)
+    secret_access_key: str | None = option(
+        "secretAccessKey", parse_secret, default=None, aliases=("secretKey",), secret=True
+    )
+    session_token: str | None = option("sessionToken", parse_secret, default=None, secret=True)
+    policy: Policy = field(default_factory=Policy)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def __post_init__(self) -> None:
+        if self.addressing not in ADDRESSING_STYLES:
+            raise InvalidConfig(f"addressing: expected one of {', '.join(ADDRESSING_STYLES)}, got {self.addressing!r}")
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise InvalidConfig("accessKeyId and secretAccessKey: give both or neither")
+        if self.session_token is not None and self.access_key_id is None:
+            raise InvalidConfig("sessionToken: needs accessKeyId and secretAccessKey as well")
+        if self.anonymous and self.access_key_id is not None:
+            raise InvalidConfig("anonymous: 'true' conflicts with accessKeyId/secretAccessKey; give one or the other")
+
+    # ------------------------------------------------------------------ what it makes
+
+    def client(self, *, transport: Transport | None = None) -> S3Client:
+        """The one way the project makes an S3Client from settings (``transport``: for unit tests)."""
+        return S3Client(
+            self.policy,
+            endpoint_url=self.endpoint,
+            region=self.region,
+            credentials=self.credentials,
+            addressing=self.addressing,
+            transport=transport,
+        )
+
+    @property
+    def credentials(self) -> Credentials | str | None:
+        """S3Client's ``credentials``: explicit keys, "anonymous", or None for botocore's provider chain."""
+        if self.anonymous:
+            return ANONYMOUS
+        if self.access_key_id is None or self.secret_access_key is None:
+            return None
+        return Credentials(self.access_key_id, self.secret_access_key, self.session_token)
+
+    def pinned(self) -> StoreConfig:
+        """This value with the endpoint and region this process resolves (the fields, else its environment and
+        profile), so that clients made in other processes (executors, workers) talk to the store this one saw."""
+        endpoint, region = resolved_location(self.endpoint, self.region)
+        return self.replace(endpoint=endpoint, region=region)
+
+    def replace(self, **changes: Any) -> StoreConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> str:
+        """Where and as whom, for logs: never a secret."""
+        who = "anonymous" if self.anonymous else "explicit keys" if self.access_key_id else "provider chain"
+        where = f"endpoint={self.endpoint or 'AWS'}, region={self.region or 'default'}"
+        return f"{where}, addressing={self.addressing}, credentials: {who}"
+
+    # ------------------------------------------------------------------ its sources
+
+    @classmethod
+    def from_kwargs(
+        cls,
+        store: StoreConfig | None = None,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        credentials: Credentials | str | None = None,
+        addressing: str | None = None,
+        policy: Policy | Mapping[str, object] | None = None,
+        engine: EngineConfig | Mapping[str, object] | None = None,
+    ) -> StoreConfig:
+        """The Python API's keywords, over ``store`` (default: the defaults). ``policy`` / ``engine``: a value or a
+        mapping of options (see s3io.settings); ``credentials``: Credentials, "anonymous" or None (the chain)."""
+        base = store if store is not None else cls()
+        changes: dict[str, Any] = {}
+        if endpoint_url is not None:
+            changes["endpoint"] = endpoint_url
+        if region is not None:
+            changes["region"] = region
+        if addressing is not None:
+            changes["addressing"] = addressing
+        if credentials is not None:
+            changes.update(_credential_fields(credentials))
+        changes["policy"] = Policy.resolve(policy) if policy is not None or store is None else base.policy
+        changes["engine"] = EngineConfig.resolve(engine) if engine is not None or store is None else base.engine
+        return base.replace(**changes)
+
+    @classmethod
+    def take_options(cls, values: Mapping[str, Any]) -> tuple[StoreConfig, dict[str, Any]]:
+        """(the store that ``values`` describe, the options it does not know). The policy options are over the
+        ``S3IO_*`` variables, as everywhere; a parse error names the option."""
+        changes, rest = take_options(cls, values)
+        policy_values, rest = _take_settings(Policy, rest, {})
+        engine_values, rest = _take_settings(EngineConfig, rest, ENGINE_ALIASES)
+        return cls(**changes, policy=Policy.resolve(policy_values), engine=EngineConfig.resolve(engine_values)), rest
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any]) -> StoreConfig:
+        """``take_options``, where an option it does not know is an InvalidConfig naming the known ones."""
+        store, rest = cls.take_options(values)
+        if rest:
+            raise unknown_option(str(next(iter(rest))), store_option_names(), kind="store option")
+        return store
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> StoreConfig:
+        """From the flags ``add_store_arguments`` defined (unset ones left to the environment and the defaults)."""
+        policy_values = {name: getattr(args, name) for name in Policy.field_names() if getattr(args, name, None)}
+        return cls(**from_args(cls, args), policy=Policy.resolve(policy_values))
+
+
+def add_store_arguments(
+    parser: argparse.ArgumentParser, *, defaults: bool = True, policy_flags: Mapping[str, str] | None = None
+) -> None:
+    """The store's flags (``--endpoint-url``, ``--region``, ``--addressing``, ``--anonymous``) and one per policy
+    field in ``policy_flags`` (field -> help text); ``defaults=False`` leaves absent flags unset."""
+    add_arguments(parser, StoreConfig, defaults=defaults)
+    for name, text in (policy_flags or {}).items():
+        extra = {} if defaults else {"default": argparse.SUPPRESS}
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text, **extra)
+
+
+def store_option_names() -> tuple[str, ...]:
+    """Every option name (and alias) a store takes: its own, the policy's and the engine's."""
+    return (
+        *option_spellings(StoreConfig),
+        *(option_name(n) for n in Policy.field_names()),
+        *(option_name(n) for n in EngineConfig.field_names()),
+        *ENGINE_ALIASES,
+    )
+
+
+def _credential_fields(credentials: Credentials | str) -> dict[str, Any]:
+    if credentials == ANONYMOUS:
+        return {"anonymous": True, "access_key_id": None, "secret_access_key": None, "session_token": None}
+    if isinstance(credentials, Credentials):
+        return {
+            "anonymous": False,
+            "access_key_id": credentials.access_key,
+            "secret_access_key": credentials.secret_key,
+            "session_token": credentials.token,
+        }
+    kind = type(credentials).__name__
+    raise InvalidConfig(f"credentials: expected s3io.Credentials, 'anonymous' or None (the provider chain), got {kind}")
+
+
+def _take_settings(
+    cls: type[Settings], values: Mapping[str, Any], aliases: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the options of a Settings class among ``values``, by their camelCase names; the other entries)."""
+    names = {loose_key(n): option_name(n) for n in cls.field_names()}
+    names.update({loose_key(alias): target for alias, target in aliases.items()})
+    picked: dict[str, Any] = {}
+    given: dict[str, str] = {}
+    rest: dict[str, Any] = {}
+    for key, value in values.items():
+        name = names.get(loose_key(str(key)))
+        if name is None:
+            rest[key] = value
+        elif name in picked and picked[name] != value:
+            raise InvalidConfig(
+                f"option {name} is given twice, as {given[name]!r} and {key!r}, with different values; give it once"
+            )
+        else:
+            picked[name], given[name] = value, str(key)
+    return picked, rest

@@ -1,0 +1,237 @@
+"""What a journal-aware reader reads: a listing with every in-flight compaction applied, never a row twice or lost.
+
+A listing of several pages is not a snapshot: each page shows its key range as it was when that page was fetched,
+so one listing can show a group's final key as it was before the copy (absent) and its inputs as they were after
+their deletes (absent). What the listing saw of a group therefore decides nothing; the journal's states do. The
+reader reads the journal after listing (always) and, with ``read_journal_before``, also before. Then, for every
+entry ("pending" ones are claims, not commits, and are ignored) of a group the listing covers (an input or the
+final key under the listed prefix):
+
+1. drop its inputs from the listing (matched by key and ETag, so an object written under an input's key later stays
+   visible) and its final key (the copy exists before the journal says "published");
+2. add exactly one output, chosen from the entry's states, unless another entry consumed it (a later compaction
+   that took it as an input):
+   - "committed" after the listing: the staging object (it outlives "committed" by the grace period);
+   - "published" after: the final object (it exists from the copy on; only a later compaction removes it, after
+     this entry is gone);
+   - "done" after: the final object, if the entry was not "done" before the listing (it became done meanwhile, so
+     its final object exists); an entry "done" already before (kept history) adds it only if listed, since a later
+     compaction or a person may have removed it;
+   - gone after, "committed" before: the group finished or was rolled back meanwhile: a HEAD of the final key
+     decides (there: the final object; absent: rolled back, the inputs stay);
+   - gone after, "published" or "done" before: the final object, if listed (it existed before the listing began);
+   - "done" after with no read before (or rooted below the listed prefix, where the read before does not look):
+     the final object if the listing shows the group (its final key or an input).
+A staging output sits under a hidden directory: readers must take its partition values and apply their file-name
+filters through ``logical_key(info.key)`` (the final key it will be published under), and read ``info.key``.
+
+Why this holds for any interleaving of pages with protocol steps: the output chosen exists at the end (the rules
+above), the inputs of every known entry are dropped and the rows of an unknown group are in its inputs, which the
+listing shows. An entry is unknown only if the two journal reads both missed it: its whole life, from commit to
+deletion (two grace periods at least), fell between them. Without the read before, the same holds for a reader that
+lists and reads the journal within the grace period, the reader contract: such a window holds the steps of at most
+one stretch between two grace waits (commit; or copy, publish, input deletes; or staging delete, done, forget).
+Readers must read their files within the grace period too; a slower reader fails loudly (object not found).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from s3io.engine.tasks import gather_all
+from s3io.errors import NotFound
+from s3io.s3.client import S3Client
+from s3io.s3.etags import same_etag
+from s3io.s3.types import ObjectInfo
+from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
+from s3io.table.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
+
+_ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was undone, its inputs are the truth
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSnapshot:
+    """The journal read before a listing (``read_journal_before``); pass it to ``resolve_visible_files``.
+
+    ``journals``: the journal prefixes it read in full (an entry elsewhere, of a compaction rooted below the listed
+    prefix, is not known to have been absent before).
+    """
+
+    entries: tuple[JournalEntry, ...]
+    journals: tuple[str, ...]
+
+    def covers(self, entry: JournalEntry) -> bool:
+        return entry.key.startswith(self.journals)
+
+
+def apply_journal(
+    listed: Iterable[ObjectInfo],
+    entries: Sequence[JournalEntry],
+    *,
+    prefix: str = "",
+    scope: str | None = None,
+    before: JournalSnapshot | None = None,
+    finals: Mapping[str, ObjectInfo | None] | None = None,
+) -> list[ObjectInfo]:
+    """The data files a reader of directory ``prefix`` reads (see the module doc), sorted by key.
+
+    ``entries``: the journal read after the listing; ``before``: the journal read before it (None: not read);
+    ``scope``: the prefix that was listed (default ``prefix``); ``finals``: a HEAD of the final key of each entry
+    that was "committed" before the listing and gone after, by journal key (None: absent).
+    """
+    scope = prefix if scope is None else scope
+    listed_data = {o.key: o for o in listed if is_data_key(o.key, prefix)}
+    after = {e.key: e for e in entries if e.state != PENDING}
+    earlier = {e.key: e for e in (before.entries if before is not None else ()) if e.state != PENDING}
+    consumed = {ref.key for e in (*after.values(), *earlier.values()) for ref in e.inputs}
+    visible = dict(listed_data)
+    added: dict[str, ObjectInfo] = {}
+    known = sorted({**earlier, **after}.values(), key=lambda e: (e.committed_at, e.job_id, e.group_id))
+    for entry in known:
+        if not _covers(entry, scope):
+            continue
+        unknown_before = before is None or not before.covers(entry)
+        output = _output(after.get(entry.key), earlier.get(entry.key), listed_data, finals or {}, unknown_before)
+        visible.pop(entry.final_key, None)
+        if output is _ROLLED_BACK:
+            continue
+        for ref in entry.inputs:
+            if _listed(visible, ref):
+                del visible[ref.key]
+        if output is not None and output.key not in consumed and entry.final_key.startswith(prefix):
+            added[output.key] = output
+    visible.update(added)
+    return [visible[key] for key in sorted(visible)]
+
+
+def _output(
+    now: JournalEntry | None,
+    then: JournalEntry | None,
+    listed: dict[str, ObjectInfo],
+    finals: Mapping[str, ObjectInfo | None],
+    unknown_before: bool,
+) -> ObjectInfo | None:
+    """The one object that holds the group's rows for this reader (None: no object; _ROLLED_BACK: the inputs)."""
+    if now is not None:
+        if now.state == COMMITTED:
+            return now.staging.info(now.bucket)
+        final = now.live_output().info(now.bucket)
+        if now.state == PUBLISHED:
+            return final
+        assert now.state == DONE
+        if unknown_before:
+            seen = now.final_key in listed or any(_listed(listed, ref) for ref in now.inputs)
+            return final if seen else None
+        if then is not None and then.state == DONE:
+            return final if now.final_key in listed else None
+        return final
+    assert then is not None
+    if then.state == COMMITTED:
+        head = finals.get(then.key)
+        return head if head is not None else _ROLLED_BACK
+    return listed.get(then.final_key)
+
+
+def _covers(entry: JournalEntry, scope: str) -> bool:
+    """Whether a listing of ``scope`` covers the group: its final key or one of its inputs lies under it."""
+    return entry.final_key.startswith(scope) or any(ref.key.startswith(scope) for ref in entry.inputs)
+
+
+def _listed(listing: dict[str, ObjectInfo], ref: ObjectRef) -> bool:
+    info = listing.get(ref.key)
+    if info is None:
+        return False
+    return info.etag is None or ref.etag is None or same_etag(info.etag, ref.etag)
+
+
+__all__ = [
+    "JournalSnapshot",
+    "apply_journal",
+    "list_visible_files",
+    "logical_key",
+    "read_journal_before",
+    "resolve_visible_files",
+]
+
+
+async def read_journal_before(client: S3Client, bucket: str, prefix: str, *, concurrency: int = 16) -> JournalSnapshot:
+    """Read the journals that cover ``prefix`` (one LIST per root), before listing it: see the module doc."""
+    directory = _directory(prefix)
+    infos = await _journal_infos(client, bucket, directory)
+    entries = await _read_entries(client, bucket, infos, {}, concurrency)
+    return JournalSnapshot(tuple(entries), tuple(journal_prefix(root) for root in journal_roots(directory)))
+
+
+async def resolve_visible_files(
+    client: S3Client,
+    bucket: str,
+    prefix: str,
+    listed_files: Iterable[ObjectInfo],
+    *,
+    before: JournalSnapshot | None = None,
+    concurrency: int = 16,
+) -> list[ObjectInfo]:
+    """Apply the compaction journal to a listing of ``prefix`` taken just before this call (and after ``before``).
+
+    Reads the journals of compactions rooted at ``prefix`` and at each of its ancestors (one LIST each, now), plus
+    the journal entries of compactions rooted below ``prefix`` that ``listed_files`` shows (pass the raw recursive
+    listing, hidden keys included, to honour those; each is read again now); entries unchanged since ``before`` are
+    not read again. Hidden keys never appear in the result. Sorted by key.
+    """
+    listed = list(listed_files)
+    directory = _directory(prefix)
+    listed_now = await _journal_infos(client, bucket, directory)
+    roots = tuple(journal_prefix(root) for root in journal_roots(directory))
+    below = {o.key for o in listed if is_journal_key(o.key) and not o.key.startswith(roots)}  # compactions below
+    earlier = {e.key: e for e in before.entries} if before is not None else {}
+    entries = await _read_entries(client, bucket, listed_now, earlier, concurrency)
+    entries += await read_entries(client, bucket, below - {e.key for e in entries}, concurrency=concurrency)
+    current = {e.key for e in entries}
+    vanished = [e for e in earlier.values() if e.key not in current and e.state == COMMITTED and _covers(e, prefix)]
+    heads = await gather_all(_head(client, e.bucket, e.final_key) for e in vanished)
+    finals = {e.key: head for e, head in zip(vanished, heads, strict=True)}
+    return apply_journal(listed, entries, prefix=directory, scope=prefix, before=before, finals=finals)
+
+
+async def list_visible_files(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
+    """Read the journal, list ``prefix`` recursively, resolve the listing: what a journal-aware reader reads."""
+    before = await read_journal_before(client, bucket, prefix)
+    listed = [o async for o in client.list_objects(bucket, prefix)]
+    return await resolve_visible_files(client, bucket, prefix, listed, before=before)
+
+
+def _directory(prefix: str) -> str:
+    """The directory a listing prefix lies in ("" or ending with "/")."""
+    if prefix and not prefix.endswith("/"):
+        return prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+    return prefix
+
+
+async def _journal_infos(client: S3Client, bucket: str, directory: str) -> list[ObjectInfo]:
+    """The journal objects of compactions rooted at ``directory`` and at each of its ancestors."""
+    found = await gather_all(_journal_keys(client, bucket, root) for root in journal_roots(directory))
+    return [info for group in found for info in group]
+
+
+async def _journal_keys(client: S3Client, bucket: str, root: str) -> list[ObjectInfo]:
+    return [o async for o in client.list_objects(bucket, journal_prefix(root)) if is_journal_key(o.key)]
+
+
+async def _read_entries(
+    client: S3Client, bucket: str, infos: Sequence[ObjectInfo], known: Mapping[str, JournalEntry], concurrency: int
+) -> list[JournalEntry]:
+    """The entries at ``infos``; one already read with the same ETag (in ``known``) is not fetched again."""
+    reused = [known[o.key] for o in infos if o.key in known and same_etag(known[o.key].etag, o.etag)]
+    reused_keys = {e.key for e in reused}
+    fetched = await read_entries(
+        client, bucket, [o.key for o in infos if o.key not in reused_keys], concurrency=concurrency
+    )
+    return sorted([*reused, *fetched], key=lambda e: e.key)
+
+
+async def _head(client: S3Client, bucket: str, key: str) -> ObjectInfo | None:
+    try:
+        return await client.head_object(bucket, key)
+    except NotFound:
+        return None

@@ -1,0 +1,191 @@
+"""ReadOptions: every option of ``spark.read.format(...)`` parsed once, on the driver, into one picklable value.
+
+Spark hands options over as strings with lower-cased keys; keys are matched ignoring case, "_" and "-", so
+``maxPartitionBytes``, ``maxpartitionbytes`` and ``max_partition_bytes`` are one option. Unknown options are
+errors (a typo must not silently fall back to a default). Defaults, and where they come from:
+- maxPartitionBytes 128 MiB and minPartitionNum = default parallelism: Spark's spark.sql.files.*. openCostInBytes
+  64 KiB, not Spark's 4 MiB: Spark's value models opening a local or HDFS file; here a file costs one GET that a
+  task issues concurrently with the others, while every Spark partition of a Python source costs ~100 ms of task
+  overhead. With 4 MiB, 2,000 files of 12 KB become 63 partitions and s3parquet takes 2.3x the built-in local
+  read; with 64 KiB they become 2 and it takes 0.5-0.7x (benchmarks/RESULTS.md, spark_small_files). Give
+  ``openCostInBytes`` explicitly to pack as Spark does.
+- Where the store is and as whom (endpoint, region, pathStyle, accessKeyId, ...), the policy fields (timeouts,
+  retries, sockets) and the range-engine fields (maxConcurrency, memoryBudget, hedgeEnabled alias hedging, ...):
+  the read's ``store``, parsed by s3io.store.StoreConfig (pathStyle unset: "auto" addressing, path-style for custom
+  endpoints, virtual-hosted for AWS; policy options over the driver's S3IO_* variables).
+- timeZone UTC, partitionColumnTypeInference true, caseSensitive false: what Spark's session uses unless
+  configured; a Python data source cannot read the session's settings at load(), so they are options here
+  (``spark_ext.register`` fills them in from the session).
+- datetimeRebaseMode / int96RebaseMode CORRECTED (Spark's spark.sql.parquet.*RebaseModeInRead, filled in by
+  ``spark_ext.register``): how dates and timestamps of files without a Spark version are read (see
+  ``spark_ext.source.legacy_files``); jvmTimeZone: the default time zone of Spark's JVM, in which Spark rebases
+  legacy timestamps (captured by ``spark_ext.register``; unset, such timestamps before 1900 are refused).
+- ignoreJournal false: the listing applies the compaction journal (s3io.table.list_visible), as every reader of the
+  project does; true reads the objects as they are, as Spark's own parquet reader does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from s3io.errors import InvalidConfig
+from s3io.settings import loose_key, option, option_spellings, take_options, unknown_option
+from s3io.store import StoreConfig, store_option_names
+from s3io.units import parse_bool, parse_int, parse_size
+from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
+from spark_ext.planning.partition_types import parse_time_zone
+
+MiB = 1024 * 1024
+DEFAULT_OPEN_COST_IN_BYTES = 64 * 1024  # see the module doc: a concurrent GET, not a local file open
+PATH_OPTIONS = ("path", "paths")  # what .load(...) sends
+
+
+def _bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+def _size(minimum: int) -> Any:
+    def parse(value: Any, name: str) -> int:
+        size = parse_size(value, name=name)
+        if size < minimum:
+            raise InvalidConfig(f"{name}: must be at least {minimum} byte(s), got {value!r}")
+        return size
+
+    return parse
+
+
+def _count(value: Any, name: str) -> int:
+    return parse_int(value, name=name, minimum=1)
+
+
+def _base_path(value: Any, name: str) -> str:
+    parsed = parse_s3_url(value, option=name)
+    if parsed.is_glob:
+        raise InvalidConfig(f"{name}: must be a directory URL without glob characters, got {value!r}")
+    return parsed.url if parsed.url.endswith("/") else parsed.url + "/"
+
+
+def _name_glob(value: Any, name: str) -> str:
+    compile_name_glob(value, option=name)
+    return str(value)
+
+
+def _columns(value: Any, name: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in str(value).split(","))
+    if not str(value).strip() or any(not n for n in names):
+        raise InvalidConfig(f"{name}: expected comma-separated column names such as 'id,ts,amount', got {value!r}")
+    lowered = [n.lower() for n in names]
+    duplicate = next((n for n in names if lowered.count(n.lower()) > 1), None)
+    if duplicate is not None:
+        raise InvalidConfig(f"{name}: column {duplicate!r} is listed twice in {value!r}")
+    return names
+
+
+def _time_zone(value: Any, name: str) -> str:
+    parse_time_zone(value)
+    return str(value).strip()
+
+
+def _rebase_mode(value: Any, name: str) -> str:
+    """One of Spark's rebase modes (EXCEPTION, CORRECTED, LEGACY; any case)."""
+    mode = str(value).strip().upper()
+    if mode not in ("EXCEPTION", "CORRECTED", "LEGACY"):
+        raise InvalidConfig(f"option {name}: {value!r} is not one of EXCEPTION, CORRECTED, LEGACY")
+    return mode
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    return str(value).strip() or None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """The parsed options of one read: each field declares its option (s3io.settings.option); where the store is,
+    as whom, and the policy and engine settings are the ``store`` (s3io.store.StoreConfig: credentials kept out
+    of repr)."""
+
+    paths: tuple[S3Path, ...]
+    base_path: str | None = option("basePath", _base_path, default=None)  # s3:// URL ending with "/"
+    recursive_file_lookup: bool = option("recursiveFileLookup", _bool, default=False)
+    path_glob_filter: str | None = option("pathGlobFilter", _name_glob, default=None)
+    ignore_missing_files: bool = option("ignoreMissingFiles", _bool, default=False)
+    ignore_corrupt_files: bool = option("ignoreCorruptFiles", _bool, default=False)
+    merge_schema: bool = option("mergeSchema", _bool, default=False)
+    columns: tuple[str, ...] | None = option("columns", _columns, default=None)
+    max_partition_bytes: int = option("maxPartitionBytes", _size(1), default=128 * MiB)
+    open_cost_in_bytes: int = option("openCostInBytes", _size(0), default=DEFAULT_OPEN_COST_IN_BYTES)
+    min_partition_num: int | None = option("minPartitionNum", _count, default=None)
+    time_zone: str = option("timeZone", _time_zone, default="UTC")
+    partition_column_type_inference: bool = option("partitionColumnTypeInference", _bool, default=True)
+    # spark.sql.caseSensitive: column names match exactly, not ignoring case
+    case_sensitive: bool = option("caseSensitive", _bool, default=False)
+    # read the objects as they are, not as the compaction journal says (s3io.table)
+    ignore_journal: bool = option("ignoreJournal", _bool, default=False)
+    # spark.sql.parquet.datetimeRebaseModeInRead / int96RebaseModeInRead
+    datetime_rebase_mode: str = option("datetimeRebaseMode", _rebase_mode, default="CORRECTED")
+    int96_rebase_mode: str = option("int96RebaseMode", _rebase_mode, default="CORRECTED")
+    # Spark's JVM default zone: legacy timestamps are rebased in it
+    jvm_time_zone: str | None = option("jvmTimeZone", _optional_text, default=None)
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
+        """Parse Spark's options dict; raises InvalidConfig naming the option, the value and the accepted form."""
+        known = {loose_key(name) for name in KNOWN_OPTIONS}
+        for key in options:
+            if loose_key(str(key)) not in known:
+                raise unknown_option(str(key), KNOWN_OPTIONS)
+        store, rest = StoreConfig.take_options(options)
+        fields, rest = take_options(cls, rest)
+        located = {loose_key(str(key)): value for key, value in rest.items()}
+        return cls(paths=_paths(located.get("path"), located.get("paths")), store=store, **fields)
+
+    def min_partitions(self, default_parallelism: int) -> int:
+        """minPartitionNum if given, else Spark's default: the default parallelism (at least 1)."""
+        return self.min_partition_num if self.min_partition_num is not None else max(1, default_parallelism)
+
+
+KNOWN_OPTIONS: tuple[str, ...] = tuple(
+    sorted({*PATH_OPTIONS, *option_spellings(ReadOptions), *store_option_names()}, key=str.lower)
+)
+_REDACTED_PARTS = ("secret", "token", "password", "passwd", "credential", "accesskey", "sessionkey")
+
+
+def redact(options: Mapping[str, object]) -> dict[str, object]:
+    """A copy safe for plans and logs: secret-looking values become "***", URL credentials are masked."""
+    out: dict[str, object] = {}
+    for key, value in options.items():
+        loose = loose_key(str(key))
+        if any(part in loose for part in _REDACTED_PARTS) or loose.endswith("key"):
+            out[key] = "***"
+        elif isinstance(value, str):
+            out[key] = mask_userinfo(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _paths(path: str | None, paths: str | None) -> tuple[S3Path, ...]:
+    urls: list[str] = []
+    if paths is not None:
+        try:
+            decoded = json.loads(paths)
+        except ValueError:
+            decoded = None
+        if not isinstance(decoded, list) or not all(isinstance(u, str) for u in decoded):
+            raise InvalidConfig(
+                f'paths: expected a JSON list of URLs such as ["s3://bucket/a/", "s3://bucket/b/"] '
+                f"(what .load([...]) sends), got {mask_userinfo(paths)!r}"
+            )
+        urls.extend(decoded)
+    if path is not None:
+        urls.append(path)
+    urls = list(dict.fromkeys(urls))
+    if not urls:
+        raise InvalidConfig(
+            "path: no path given; use .load('s3://bucket/prefix/'), .load([...]) or .option('path', 's3://...')"
+        )
+    return tuple(parse_s3_url(u, option="path" if len(urls) == 1 else f"paths[{i}]") for i, u in enumerate(urls))

@@ -1,0 +1,133 @@
+"""StreamOptions: the options of ``spark.readStream.format("s3parquet")``, on top of every batch read option.
+
+Defaults, and where they come from:
+- maxFilesPerTrigger / maxBytesPerTrigger unset: all available files per trigger (Spark's file source).
+- maxFileAge 7 days: Spark's file source; measured from the newest file seen, on the store's clock.
+- keysSortByArrival false: the whole prefix is listed each trigger; true lists only keys after the highest key
+  seen (StartAfter), for layouts whose keys grow with time (``dt=2024-06-01/hour=13/...``, ULIDs).
+- leaseTtl 10 minutes: how long compaction honours a stream that stopped renewing its lease (renewed every
+  third of it); long enough to ride out a driver restart.
+- stateCheckpointInterval 10 batches, batchesToRetain 100 (Spark's spark.sql.streaming.minBatchesToRetain).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from s3io.errors import InvalidConfig
+from s3io.settings import loose_key, option, option_spellings, take_options
+from s3io.units import parse_bool, parse_duration, parse_int, parse_size
+from s3io.urls import parse_s3_url
+from spark_ext.planning.read_options import ReadOptions
+
+STATE_DIR = "_s3io_streams/"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _stream_name(value: Any, name: str) -> str:
+    if not _NAME.fullmatch(str(value)):
+        raise InvalidConfig(
+            f"{name}: expected 1 to 128 letters, digits, '.', '_' or '-' (starting with a letter or digit), "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
+def _state_location(value: Any, name: str) -> tuple[str, str]:
+    """(bucket, prefix ending with "/") of a directory URL."""
+    location = parse_s3_url(value, option=name)
+    if location.is_glob:
+        raise InvalidConfig(f"{name}: must be a directory URL, got {value!r}")
+    prefix = location.key if not location.key or location.key.endswith("/") else location.key + "/"
+    return location.bucket, prefix
+
+
+def _count(value: Any, name: str) -> int:
+    return parse_int(value, name=name, minimum=1)
+
+
+def _bytes(value: Any, name: str) -> int:
+    size = parse_size(value, name=name)
+    if size < 1:
+        raise InvalidConfig(f"{name}: must be at least 1 byte, got {value!r}")
+    return size
+
+
+def _max_age(value: Any, name: str) -> float | None:
+    text = str(value).strip().lower()
+    return None if text in ("none", "off") else parse_duration(text, name=name)
+
+
+def _bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+def _lease_ttl(value: Any, name: str) -> float:
+    ttl = parse_duration(value, name=name)
+    if ttl < 3:
+        raise InvalidConfig(f"{name}: must be at least 3 s (renewed every third of it), got {value!r}")
+    return ttl
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """A stream's own settings (each field declares its option: s3io.settings.option) and the batch-read options
+    every micro-batch is read with."""
+
+    read: ReadOptions
+    stream_name: str = option("streamName", _stream_name, default="")
+    state_bucket: str = ""
+    state_prefix: str = ""  # ends with "/"
+    state_location: tuple[str, str] | None = option("stateLocation", _state_location, default=None)
+    max_files: int | None = option("maxFilesPerTrigger", _count, default=None)
+    max_bytes: int | None = option("maxBytesPerTrigger", _bytes, default=None)
+    max_file_age: float | None = option("maxFileAge", _max_age, default=7 * 24 * 3600.0)
+    keys_sort_by_arrival: bool = option("keysSortByArrival", _bool, default=False)
+    lease_ttl: float = option("leaseTtl", _lease_ttl, default=600.0)
+    checkpoint_interval: int = option("stateCheckpointInterval", _count, default=10)
+    batches_to_retain: int = option("batchesToRetain", _count, default=100)
+
+    @property
+    def state_url(self) -> str:
+        return f"s3://{self.state_bucket}/{self.state_prefix}"
+
+    @property
+    def source(self) -> tuple[str, str]:
+        """(bucket, literal prefix) of the stream's one path: where files land, and where its compaction lives."""
+        path = self.read.paths[0]
+        prefix = path.listing_prefixes[0] if len(path.listing_prefixes) == 1 else ""
+        return path.bucket, prefix if not prefix or prefix.endswith("/") else prefix.rsplit("/", 1)[0] + "/"
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> StreamOptions:
+        """Split off the stream options, parse the rest as a batch read; InvalidConfig names what is wrong."""
+        fields, rest = take_options(cls, options)
+        read = ReadOptions.from_options(rest)
+        if len(read.paths) != 1:
+            raise InvalidConfig(
+                f"a stream reads one path (one prefix or glob), got {len(read.paths)}: "
+                f"{', '.join(p.url for p in read.paths)}; start one stream per path"
+            )
+        if "stream_name" not in fields:
+            raise InvalidConfig(
+                "streamName: required for a stream; it names the stream's state (which files it has read) and its "
+                "lease, e.g. .option('streamName', 'events-to-bronze'); keep it for the life of the query"
+            )
+        parsed = cls(read=read, **fields)
+        name = parsed.stream_name
+        if parsed.state_location is not None:
+            bucket, prefix = parsed.state_location
+            return replace(parsed, state_bucket=bucket, state_prefix=f"{prefix}{name}/")
+        return replace(parsed, state_bucket=read.paths[0].bucket, state_prefix=f"{parsed.source[1]}{STATE_DIR}{name}/")
+
+
+KNOWN_STREAM_OPTIONS = tuple(sorted(option_spellings(StreamOptions), key=str.lower))
+
+
+def has_stream_options(options: Mapping[str, str]) -> bool:
+    """Whether any option is one only streams take (``streamName`` and the others above)."""
+    own = {loose_key(name) for name in KNOWN_STREAM_OPTIONS}
+    return any(loose_key(str(key)) in own for key in options)

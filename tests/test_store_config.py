@@ -1,0 +1,193 @@
+"""StoreConfig: one value from every source (keywords, options, flags, the environment), secrets never shown, and
+the one S3Client constructor; the options of a compaction and a stream parsed in the same style."""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+
+import pytest
+
+from s3io.cli import POLICY_FLAGS, join_negative_values
+from s3io.compaction.options import CompactionOptions
+from s3io.engine.config import EngineConfig
+from s3io.errors import InvalidConfig
+from s3io.policy import Policy
+from s3io.store import StoreConfig, add_store_arguments
+from s3io.transport.credentials import ANONYMOUS, Credentials
+from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
+
+EXPECTED = StoreConfig(
+    endpoint="http://127.0.0.1:9000",
+    region="eu-west-1",
+    addressing="path",
+    access_key_id="AKIAEXAMPLE",
+    secret_access_key="s3cr3t",
+    session_token="t0k3n",
+    policy=Policy(stall_timeout=2.0, max_attempts=4),
+    engine=EngineConfig(max_concurrency=8),
+)
+
+
+def _cli(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_store_arguments(parser, policy_flags=POLICY_FLAGS)
+    return parser.parse_args(join_negative_values(argv))
+
+
+def test_keywords_options_and_fields_give_one_value() -> None:
+    keywords = StoreConfig.from_kwargs(
+        endpoint_url="http://127.0.0.1:9000",
+        region="eu-west-1",
+        addressing="path",
+        credentials=Credentials("AKIAEXAMPLE", "s3cr3t", "t0k3n"),
+        policy={"stallTimeout": "2s", "maxAttempts": "4"},
+        engine={"maxConcurrency": "8"},
+    )
+    options = StoreConfig.from_options(  # as Spark hands them over: strings, lower-cased keys, aliases
+        {
+            "endpointurl": "http://127.0.0.1:9000/",
+            "region": "eu-west-1",
+            "pathstyle": "true",
+            "accesskey": "AKIAEXAMPLE",
+            "secretaccesskey": "s3cr3t",
+            "sessiontoken": "t0k3n",
+            "stalltimeout": "2s",
+            "max_attempts": "4",
+            "maxconcurrency": "8",
+        }
+    )
+    assert keywords == options == EXPECTED
+    assert options.credentials == Credentials("AKIAEXAMPLE", "s3cr3t", "t0k3n")
+
+
+def test_command_line_flags_give_the_same_value_and_errors_name_the_flag() -> None:
+    args = _cli("--endpoint-url", "http://127.0.0.1:9000", "--region", "eu-west-1", "--addressing", "path")
+    parsed = StoreConfig.from_args(args)
+    assert parsed == StoreConfig(endpoint="http://127.0.0.1:9000", region="eu-west-1", addressing="path")
+    assert StoreConfig.from_args(_cli("--anonymous", "--stall-timeout", "2s")) == StoreConfig(
+        anonymous=True, policy=Policy(stall_timeout=2.0)
+    )
+    with pytest.raises(InvalidConfig, match="--endpoint-url: expected an http:// or https:// URL"):
+        StoreConfig.from_args(_cli("--endpoint-url", "localhost:9000"))
+    with pytest.raises(InvalidConfig, match="stall_timeout: expected a number of seconds"):
+        StoreConfig.from_args(_cli("--stall-timeout", "-2s"))
+
+
+def test_the_policy_comes_from_the_options_over_s3io_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("S3IO_STALL_TIMEOUT", "3s")
+    assert StoreConfig.from_options({}).policy == Policy(stall_timeout=3.0)
+    assert StoreConfig.from_options({"maxAttempts": "2"}).policy == Policy(stall_timeout=3.0, max_attempts=2)
+    assert StoreConfig.from_kwargs().policy == Policy(stall_timeout=3.0)
+    assert StoreConfig.from_args(_cli()).policy == Policy(stall_timeout=3.0)
+    given = StoreConfig(policy=Policy(max_attempts=1))
+    assert StoreConfig.from_kwargs(given, region="us-west-2").policy == Policy(max_attempts=1)  # kept, not resolved
+
+
+def test_pinned_resolves_the_environment_where_the_fields_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_REGION", "ap-south-1")
+    assert StoreConfig().pinned() == StoreConfig(endpoint="http://127.0.0.1:9", region="ap-south-1")
+    assert StoreConfig(region="eu-west-1").pinned().region == "eu-west-1"
+
+
+async def test_the_client_is_made_from_every_field() -> None:
+    async with EXPECTED.client() as client:
+        assert (client.endpoint.scheme, client.endpoint.host) == ("http", "127.0.0.1:9000")
+        assert client.endpoint.region == "eu-west-1" and client.endpoint.path_style
+        assert client.policy == EXPECTED.policy
+    async with StoreConfig(endpoint="http://127.0.0.1:9000", addressing="virtual").client() as client:
+        assert not client.endpoint.path_style
+    assert StoreConfig(anonymous=True).credentials == ANONYMOUS and StoreConfig().credentials is None
+
+
+def test_secrets_stay_out_of_repr_describe_and_errors_but_travel_pickled() -> None:
+    for text in (repr(EXPECTED), EXPECTED.describe(), str(EXPECTED.replace(endpoint=None))):
+        assert "s3cr3t" not in text and "t0k3n" not in text and "AKIAEXAMPLE" not in text
+    assert "explicit keys" in EXPECTED.describe()
+    clone = pickle.loads(pickle.dumps(EXPECTED))
+    assert clone == EXPECTED and clone.secret_access_key == "s3cr3t"
+    with pytest.raises(InvalidConfig) as info:
+        StoreConfig.from_options({"endpoint": "http://user:pa55@host:9000"})
+    assert "pa55" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"secretAccessKey": "s"}, "give both or neither"),
+        ({"sessionToken": "t"}, "sessionToken: needs accessKeyId"),
+        ({"anonymous": "true", "accessKeyId": "a", "secretAccessKey": "s"}, "anonymous: 'true' conflicts"),
+        ({"addressing": "sideways"}, "addressing: expected auto, path or virtual"),
+        ({"region": "eu west"}, "region: expected a region name"),
+        ({"endpoint": "http://a:1", "endpointUrl": "http://b:2"}, "endpoint is given twice"),
+        ({"hedging": "on", "hedgeEnabled": "off"}, "hedgeEnabled is given twice"),
+        ({"stallTimeot": "2s"}, r"unknown store option 'stallTimeot' \(did you mean stallTimeout\?\)"),
+    ],
+)
+def test_bad_options_name_the_option_and_the_way_out(options: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidConfig, match=message):
+        StoreConfig.from_options(options)
+
+
+def test_take_options_leaves_what_the_store_does_not_know() -> None:
+    store, rest = StoreConfig.take_options({"region": "eu-west-1", "maxPartitionBytes": "1m", "hedging": "on"})
+    assert store == StoreConfig(region="eu-west-1", engine=EngineConfig(hedge_enabled=True))
+    assert rest == {"maxPartitionBytes": "1m"}
+
+
+def test_compaction_options_come_from_keywords_options_or_flags_alike() -> None:
+    expected = CompactionOptions(target_file_size=1 << 20, grace_period=30.0, dry_run=True, min_input_files=3)
+    assert (
+        CompactionOptions.from_options(
+            {"targetfilesize": "1MiB", "grace_period": "30s", "dryRun": "true", "minInputFiles": "3"}
+        )
+        == expected
+    )
+    parser = argparse.ArgumentParser()
+    CompactionOptions.add_arguments(parser)
+    args = parser.parse_args(
+        ["--target-file-size", "1MiB", "--grace-period", "30s", "--dry-run", "--min-input-files", "3"]
+    )
+    assert CompactionOptions.from_args(args) == expected
+    assert CompactionOptions.from_args(parser.parse_args([])) == CompactionOptions()
+    with pytest.raises(InvalidConfig, match="unknown compaction option 'gracePerod' \\(did you mean gracePeriod\\?\\)"):
+        CompactionOptions.from_options({"gracePerod": "1s"})
+    with pytest.raises(InvalidConfig, match="--grace-period: expected a number of seconds"):
+        CompactionOptions.from_args(parser.parse_args(["--grace-period", "soon"]))
+
+
+def test_stream_options_split_from_the_read_options_in_the_same_style() -> None:
+    options = StreamOptions.from_options(
+        {
+            "path": "s3://b/land/",
+            "streamname": "s1",
+            "maxfilespertrigger": "5",
+            "leasettl": "30s",
+            "endpoint": "http://h:1",
+        }
+    )
+    assert (options.stream_name, options.max_files, options.lease_ttl) == ("s1", 5, 30.0)
+    assert options.state_url == "s3://b/land/_s3io_streams/s1/" and options.read.store.endpoint == "http://h:1"
+    elsewhere = StreamOptions.from_options({"path": "s3://b/land/", "streamName": "s1", "stateLocation": "s3://c/st"})
+    assert elsewhere.state_url == "s3://c/st/s1/"
+    assert has_stream_options({"maxFilesPerTrigger": "1"}) and not has_stream_options({"maxPartitionBytes": "1"})
+    assert "streamName" in KNOWN_STREAM_OPTIONS and "leaseTtl" in KNOWN_STREAM_OPTIONS
+    with pytest.raises(InvalidConfig, match="streamName: required"):
+        StreamOptions.from_options({"path": "s3://b/land/"})
+    with pytest.raises(InvalidConfig, match="leaseTtl: must be at least 3 s"):
+        StreamOptions.from_options({"path": "s3://b/land/", "streamName": "s1", "leaseTtl": "1s"})
+
+
+def test_the_read_functions_take_one_set_of_keywords_and_name_a_wrong_one() -> None:
+    import asyncio
+
+    import s3io
+
+    for read in (s3io.read_parquet, s3io.iter_batches, s3io.iter_batches_async, s3io.read_parquet_async):
+        with pytest.raises(TypeError, match=rf"{read.__name__}\(\) got an unexpected keyword argument 'endpont_url'"):
+            called = read("s3://bucket/t/", endpont_url="http://127.0.0.1:9000")  # type: ignore[call-arg]
+            if asyncio.iscoroutine(called):  # read_parquet_async checks its arguments when awaited
+                asyncio.run(called)
+    with pytest.raises(InvalidConfig, match=r"credentials: expected s3io\.Credentials"):
+        s3io.read_parquet("s3://bucket/t/", credentials=("key", "secret"))  # type: ignore[typeddict-item]
