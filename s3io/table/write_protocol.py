@@ -7,7 +7,7 @@ Steps, each conditional or idempotent, so a writer and any number of recoverers 
     complete   complete each upload; one already completed (NoSuchUpload) is checked by a HEAD
     publish    "committed" -> "published" (If-Match)                                       readers switch
     retire     an overwrite, >= grace after publishing: delete each replaced file (If-Match its ETag); "done"
-    forget     >= grace after publishing (an overwrite: once done): a sink's record is raised, the entry deleted
+    forget     >= grace after the last step (publishing; an overwrite: done): a sink's record is raised first
     roll back  "pending" -> "aborted" (If-Match), every upload aborted, the entry deleted
 
 Recovery (``recover_writes``, run by every write's commit, every compaction and ``--recover``) drives each entry
@@ -270,26 +270,29 @@ async def recover_writes(
     entries = [e for e in await writes.read_writes(client, bucket, prefix) if e.job_id not in skipped]
     report.entries_found = len(entries)
     now = await store_now()
-    later: list[WriteEntry] = []
+    later: list[tuple[WriteEntry, float]] = []  # (an entry only its grace period holds back, seconds left)
     for entry in entries:
         try:
-            finished = await _recover_one(client, entry, now, grace_period, clock_skew, clock, report)
+            left = await _recover_one(client, entry, now, grace_period, clock_skew, clock, report)
         except WriteError as exc:
             report.errors.append(f"{entry.key}: {exc}")
             continue
-        if finished is not None:
-            later.append(finished)
-    if wait and later:
-        delays = [seconds_until_due(e, await store_now(), grace_period) for e in later]
-        delay = max((d for d in delays if d is not None), default=0.0)
+        if left is not None:
+            later.append(left)
+    for _ in range(2):  # published -> (grace) -> done -> (grace) -> forgotten: at most two waits
+        if not (wait and later):
+            break
+        delay = max(seconds for _, seconds in later)
         if delay > 0:
             await sleep(delay)
             report.waited += delay
         now = await store_now()
-        for entry in later:
-            if entry.key in report.waiting:
-                report.waiting.remove(entry.key)
-            await _finish_published(client, entry, now, grace_period, clock, report)
+        waiting, later = later, []
+        for entry, _ in waiting:
+            report.waiting.remove(entry.key)
+            left = await _finish_published(client, entry, now, grace_period, clock, report, assume_due=True)
+            if left is not None:
+                later.append(left)
     await abort_stray_uploads(
         client,
         bucket,
@@ -312,8 +315,8 @@ async def _recover_one(
     clock_skew: float,
     clock: Clock,
     report: WriteRecovery,
-) -> WriteEntry | None:
-    """Drive one entry as far as it may go now; the published entry if only its grace period holds it back."""
+) -> tuple[WriteEntry, float] | None:
+    """Drive one entry as far as it may go now; (the entry, seconds) if only its grace period holds it back."""
     if entry.state == PENDING and not lease_ended(entry, now, clock_skew):
         report.waiting.append(entry.key)  # a live writer's claim
         return None
@@ -327,28 +330,33 @@ async def _recover_one(
         await complete_files(client, entry)
         entry = await publish(client, entry, clock=clock)
         report.rolled_forward.append(entry.job_id)
-        if entry.stored_at is None:
-            report.waiting.append(entry.key)
-            return None  # just published: its grace period starts now
     return await _finish_published(client, entry, now, grace, clock, report)
 
 
 async def _finish_published(
-    client: S3Client, entry: WriteEntry, now: float, grace: float, clock: Clock, report: WriteRecovery
-) -> WriteEntry | None:
-    """Retire (an overwrite) and forget a published entry once its grace period has passed; the entry if not yet."""
-    if entry.state == PUBLISHED:
-        left = seconds_until_due(entry, now, grace)
-        if left is None or left > 0:
-            report.waiting.append(entry.key)
-            return entry if left is not None else None
-        if entry.replaced:
-            retired, conflicts = await retire(client, entry, clock=clock)
-            report.conflicts.extend(conflicts)
-            if retired is None:
-                return None  # moved: another process is finishing it
-            report.retired.append(entry.job_id)
-            entry = retired
+    client: S3Client,
+    entry: WriteEntry,
+    now: float,
+    grace: float,
+    clock: Clock,
+    report: WriteRecovery,
+    *,
+    assume_due: bool = False,
+) -> tuple[WriteEntry, float] | None:
+    """Retire (an overwrite) a published entry once its grace period has passed, and forget a finished one a grace
+    period after its last step; (the entry, seconds left) if it must wait. ``assume_due``: the caller waited."""
+    left = 0.0 if assume_due else seconds_until_due(entry, now, grace)
+    if left is None or left > 0:
+        report.waiting.append(entry.key)
+        return entry, grace if left is None else left  # unknown Last-Modified: just written, a whole grace period
+    if entry.state == PUBLISHED and entry.replaced:
+        retired, conflicts = await retire(client, entry, clock=clock)
+        report.conflicts.extend(conflicts)
+        if retired is None:
+            return None  # moved: another process is finishing it
+        report.retired.append(entry.job_id)
+        report.waiting.append(retired.key)
+        return retired, grace  # readers that listed a replaced file before its delete: forgotten a grace later
     if entry.state in (PUBLISHED, DONE):
         await forget(client, entry)
         report.forgotten.append(entry.job_id)

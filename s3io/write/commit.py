@@ -11,8 +11,8 @@ task.py). Steps (s3io.table.write_protocol has each one; ``WriteCrashPoint`` nam
 4. commit: "committed" (If-Match), after checking an overwrite still holds the lock: the commit point;
 5. complete every upload; 6. publish: "published" (If-Match): journal-aware readers switch to the new files;
 7. abort the uploads of this job's task attempts that lost (retried, speculative, killed mid-upload);
-8. an overwrite waits ``grace_period``, deletes the files it replaced (If-Match) and forgets its entry; an append
-   leaves its entry for a later write, compaction or --recover to forget once the grace period has passed;
+8. an overwrite waits ``grace_period`` and deletes the files it replaced (If-Match); its entry, like an append's,
+   is left for a later write, compaction or --recover to forget once another grace period has passed;
 9. drive on what other writers left (recover_writes), and, with ``auto_compact``, compact what it wrote.
 A failure before step 4 rolls the write back (the entry and every upload); from step 4 on the write is committed:
 whoever runs next (this write's retry, another write, a compaction, ``--recover``) finishes it.
@@ -49,7 +49,6 @@ from s3io.table.write_protocol import (
     abort_job_strays,
     abort_uploads,
     complete_files,
-    forget,
     publish,
     recover_writes,
     retire,
@@ -405,7 +404,9 @@ class _Commit:
         return entry
 
     async def _retire(self, entry: WriteEntry) -> None:
-        """An overwrite: after the grace period, delete the replaced files, then forget the entry."""
+        """An overwrite: after the grace period, delete the replaced files; the entry says "done" and is forgotten a
+        grace period later by whoever runs next (a reader that listed a replaced file before its delete still finds
+        the entry that drops it)."""
         if self.options.grace_period > 0:
             await self.sleep(self.options.grace_period)
             self.report.waited_s += self.options.grace_period
@@ -416,11 +417,9 @@ class _Commit:
                 first[0] = False
                 maybe_crash(WriteCrashPoint.AFTER_FIRST_RETIRE, self.crash)
 
-        retired, conflicts = await retire(self.client, entry, clock=self.clock, after_each=deleted)
+        _, conflicts = await retire(self.client, entry, clock=self.clock, after_each=deleted)
         self.report.warnings.extend(conflicts)
-        maybe_crash(WriteCrashPoint.AFTER_RETIRE, self.crash)
-        if retired is not None:
-            await forget(self.client, retired)
+        maybe_crash(WriteCrashPoint.AFTER_RETIRE, self.crash)  # the entry stays a grace period: recovery forgets it
 
     async def _recover_others(self) -> None:
         """Drive on what other writers left here (best effort: a failure is a warning, the write is committed)."""
