@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -111,12 +110,3 @@ def run_write_until_killed(
             process.kill()
             process.communicate()
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-
-
-def option_values(options: WriteOptions, names: Sequence[str]) -> dict[str, Any]:
-    """Some fields of ``options`` as JSON-able keywords (for a subprocess)."""
-    return {name: getattr(options, name) for name in names}
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value)

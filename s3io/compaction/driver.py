@@ -301,6 +301,7 @@ class _Job:
             keep_history=self.options.keep_history,
             store_clock=store.now,
             wait_for_writes=not refuse_leftovers,  # a recovery-only run finishes overwrites it can
+            abandon_uploads_after=self.options.abandon_uploads_after,
         )
         self.report.waited_s += recovery.waited
         self.report.conflicts.extend(recovery.conflicts)

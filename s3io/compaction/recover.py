@@ -92,13 +92,16 @@ async def recover(
     keep_history: bool = False,
     store_clock: Clock | None = None,
     wait_for_writes: bool = False,
+    abandon_uploads_after: float = 86_400.0,
 ) -> RecoveryReport:
     """Roll every leftover under ``prefix`` forward or back (see the module doc); ``listing``: a fresh full listing.
 
     ``store_clock``: the store's clock (StoreClock.now), so the grace period after another job's commit is judged
     against the journal object's Last-Modified rather than that job's clock."""
     report = RecoveryReport()
-    report.writes = await _recover_writes(client, lock, prefix, grace_period, store_clock, wait_for_writes)
+    report.writes = await _recover_writes(
+        client, lock, prefix, grace_period, store_clock, wait_for_writes, abandon_uploads_after
+    )
     report.errors.extend(report.writes.errors)
     report.conflicts.extend(report.writes.conflicts)
     report.waited += report.writes.waited
@@ -161,6 +164,7 @@ async def _recover_writes(
     grace_period: float,
     store_clock: Clock | None,
     wait: bool,
+    abandon_uploads_after: float,
 ) -> WriteRecovery:
     """The writes' part of recovery (see the module doc), judged on the store's clock."""
 
@@ -176,6 +180,7 @@ async def _recover_writes(
             grace_period=grace_period,
             clock_skew=lock.clock_skew,
             wait=wait,
+            abandon_uploads_after=abandon_uploads_after,
             skip_jobs=[lock.job_id],  # an overwrite's commit recovers under its own lock: its uploads are its own
         )
 

@@ -205,33 +205,22 @@ class _Commit:
             return self._done(ALREADY_COMMITTED)
         if not self.files and self.options.overwrite and not self.options.partition_by:
             await self._empty_file()  # a replaced prefix keeps its schema: one file without rows, as Spark writes
-        lock: CompactionLock | None = None
-        entry: WriteEntry | None = None
         try:
-            if self.options.overwrite:
-                lock = await self._lock()
-                replaced, scope = await self._replaced(lock)
-            else:
-                replaced, scope = (), ()
-            if not self.files and not replaced:
-                await abort_job_strays(self.client, self.spec.bucket, self.spec.prefix, self.spec.job_id)
-                return self._done("nothing_to_commit")
-            maybe_crash(WriteCrashPoint.BEFORE_CLAIM, self.crash)
-            entry = await writes.create(self.client, self._entry(replaced, scope))
-            maybe_crash(WriteCrashPoint.AFTER_CLAIM, self.crash)
-            if lock is not None:
-                await lock.ensure_held()
-            entry = await self._commit_point(entry)
+            lock = await self._lock() if self.options.overwrite else None
         except BaseException as exc:
-            await self._roll_back(entry, exc)
-            if lock is not None:
-                await _release(lock, self.report)
+            await self._roll_back(None, exc)
             raise
         try:
-            entry = await self._publish(entry)
+            entry = await self._claim_and_commit(lock)
+            if entry is not None:
+                entry = await self._publish(entry)
         finally:
             if lock is not None:
                 await _release(lock, self.report)
+        if entry is None:
+            await abort_job_strays(self.client, self.spec.bucket, self.spec.prefix, self.spec.job_id)
+            await self._recover_others()
+            return self._done("nothing_to_commit")
         await abort_job_strays(
             self.client, self.spec.bucket, self.spec.prefix, self.spec.job_id, [f.upload_id for f in entry.files]
         )
@@ -240,6 +229,24 @@ class _Commit:
         await self._recover_others()
         maybe_crash(WriteCrashPoint.BEFORE_RETURN, self.crash)
         return self._done(COMMITTED_NOW)
+
+    async def _claim_and_commit(self, lock: CompactionLock | None) -> WriteEntry | None:
+        """Steps 2-4: what an overwrite replaces, the claim, the commit point; None if there is nothing to commit.
+        Any failure before the commit point rolls the write back."""
+        entry: WriteEntry | None = None
+        try:
+            replaced, scope = await self._replaced(lock) if lock is not None else ((), ())
+            if not self.files and not replaced:
+                return None
+            maybe_crash(WriteCrashPoint.BEFORE_CLAIM, self.crash)
+            entry = await writes.create(self.client, self._entry(replaced, scope))
+            maybe_crash(WriteCrashPoint.AFTER_CLAIM, self.crash)
+            if lock is not None:
+                await lock.ensure_held()
+            return await self._commit_point(entry)
+        except BaseException as exc:
+            await self._roll_back(entry, exc)
+            raise
 
     # ------------------------------------------------------------------ steps
 

@@ -27,6 +27,7 @@ class WriteCrashPoint(enum.Enum):
     AFTER_FIRST_RETIRE = "after_first_retire"  # an overwrite: one replaced file deleted
     AFTER_RETIRE = "after_retire"  # an overwrite: every replaced file deleted, the entry says "done"
     BEFORE_RETURN = "before_return"  # the commit's own work is over (entry forgotten or left for later)
+    TASK_AFTER_PART = "task_after_part"  # a task (not the commit): one part of its first file is up, the rest not
 
 
 def resolve_write_crash(crash_at: WriteCrashPoint | str | None) -> WriteCrashPoint | None:

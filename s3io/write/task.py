@@ -35,6 +35,7 @@ from s3io.errors import InvalidConfig, SchemaMismatch
 from s3io.s3.client import S3Client
 from s3io.table.write_names import data_file_name
 from s3io.table.writes import NewFile
+from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.options import WriteOptions
 from s3io.write.partitioning import Partitioner
 from s3io.write.spark_schema import CALENDAR_VERSION, spark_footer
@@ -167,7 +168,16 @@ class TaskWriter:
 
     Leaving the block without ``close()`` (or on an error) aborts every upload the task started."""
 
-    def __init__(self, client: S3Client, spec: WriteSpec, task: int, *, cpu: Executor | None = None) -> None:
+    def __init__(
+        self,
+        client: S3Client,
+        spec: WriteSpec,
+        task: int,
+        *,
+        cpu: Executor | None = None,
+        crash_at: WriteCrashPoint | str | None = None,
+    ) -> None:
+        """``crash_at``: a test's crash point (``WriteCrashPoint.TASK_AFTER_PART``; else from the environment)."""
         self.client = client
         self.spec = spec
         self.task = task
@@ -175,6 +185,7 @@ class TaskWriter:
         self.partitioner = spec.partitioner()
         self.file_schema = spec.file_schema(self.partitioner)
         self._cpu = cpu
+        self._crash = resolve_write_crash(crash_at)
         self._own_cpu: ThreadPoolExecutor | None = None
         self._slots: asyncio.Semaphore | None = None
         self._directories: collections.OrderedDict[str, _Directory] = collections.OrderedDict()  # least recent first
@@ -324,7 +335,12 @@ class TaskWriter:
         key = self.spec.file_key(directory.name, self.task, self._next_index)
         self._next_index += 1
         upload = PendingUpload(
-            self.client, self.spec.bucket, key, part_size=self.options.part_size, slots=self._upload_slots()
+            self.client,
+            self.spec.bucket,
+            key,
+            part_size=self.options.part_size,
+            slots=self._upload_slots(),
+            after_part=lambda: maybe_crash(WriteCrashPoint.TASK_AFTER_PART, self._crash),
         )
         self._started.append(upload)
         directory.file = _OpenFile(key, self.file_schema, self.options, upload)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from s3io.errors import InvalidConfig
 from s3io.s3.client import S3Client
@@ -24,7 +25,17 @@ log = logging.getLogger("s3io.write")
 class PendingUpload:
     """One file's multipart upload, left uncompleted for the commit (see the module doc)."""
 
-    def __init__(self, client: S3Client, bucket: str, key: str, *, part_size: int, slots: asyncio.Semaphore) -> None:
+    def __init__(
+        self,
+        client: S3Client,
+        bucket: str,
+        key: str,
+        *,
+        part_size: int,
+        slots: asyncio.Semaphore,
+        after_part: Callable[[], None] | None = None,
+    ) -> None:
+        """``after_part``: called after each part is up (a test's crash point)."""
         if part_size < MIN_PART_SIZE:
             raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {part_size}")
         self._client = client
@@ -32,6 +43,7 @@ class PendingUpload:
         self.key = key
         self._part_size = part_size
         self._slots = slots
+        self._after_part = after_part
         self._buffer = bytearray()
         self._tasks: list[asyncio.Task[str]] = []
         self.upload_id: str | None = None
@@ -94,7 +106,10 @@ class PendingUpload:
     async def _upload(self, number: int, data: bytes) -> str:
         try:
             assert self.upload_id is not None
-            return await self._client.upload_part(self.bucket, self.key, self.upload_id, number, data)
+            etag = await self._client.upload_part(self.bucket, self.key, self.upload_id, number, data)
+            if self._after_part is not None:
+                self._after_part()
+            return etag
         finally:
             self._slots.release()
 
