@@ -424,6 +424,8 @@ class _Job:
         for ref in claimed:
             claims.setdefault(ref.key, []).append(ref)
         candidates = [o for o in data if not any(_same_version(o, ref) for ref in claims.get(o.key, ()))]
+        if self.options.directories:  # e.g. a writer compacting what it wrote
+            candidates = [o for o in candidates if layout.partition_dir(o.key) in self.options.directories]
         if len(candidates) < len(data):
             self.report.warnings.append(
                 f"{len(data) - len(candidates)} file(s) left out: a journal entry of another job claims them "

@@ -13,7 +13,8 @@ task.py). Steps (s3io.table.write_protocol has each one; ``WriteCrashPoint`` nam
 7. abort the uploads of this job's task attempts that lost (retried, speculative, killed mid-upload);
 8. an overwrite waits ``grace_period`` and deletes the files it replaced (If-Match); its entry, like an append's,
    is left for a later write, compaction or --recover to forget once another grace period has passed;
-9. drive on what other writers left (recover_writes), and, with ``auto_compact``, compact what it wrote.
+9. drive on what other writers left (recover_writes), and, with ``auto_compact``, compact the directories it
+   wrote that hold many small files (auto_compact.py).
 A failure before step 4 rolls the write back (the entry and every upload); from step 4 on the write is committed:
 whoever runs next (this write's retry, another write, a compaction, ``--recover``) finishes it.
 
@@ -40,7 +41,7 @@ from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout, sinks, writes
-from s3io.table.visibility import list_visible_files
+from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import (
     CommitLost,
@@ -55,6 +56,7 @@ from s3io.table.write_protocol import (
     roll_back,
 )
 from s3io.table.writes import COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
+from s3io.write.auto_compact import auto_compact
 from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
 
@@ -228,6 +230,9 @@ class _Commit:
             await self._retire(entry)
         await self._recover_others()
         maybe_crash(WriteCrashPoint.BEFORE_RETURN, self.crash)
+        if self.options.auto_compact:
+            written = [f.key for f in entry.files]
+            self.report.compaction = await auto_compact(self.client, entry.bucket, entry.prefix, written, self.options)
         return self._done(COMMITTED_NOW)
 
     async def _claim_and_commit(self, lock: CompactionLock | None) -> WriteEntry | None:
@@ -354,7 +359,7 @@ class _Commit:
         scope = tuple(sorted(written)) if self.options.dynamic else (self.spec.prefix,)
         found: dict[str, ObjectInfo] = {}
         for directory in scope:
-            for info in await list_visible_files(self.client, self.spec.bucket, directory):
+            for info in await self._visible_without_compaction_below(directory):
                 found[info.key] = info
         ours = {f.key for f in self.files}
         replaced = tuple(ObjectRef(i.key, i.etag, i.size) for k, i in sorted(found.items()) if k not in ours)
@@ -362,6 +367,26 @@ class _Commit:
         self.report.replaced_bytes = sum(r.size for r in replaced)
         self.report.scope = scope
         return replaced, scope
+
+    async def _visible_without_compaction_below(self, directory: str) -> list[ObjectInfo]:
+        """The data files a journal-aware reader sees under ``directory``, once no compaction rooted below the
+        prefix is in flight there (its lock is not ours: its outputs could bring back what the overwrite replaces).
+        Waits for one up to ``lock_wait``."""
+        bucket = self.spec.bucket
+        deadline = time.monotonic() + self.options.lock_wait
+        while True:
+            before = await read_journal_before(self.client, bucket, directory)
+            listed = [o async for o in self.client.list_objects(bucket, directory)]
+            below = [o.key for o in listed if _compaction_below(o.key, self.spec.prefix)]
+            if not below:
+                return await resolve_visible_files(self.client, bucket, directory, listed, before=before)
+            if time.monotonic() + LOCK_RETRY > deadline:
+                raise WriteError(
+                    f"an overwrite of {self.spec.url} waited {self.options.lock_wait:.0f} s for a compaction rooted "
+                    f"below it to finish ({below[0]}); nothing was committed. Let it finish (or run --recover on "
+                    "its directory), then write again"
+                )
+            await self.sleep(LOCK_RETRY)
 
     def _entry(self, replaced: tuple[ObjectRef, ...], scope: tuple[str, ...]) -> WriteEntry:
         return WriteEntry(
@@ -466,6 +491,16 @@ class _Commit:
         self.report.retries = spent.retry_count
         self.report.duration_s = time.monotonic() - self.started
         return self.report
+
+
+def _compaction_below(key: str, prefix: str) -> bool:
+    """Whether ``key`` is the lock or a journal entry of a compaction rooted below ``prefix`` (not at it)."""
+    relative = key[len(prefix) :]
+    marker = relative.find("/" + layout.CONTROL_DIR)
+    if marker < 0:
+        return False
+    rest = relative[marker + 1 + len(layout.CONTROL_DIR) :]
+    return rest == layout.LOCK_NAME or rest.startswith(layout.JOURNAL_DIR)
 
 
 async def _release(lock: CompactionLock, report: WriteReport) -> None:
