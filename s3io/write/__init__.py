@@ -8,20 +8,27 @@ and recovery live in the table layer (s3io.table.write_protocol), so a compactio
 dead writer left.
 """
 
-from s3io.write.api import write_parquet_async
-from s3io.write.commit import WriteReport, abort_write, commit_write
-from s3io.write.crash import WriteCrashPoint
-from s3io.write.options import WriteOptions
-from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
+from typing import Any
 
-__all__ = [
-    "TaskOutput",
-    "TaskWriter",
-    "WriteCrashPoint",
-    "WriteOptions",
-    "WriteReport",
-    "WriteSpec",
-    "abort_write",
-    "commit_write",
-    "write_parquet_async",
-]
+_SOURCES = {  # public name -> its module, imported on first use: a read that parses a write's options
+    "write_parquet_async": "s3io.write.api",  # (spark_ext's source) must not import the commit and compaction
+    "WriteReport": "s3io.write.commit",
+    "abort_write": "s3io.write.commit",
+    "commit_write": "s3io.write.commit",
+    "WriteCrashPoint": "s3io.write.crash",
+    "WriteOptions": "s3io.write.options",
+    "TaskOutput": "s3io.write.task",
+    "TaskWriter": "s3io.write.task",
+    "WriteSpec": "s3io.write.task",
+}
+
+__all__ = sorted(_SOURCES)
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 's3io.write' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(source), name)

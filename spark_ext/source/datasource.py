@@ -5,9 +5,9 @@ Where each step runs (PySpark 4.1+): Spark builds the source and calls ``schema(
 another for each query; ``read()`` runs in executors. So the listing is made once per ``load()`` (by ``schema()``,
 like Spark's file index; by ``reader()`` when the user gave the schema) and travels inside the pickled source;
 footers are read once, for the schema (one file, or all with ``mergeSchema``), and again at planning only for
-files large enough to split. A write (``df.write.format("s3parquet")``) builds the source too, and then asks for
-``writer()`` or ``streamWriter()`` (spark_ext.writer): its options are a write's, so nothing of the read side is
-parsed or listed until a read needs it.
+files large enough to split. A write (``df.write.format("s3parquet")``) builds the source too, in Spark's
+write worker, and then asks for ``writer()`` or ``streamWriter()`` (spark_ext.writer): its options are a write's,
+so then nothing of the read side is parsed or listed (``_made_for_a_write``).
 
 A Python worker has no SparkSession: the default parallelism (Spark's default ``minPartitionNum``), the
 session time zone, partition type inference and case sensitivity are captured by ``spark_ext.register(spark)``;
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -53,6 +54,7 @@ from spark_ext.source.driver_side import (
 from spark_ext.source.reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.stream.options import StreamOptions, has_stream_options
+from spark_ext.writer.options import has_write_options
 
 NAME = "s3parquet"
 logger = logging.getLogger("spark_ext.source")
@@ -100,6 +102,8 @@ class S3ParquetDataSource(DataSource):
         if has_stream_options(completed):  # readStream: its state, not a listing, decides what is read
             self.stream_options = _stream_options(completed)
             self._read_options = self.stream_options.read
+        elif not (has_write_options(completed) or _made_for_a_write()):
+            self._listing()  # at load(), as Spark lists files when the DataFrame is created
 
     @property
     def read_options(self) -> ReadOptions:
@@ -225,6 +229,22 @@ class S3ParquetDataSource(DataSource):
             self._listed = tuple(sync.run(listing()))
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
+
+
+SPARK_WRITE_WORKERS = ("pyspark.sql.worker.write_into_data_source",)  # where PySpark 4.x builds a source to write
+
+
+def _made_for_a_write(depth: int = 6) -> bool:
+    """Whether Spark's write worker is building this source (its caller's module, a few frames up): the source
+    then lists nothing (a write's target may not exist yet). Anywhere else the source is a read's."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if frame.f_globals.get("__name__") in SPARK_WRITE_WORKERS:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _stream_options(options: Mapping[str, str]) -> StreamOptions:

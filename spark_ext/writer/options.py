@@ -22,6 +22,14 @@ IGNORED = ("timeZone", "partitionColumnTypeInference", "caseSensitive", "datetim
 IGNORED_LOOSE = {loose_key(k) for k in (*IGNORED, "jvmTimeZone", "checkpointLocation", "queryName")}
 
 
+_WRITE_ONLY = {loose_key(name) for name in option_spellings(WriteOptions)}
+
+
+def has_write_options(values: Mapping[str, Any]) -> bool:
+    """Whether ``values`` name an option only a write takes (then they are not parsed as a read's)."""
+    return any(loose_key(str(key)) in _WRITE_ONLY for key in values)
+
+
 @dataclass(frozen=True)
 class WriteTarget:
     """A write's parsed options: the directory, how to write, and the store (pinned to where the driver finds
