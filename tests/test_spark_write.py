@@ -6,10 +6,6 @@ SIGKILL; and the s3parquet stream reading what the writer appends, once."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import StreamingQueryException
 from support.faultproxy import FaultRule, Latency
-from support.spark_fixtures import download_prefix, spark_session  # noqa: F401  (the `spark` fixture)
+from support.spark_fixtures import download_prefix, spark_driver, spark_session  # noqa: F401  (`spark`)
 from test_write_support import plain_ids, uploads_left
 
 import spark_ext
@@ -180,20 +176,8 @@ def test_a_stream_sink_killed_after_a_commit_and_restarted_writes_every_row_once
     # the second raise of the sink's record (batch 1's, right after its publish) hangs: the driver dies there
     fault_proxy.add_rule(FaultRule(fault=Latency(120), method="PUT", path=r"/sink/_s3io_compaction/sinks/", nth=2))
     (tmp_path / "driver.py").write_text(SINK_DRIVER)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    driver = subprocess.Popen(
-        [sys.executable, str(tmp_path / "driver.py"), fault_proxy.url, str(source), url, str(checkpoint)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
+    with spark_driver(tmp_path / "driver.py", fault_proxy.url, str(source), url, str(checkpoint)):
         fault_proxy.wait_for_requests(2, timeout=240, method="PUT", path=r"/sink/_s3io_compaction/sinks/")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(60)
     assert plain_ids(s3_client, bucket, "sink/") == list(range(20))  # batches 0 and 1 are published
 
     query = (

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from test_compact_support import make_client
+from test_compact_support import make_client, run_script
 from test_write_support import control_keys, plain_ids, rows, run_write_until_killed, uploads_left, visible_ids
 
 from s3io.compaction import CompactionOptions, recover_prefix
@@ -101,13 +99,7 @@ async def test_a_task_killed_mid_upload_is_retried_and_committed_once(
     s3_endpoint: Any, s3_client: Any, bucket: str, moto_server: Any
 ) -> None:
     job = layout.new_job_id()
-    killed = subprocess.run(
-        [sys.executable, "-c", KILLED_TASK, s3_endpoint.url, bucket, PREFIX, job],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    killed = run_script([KILLED_TASK, s3_endpoint.url, bucket, PREFIX, job], 120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     cut = moto_server.front.take_rejections() if moto_server.front else []
     assert all(r.code == "XAmzContentSHA256Mismatch" and job in r.path for r in cut), cut

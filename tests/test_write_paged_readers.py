@@ -19,11 +19,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from test_compact_paged_readers import MAX_PAGES, Files, PagedReader
+from test_compact_paged_readers import PagedReader, read_around_steps
 from test_compact_support import make_client, parquet_bytes, rows_table
 
-from s3io import S3Client
-from s3io.table import read_journal_before, resolve_visible_files, writes
+from s3io.table import writes
 from s3io.table.conditional import delete_if_match
 from s3io.table.journal import ObjectRef
 from s3io.table.write_protocol import complete_file
@@ -35,17 +34,6 @@ PREFIX = "table/"
 STEPS = ("claim", "commit", "complete d=1", "complete d=2", "publish", "delete replaced", "done", "forget")
 PUBLISH = STEPS.index("publish") + 1  # readers resolving at this boundary or later see the new rows
 SPLITS = ("", "table/d=1/p", "table/d=2/", "table/d=2/x")
-
-
-async def _pages(client: S3Client, bucket: str, reader: PagedReader, below: str | None) -> None:
-    last = reader.listed[-1].key if reader.listed else None
-    for _ in range(MAX_PAGES):
-        objects, _, _ = await client.list_page(bucket, PREFIX, start_after=last, max_keys=1)
-        if not objects or (below is not None and objects[0].key >= below):
-            return
-        reader.listed.append(objects[0])
-        last = objects[0].key
-    raise AssertionError("listing did not end")
 
 
 def _within_grace(reader: PagedReader) -> bool:
@@ -107,22 +95,7 @@ async def test_paged_readers_see_the_old_rows_or_the_new_for_every_interleaving_
             else:
                 await writes.remove(client, entry)
 
-        files = Files(reader_client, bucket)
-        for boundary in boundaries:
-            if boundary:
-                await step(STEPS[boundary - 1])
-            files.new_boundary()
-            for reader in (r for r in readers if r.i == boundary):
-                reader.before = await read_journal_before(reader_client, bucket, PREFIX)
-                await _pages(reader_client, bucket, reader, reader.split)
-            for reader in (r for r in readers if r.j == boundary):
-                await _pages(reader_client, bucket, reader, None)
-                with_before = await resolve_visible_files(
-                    reader_client, bucket, PREFIX, reader.listed, before=reader.before
-                )
-                reader.results["journal read before and after"] = await files.rows(with_before)
-                after_only = await resolve_visible_files(reader_client, bucket, PREFIX, reader.listed)
-                reader.results["journal read after only"] = await files.rows(after_only)
+        await read_around_steps(reader_client, bucket, PREFIX, readers, STEPS, step)
 
     wrong = []
     for reader in readers:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from test_compact_support import FAST_POLICY, data_keys
+from test_compact_support import FAST_POLICY, data_keys, run_script
 
 from s3io import S3Client
 from s3io.api import read_parquet_async
@@ -101,12 +100,4 @@ def run_write_until_killed(
     endpoint: str, url: str, crash_at: str, options: dict[str, Any], ids: tuple[int, int]
 ) -> subprocess.CompletedProcess[str]:
     """Write rows ``ids`` = (start, count) in two tasks and commit, SIGKILLed at ``crash_at``, in a subprocess."""
-    args = [sys.executable, "-c", CRASHING_WRITE, endpoint, url, crash_at, json.dumps(options), f"{ids[0]}:{ids[1]}"]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        stdout, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    return run_script([CRASHING_WRITE, endpoint, url, crash_at, json.dumps(options), f"{ids[0]}:{ids[1]}"], 120)

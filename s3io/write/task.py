@@ -3,11 +3,11 @@
 A task (a Spark task, or the one task of ``s3io.write_parquet``) splits each batch by partition directory
 (partitioning.py) and buffers each directory's rows. When a directory's buffer reaches its row-group budget the rows
 are encoded as one row group of that directory's open file, whose bytes go straight to the file's multipart upload
-(upload.py: parts in parallel, shared by the task's files, never completed here). A file is closed (footer
-written, upload left pending) as soon as it reaches ``target_file_size``; the next rows of that directory start a
-new file. So a file never exceeds the target by more than one row group, and the last row group of a file is sized
-to land on the target: the budget is the smaller of ``row_group_bytes`` and the Arrow bytes that, at the
-compression ratio the file has shown so far, fill what is left of the target.
+(s3io.s3.multipart, staged: parts in parallel under slots the task's files share, never completed here). A file is
+closed (footer written, upload left pending) as soon as it reaches ``target_file_size``; the next rows of that
+directory start a new file. So a file never exceeds the target by more than one row group, and the last row group
+of a file is sized to land on the target: the budget is the smaller of ``row_group_bytes`` and the Arrow bytes
+that, at the compression ratio the file has shown so far, fill what is left of the target.
 
 At most ``max_open_files`` directories hold a buffer or an open file; rows of one more close the least recently
 written directory's file (counted in ``closed_early``: it may be small; rows clustered by directory never need
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import io
 import math
 import time
 from collections.abc import AsyncIterable, Callable, Iterable
@@ -32,14 +31,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3io.errors import InvalidConfig, SchemaMismatch
+from s3io.parquet.sink import ByteSink
 from s3io.s3.client import S3Client
+from s3io.s3.multipart import MultipartWriter
 from s3io.table.write_names import data_file_name
 from s3io.table.writes import NewFile
 from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.options import WriteOptions
 from s3io.write.partitioning import Partitioner
 from s3io.write.spark_schema import CALENDAR_VERSION, spark_footer
-from s3io.write.upload import PendingUpload
 
 CPU_THREAD_NAME = "s3io-write-cpu"
 
@@ -90,38 +90,13 @@ class TaskOutput:
     seconds: float = 0.0
 
 
-class _Sink(io.RawIOBase):
-    """A write-only file whose bytes are taken out as they come (the ParquetWriter writes here)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._buffer = bytearray()
-        self.position = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
-        self._buffer += data
-        self.position += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self.position
-
-    def take(self) -> bytes:
-        out = bytes(self._buffer)
-        self._buffer.clear()
-        return out
-
-
 class _OpenFile:
     """One file being written: a ParquetWriter whose bytes go to a pending upload."""
 
-    def __init__(self, key: str, schema: pa.Schema, options: WriteOptions, upload: PendingUpload) -> None:
+    def __init__(self, key: str, schema: pa.Schema, options: WriteOptions, upload: MultipartWriter) -> None:
         self.key = key
         self.upload = upload
-        self.sink = _Sink()
+        self.sink = ByteSink()
         self.writer = pq.ParquetWriter(
             self.sink,
             schema,
@@ -190,7 +165,7 @@ class TaskWriter:
         self._slots: asyncio.Semaphore | None = None
         self._directories: collections.OrderedDict[str, _Directory] = collections.OrderedDict()  # least recent first
         self._files: list[NewFile] = []
-        self._started: list[PendingUpload] = []
+        self._started: list[MultipartWriter] = []
         self._next_index = 0
         self._ratio = 1.0  # encoded / Arrow bytes, learnt from the files written so far
         self.rows = 0
@@ -334,8 +309,7 @@ class TaskWriter:
     def _open(self, directory: _Directory) -> _OpenFile:
         key = self.spec.file_key(directory.name, self.task, self._next_index)
         self._next_index += 1
-        upload = PendingUpload(
-            self.client,
+        upload = self.client.multipart_writer(
             self.spec.bucket,
             key,
             part_size=self.options.part_size,
@@ -351,7 +325,8 @@ class TaskWriter:
         assert file is not None
         directory.file = None
         await file.upload.write(await self._on_cpu(file.close))
-        self._files.append(await file.upload.finish(file.rows))
+        upload_id, parts = await file.upload.stage()
+        self._files.append(NewFile(file.key, upload_id, parts, file.encoded, file.rows))
         self._started.remove(file.upload)
         if file.arrow_bytes:
             self._ratio = file.encoded / file.arrow_bytes
