@@ -9,16 +9,22 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import StreamingQueryException
 from support.faultproxy import FaultRule, Latency
 from support.spark_fixtures import download_prefix, spark_driver, spark_session  # noqa: F401  (`spark`)
-from test_write_support import plain_ids, uploads_left
+from test_compact_support import make_client
+from test_write_support import plain_ids, run_task, uploads_left
 
 import spark_ext
+from s3io.compaction import CompactionOptions, recover_prefix
 from s3io.errors import InvalidConfig
+from s3io.table import layout, writes
+from s3io.table.write_protocol import complete_files
+from s3io.write import WriteOptions, WriteSpec
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -231,3 +237,58 @@ def test_the_s3parquet_stream_reads_what_the_writer_appends_exactly_once(
         opts(s3_endpoint.url, partitionBy="day"),
     )
     assert stream_once() == list(range(105))
+
+
+async def test_spark_readers_do_not_see_a_write_committed_but_not_yet_published(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
+) -> None:
+    """A write whose uploads are complete but whose entry still says "committed" (its driver died there): plain
+    readers see its file already, the s3parquet batch source and stream do not; once recovery publishes it, both
+    read it, the stream once."""
+    url = f"s3://{bucket}/midway/"
+    save(spark.sql("select id from range(10)"), url, "append", opts(s3_endpoint.url))
+    new = pa.table({"id": pa.array(range(100, 105), pa.int64())})
+    spec = WriteSpec(bucket, "midway/", layout.new_job_id(), new.schema, WriteOptions(grace_period=0.2))
+    async with make_client(s3_endpoint.url) as client:
+        output = await run_task(client, spec, new)
+        claim = await writes.create(
+            client,
+            writes.WriteEntry(
+                job_id=spec.job_id, state=writes.PENDING, bucket=bucket, prefix="midway/", files=output.files
+            ),
+        )
+        committed = await writes.advance(client, claim, state=writes.COMMITTED)
+        await complete_files(client, committed)
+    assert plain_ids(s3_client, bucket, "midway/") == [*range(10), *range(100, 105)]
+
+    def source_ids() -> list[int]:
+        read = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(url)
+        return sorted(r.id for r in read.collect())
+
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+
+    def stream_ids() -> list[int]:
+        query = (
+            spark.readStream.format("s3parquet")
+            .schema("id long")
+            .option("endpoint", s3_endpoint.url)
+            .option("streamName", "midway")
+            .load(url)
+            .writeStream.format("parquet")
+            .option("path", str(sink))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        with contextlib.suppress(StreamingQueryException):
+            query.awaitTermination(300)
+        assert query.exception() is None, query.exception()
+        return sorted(r.id for r in spark.read.parquet(str(sink)).collect())
+
+    assert source_ids() == list(range(10))
+    assert stream_ids() == list(range(10))
+    async with make_client(s3_endpoint.url) as client:
+        report = await recover_prefix(client, url, CompactionOptions(grace_period=0.2, clock_skew=0.0))
+    assert spec.job_id in report.recovery.writes.rolled_forward
+    assert source_ids() == [*range(10), *range(100, 105)]
+    assert stream_ids() == [*range(10), *range(100, 105)]
