@@ -166,6 +166,7 @@ class TaskWriter:
         self._directories: collections.OrderedDict[str, _Directory] = collections.OrderedDict()  # least recent first
         self._files: list[NewFile] = []
         self._started: list[MultipartWriter] = []
+        self._staging: list[asyncio.Task[None]] = []  # closed files whose last parts are still going up
         self._next_index = 0
         self._ratio = 1.0  # encoded / Arrow bytes, learnt from the files written so far
         self.rows = 0
@@ -218,6 +219,7 @@ class TaskWriter:
         for directory in list(self._directories.values()):
             await self._finish(directory)
         self._directories.clear()
+        await asyncio.gather(*self._staging)
         self._closed = True
         self._shutdown_cpu()
         spent = self.client.stats() - self._before
@@ -236,6 +238,9 @@ class TaskWriter:
         """Abort every upload this task started (finished files included: no commit will name them)."""
         self._closed = True
         self._directories.clear()
+        for staging in self._staging:
+            staging.cancel()
+        await asyncio.gather(*self._staging, return_exceptions=True)
         await asyncio.gather(*(upload.abort() for upload in self._started), return_exceptions=True)
         finished = {f.upload_id: f for f in self._files}
         await asyncio.gather(
@@ -325,11 +330,15 @@ class TaskWriter:
         assert file is not None
         directory.file = None
         await file.upload.write(await self._on_cpu(file.close))
+        if file.arrow_bytes:
+            self._ratio = file.encoded / file.arrow_bytes
+        self._staging.append(asyncio.create_task(self._stage(file)))  # the next rows need not wait for its parts
+
+    async def _stage(self, file: _OpenFile) -> None:
+        """Wait for a closed file's parts (its upload left uncompleted) and record it for the commit."""
         upload_id, parts = await file.upload.stage()
         self._files.append(NewFile(file.key, upload_id, parts, file.encoded, file.rows))
         self._started.remove(file.upload)
-        if file.arrow_bytes:
-            self._ratio = file.encoded / file.arrow_bytes
 
     def _upload_slots(self) -> asyncio.Semaphore:
         if self._slots is None:
