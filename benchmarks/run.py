@@ -27,6 +27,7 @@ from benchmarks import (
     scale,
     spark_small_files,
     streaming,
+    writing,
 )
 from benchmarks.api import Options, Report
 from benchmarks.infra import REPO_ROOT, Stack, use_fake_aws_environment
@@ -45,6 +46,7 @@ BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "compaction": compaction.run,
     "streaming": streaming.run,
     "scale": scale.run,
+    "writing": writing.run,
 }
 
 

@@ -31,7 +31,8 @@ from s3io.store import StoreConfig
 from s3io.transport.credentials import Credentials
 
 # The parquet API needs pyarrow: imported on first use, so `import s3io` (the CLI, the core client) stays light.
-_API_NAMES = ("Progress", "iter_batches", "iter_batches_async", "read_parquet", "read_parquet_async")
+_API_NAMES = ("Progress", "iter_batches", "iter_batches_async", "read_parquet", "read_parquet_async", "write_parquet")
+_WRITE_NAMES = ("WriteOptions", "WriteReport", "write_parquet_async")
 
 
 def __getattr__(name: str) -> object:
@@ -40,6 +41,10 @@ def __getattr__(name: str) -> object:
         from s3io import api
 
         return getattr(api, name)
+    if name in _WRITE_NAMES:
+        from s3io import write
+
+        return getattr(write, name)
     if name == "S3FileSystem":
         try:
             from s3io.fs import S3FileSystem
@@ -86,8 +91,12 @@ __all__ = [
     "Throttled",
     "TransportError",
     "Truncated",
+    "WriteOptions",
+    "WriteReport",
     "iter_batches",
     "iter_batches_async",
     "read_parquet",
     "read_parquet_async",
+    "write_parquet",
+    "write_parquet_async",
 ]

@@ -1,4 +1,5 @@
-"""The standalone Python API: ``read_parquet`` / ``iter_batches`` over S3 prefixes, globs and objects.
+"""The standalone Python API: ``read_parquet`` / ``iter_batches`` over S3 prefixes, globs and objects, and the
+blocking ``write_parquet`` (s3io.write.api has the writer).
 
 Each call lists its URLs through the table layer (``s3io.table.list_visible``: the compaction journal applied, so a
 prefix mid-compaction reads every row once), settles one read schema (the union of every file's schema by default),
@@ -17,7 +18,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pyarrow as pa
 
@@ -37,6 +38,9 @@ from s3io.store import StoreConfig
 from s3io.table import ListedFile, list_visible
 from s3io.transport.credentials import Credentials
 from s3io.urls import S3Path, parse_paths
+
+if TYPE_CHECKING:
+    from s3io.write.commit import WriteReport
 
 URLs = str | Sequence[str]
 Filters = Sequence[Sequence[Any]] | None
@@ -163,6 +167,18 @@ def iter_batches(
     """
     read = _Read("iter_batches", url_or_urls, columns, filters, DEFAULT_BATCH_SIZE, arguments)
     return background_loop().iterate(read.batches, max_buffered=max_buffered)
+
+
+def write_parquet(data: Any, url: str, **arguments: Any) -> WriteReport:
+    """Blocking ``s3io.write.write_parquet_async`` (the same arguments), run on s3io's background event loop.
+
+    >>> report = s3io.write_parquet(table, "s3://bucket/events/", partition_by=["day"], target_file_size="128MB")
+    """
+    from s3io.write.api import write_parquet_async
+
+    if isinstance(data, Iterator) and not isinstance(data, pa.RecordBatchReader):
+        data = list(data)  # a plain iterator would be consumed on the loop's thread: take its batches here
+    return background_loop().run(write_parquet_async(data, url, **arguments))
 
 
 async def _collect(read: _Read) -> pa.Table:

@@ -1,5 +1,6 @@
-"""spark_ext: Spark on top of s3io. ``register(spark)`` makes ``spark.read.format("s3parquet")`` available;
-``compact(spark, url, ...)`` rewrites small parquet files into large ones.
+"""spark_ext: Spark on top of s3io. ``register(spark)`` makes ``spark.read.format("s3parquet")`` (and
+``df.write``/``writeStream.format("s3parquet")``) available; ``compact(spark, url, ...)`` rewrites small parquet
+files into large ones; ``write(df, url, partition_by=..., target_file_size=...)`` writes right-sized files.
 
 Importing this package imports neither pyspark nor the data source; ``register`` does.
 """
@@ -10,7 +11,7 @@ from typing import Any
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register"]
+__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register", "write"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,6 +20,10 @@ def __getattr__(name: str) -> Any:
         import spark_ext.compact
 
         return spark_ext.compact
+    if name == "write":
+        from spark_ext.writer.helper import write
+
+        return write
     raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")
 
 
@@ -66,6 +71,9 @@ def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool =
         jvm_time_zone=_jvm_time_zone(spark),
     )
     source = bound_to_session(defaults, filter_pushdown=filter_pushdown)
+    from spark_ext.writer.partition_by_hint import install
+
+    install()  # .partitionBy(...) on an s3parquet write fails in Spark; say what works instead
     if filter_pushdown:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(source)

@@ -18,6 +18,7 @@ commit and copy, and between the input deletes and the staging delete).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,11 +67,11 @@ class PagedReader:
         return self.i == 0 and self.j == len(STEPS)
 
 
-async def _pages(client: S3Client, bucket: str, reader: PagedReader, below: str | None) -> None:
+async def _pages(client: S3Client, bucket: str, reader: PagedReader, below: str | None, prefix: str = PREFIX) -> None:
     """Fetch one-key pages after the last key listed; stop before the first key >= ``below`` (None: to the end)."""
     last = reader.listed[-1].key if reader.listed else None
     for _ in range(MAX_PAGES):
-        objects, _, _ = await client.list_page(bucket, PREFIX, start_after=last, max_keys=1)
+        objects, _, _ = await client.list_page(bucket, prefix, start_after=last, max_keys=1)
         if not objects or (below is not None and objects[0].key >= below):
             return
         reader.listed.append(objects[0])
@@ -107,6 +108,33 @@ class Files:
                 self.ids[version] = pq.read_table(pa.BufferReader(data)).column("id").to_pylist()
             found.update(self.ids[version])
         return found
+
+
+async def read_around_steps(
+    client: S3Client,
+    bucket: str,
+    prefix: str,
+    readers: list[PagedReader],
+    steps: tuple[str, ...],
+    step: Callable[[str], Awaitable[None]],
+) -> None:
+    """Take ``steps`` one at a time (``step(name)``); at each boundary, start the readers whose ``i`` it is (journal,
+    then the pages below their split) and finish those whose ``j`` it is (the other pages, then resolve with and
+    without the journal read before, and the rows of what they would read)."""
+    files = Files(client, bucket)
+    for boundary in range(len(steps) + 1):
+        if boundary:
+            await step(steps[boundary - 1])
+        files.new_boundary()
+        for reader in (r for r in readers if r.i == boundary):
+            reader.before = await read_journal_before(client, bucket, prefix)
+            await _pages(client, bucket, reader, reader.split, prefix)
+        for reader in (r for r in readers if r.j == boundary):
+            await _pages(client, bucket, reader, None, prefix)
+            with_before = await resolve_visible_files(client, bucket, prefix, reader.listed, before=reader.before)
+            reader.results["journal read before and after"] = await files.rows(with_before)
+            after_only = await resolve_visible_files(client, bucket, prefix, reader.listed)
+            reader.results["journal read after only"] = await files.rows(after_only)
 
 
 def _write_inputs(s3: Any, bucket: str) -> list[int]:
@@ -169,22 +197,7 @@ async def test_paged_readers_see_every_row_once_for_every_interleaving_of_pages_
                     await protocol.forget(client, lock, e)
 
         finals: list[Any] = []
-        files = Files(reader_client, bucket)
-        for boundary in BOUNDARIES:
-            if boundary:
-                await step(STEPS[boundary - 1])
-            files.new_boundary()
-            for reader in (r for r in readers if r.i == boundary):
-                reader.before = await read_journal_before(reader_client, bucket, PREFIX)
-                await _pages(reader_client, bucket, reader, reader.split)
-            for reader in (r for r in readers if r.j == boundary):
-                await _pages(reader_client, bucket, reader, None)
-                with_before = await resolve_visible_files(
-                    reader_client, bucket, PREFIX, reader.listed, before=reader.before
-                )
-                reader.results["journal read before and after"] = await files.rows(with_before)
-                after_only = await resolve_visible_files(reader_client, bucket, PREFIX, reader.listed)
-                reader.results["journal read after only"] = await files.rows(after_only)
+        await read_around_steps(reader_client, bucket, PREFIX, readers, STEPS, step)
         await lock.release()
 
     wrong = []

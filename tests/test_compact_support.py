@@ -54,14 +54,14 @@ def run_job_until_killed(
 ) -> subprocess.CompletedProcess[str]:
     """Run a compaction of ``url`` (CompactionOptions fields in ``options``) that SIGKILLs itself at ``crash_at``
     (a CrashPoint), in a subprocess; its return code is -SIGKILL when the crash point was reached."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", CRASHING_JOB, endpoint, url, crash_at.value, json.dumps(options)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return run_script([CRASHING_JOB, endpoint, url, crash_at.value, json.dumps(options)])
+
+
+def run_script(args: list[str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """``python -c <args>`` in a subprocess, its output captured; killed if it outlives ``timeout``."""
+    process = subprocess.Popen([sys.executable, "-c", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        stdout, stderr = process.communicate(timeout=90)
+        stdout, stderr = process.communicate(timeout=timeout)
     finally:
         if process.poll() is None:
             process.kill()

@@ -1,6 +1,6 @@
 """The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, s3io's layers import only
 downwards (policy -> transport -> resilience -> s3 -> engine -> store -> parquet -> dataset -> table ->
-stream_state -> compaction -> api), every
+stream_state -> compaction -> write -> api), every
 reader lists through the table layer, and one place makes an S3Client from settings (s3io.store.StoreConfig)."""
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ S3IO_LAYERS = (
     {"table"},
     {"stream_state"},
     {"compaction"},
+    {"write"},
     {"api", "blocking", "fs", "cli", "__main__", "__init__"},
 )
 

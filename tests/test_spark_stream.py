@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,7 +17,7 @@ import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from support.faultproxy import CorruptBody, ErrorResponse, FaultRule, Latency, Stall
-from support.spark_fixtures import put_parquet, spark_session  # noqa: F401
+from support.spark_fixtures import put_parquet, spark_driver, spark_session  # noqa: F401
 from test_compact_support import wait_for
 
 pytestmark = pytest.mark.timeout(600)
@@ -202,28 +198,9 @@ def test_a_driver_killed_between_manifest_and_commit_replays_the_batch_exactly_o
     fault_proxy.add_rule(FaultRule(fault=Latency(120), method="GET", path=r"/kill/f-0000[3-5]\.parquet"))
     sink, checkpoint = tmp_path / "sink", tmp_path / "cp"
     (tmp_path / "driver.py").write_text(DRIVER)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    driver = subprocess.Popen(
-        [
-            sys.executable,
-            str(tmp_path / "driver.py"),
-            fault_proxy.url,
-            f"s3://{bucket}/kill/",
-            str(sink),
-            str(checkpoint),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
+    with spark_driver(tmp_path / "driver.py", fault_proxy.url, f"s3://{bucket}/kill/", str(sink), str(checkpoint)):
         fault_proxy.wait_for_requests(1, timeout=240, method="GET", path=r"/kill/f-00003\.parquet")
         assert [m["batch"] for m in manifests(s3_client, bucket, "kill/_s3io_streams/killed/")] == [0, 1]
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(60)
     assert sink_ids(spark, sink) == written[:30]  # batch 0 committed, batch 1 not
     fault_proxy.clear_rules()
     options = stream_options(s3_endpoint.url, "killed", maxFilesPerTrigger=3)

@@ -12,6 +12,7 @@ import enum
 import logging
 import os
 import signal
+from typing import TypeVar
 
 ENV_VAR = "S3IO_COMPACT_CRASH_AT"
 TEST_SWITCH = "S3IO_TEST_CRASH_POINTS"  # "1": crash points may come from ENV_VAR
@@ -37,18 +38,26 @@ class CrashPoint(enum.Enum):
     BEFORE_LOCK_RELEASE = "before_lock_release"  # everything done, the lock still held
 
 
-def resolve(crash_at: CrashPoint | str | None) -> CrashPoint | None:
-    """The crash point from the argument, else from ENV_VAR under the test switch; None when neither names one."""
-    value = crash_at if crash_at is not None else os.environ.get(ENV_VAR) or None
+P = TypeVar("P", bound=enum.Enum)
+
+
+def resolve(
+    crash_at: P | str | None,
+    points: type[P] = CrashPoint,
+    env_var: str = ENV_VAR,  # type: ignore[assignment]
+) -> P | None:
+    """The crash point from the argument, else from ``env_var`` under the test switch; None when neither names one.
+    ``points``: the enum of crash points (the compaction's, or another protocol's, e.g. s3io.write.crash)."""
+    value = crash_at if crash_at is not None else os.environ.get(env_var) or None
     if crash_at is None and value is not None and os.environ.get(TEST_SWITCH) != "1":
-        log.warning("%s=%s is ignored: crash points act only under the test switch %s=1", ENV_VAR, value, TEST_SWITCH)
+        log.warning("%s=%s is ignored: crash points act only under the test switch %s=1", env_var, value, TEST_SWITCH)
         return None
-    if value is None or isinstance(value, CrashPoint):
+    if value is None or isinstance(value, points):
         return value
-    return CrashPoint(value.strip().lower())
+    return points(str(value).strip().lower())
 
 
-def maybe_crash(point: CrashPoint, crash_at: CrashPoint | None) -> None:
+def maybe_crash(point: enum.Enum, crash_at: enum.Enum | None) -> None:
     """Die with SIGKILL if ``point`` is the configured crash point."""
     if crash_at is point:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -63,6 +63,7 @@ from s3io.stream_state.lease import (
 from s3io.table import layout
 from s3io.table.journal import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
 from s3io.table.visibility import apply_journal
+from s3io.table.writes import is_sink_key, is_write_key, list_write_keys, read_write_entries, write_claims
 
 log = logging.getLogger("s3io.compaction")
 TWICE = "left out by its task in both rounds"
@@ -299,6 +300,8 @@ class _Job:
             crash=self.crash,
             keep_history=self.options.keep_history,
             store_clock=store.now,
+            wait_for_writes=not refuse_leftovers,  # a recovery-only run finishes overwrites it can
+            abandon_uploads_after=self.options.abandon_uploads_after,
         )
         self.report.waited_s += recovery.waited
         self.report.conflicts.extend(recovery.conflicts)
@@ -334,7 +337,7 @@ class _Job:
             clock_skew=self.options.clock_skew,
             listed=listing,
         )
-        self._planned = await self._plan_files(data, claimed=await self._claimed_inputs())
+        self._planned = await self._plan_files(data, claimed=await self._claimed_inputs(listing))
         self._planned = await self._break_or_honour(self._planned, expired)
         return self._planned
 
@@ -421,6 +424,8 @@ class _Job:
         for ref in claimed:
             claims.setdefault(ref.key, []).append(ref)
         candidates = [o for o in data if not any(_same_version(o, ref) for ref in claims.get(o.key, ()))]
+        if self.options.directories:  # e.g. a writer compacting what it wrote
+            candidates = [o for o in candidates if layout.partition_dir(o.key) in self.options.directories]
         if len(candidates) < len(data):
             self.report.warnings.append(
                 f"{len(data) - len(candidates)} file(s) left out: a journal entry of another job claims them "
@@ -626,17 +631,23 @@ class _Job:
                 return lease.stream
         return None
 
-    async def _claimed_inputs(self) -> list[ObjectRef]:
-        """Inputs of unfinished journal entries, read after recovery: never planned again while an entry claims them."""
+    async def _claimed_inputs(self, listing: Sequence[ObjectInfo]) -> list[ObjectRef]:
+        """Inputs of unfinished journal entries, read after recovery: never planned again while an entry claims them;
+        and the files of writes in flight here, above or below (unpublished files, files an overwrite replaces)."""
         entries = await read_journal(self.client, self.bucket, self.prefix)
-        return [ref for entry in entries if entry.state != DONE for ref in entry.inputs]
+        claimed = [ref for entry in entries if entry.state != DONE for ref in entry.inputs]
+        below = [o for o in listing if is_write_key(o.key)]
+        for root in layout.journal_roots(self.prefix)[1:]:
+            below += await list_write_keys(self.client, self.bucket, root)  # (and above)
+        writes = await read_write_entries(self.client, self.bucket, below)
+        return claimed + write_claims(writes)
 
     async def _other_roots(self, listing: Sequence[ObjectInfo]) -> str | None:
         """Why this prefix must not be compacted now: another compaction rooted above or below it is in flight."""
         control = layout.CONTROL_DIR
         for obj in listing:
-            if layout.is_probe_key(obj.key) or is_lease_key(obj.key):
-                continue  # a conditional-write probe (there for a few requests) or a stream's lease: holds no data
+            if layout.is_probe_key(obj.key) or is_lease_key(obj.key) or is_write_key(obj.key) or is_sink_key(obj.key):
+                continue  # a probe (there for a few requests), a stream's lease, a write's entry or a sink's record
             relative = obj.key[len(self.prefix) :]
             marker = relative.find("/" + control)
             if marker >= 0:

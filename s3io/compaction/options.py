@@ -65,6 +65,11 @@ def _text(value: Any, name: str) -> str:
     return str(value).strip()
 
 
+def _directories(value: Any, name: str) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(d if d.endswith("/") else d + "/" for d in (str(i).strip() for i in items) if d)
+
+
 def _optional_text(value: Any, name: str) -> str | None:
     text = str(value).strip()
     return None if text.lower() in ("", "none") else text
@@ -132,6 +137,11 @@ class CompactionOptions:
         flag="--processes",
         help="with --master none: rewrite groups in this many worker processes (default 0: in this process)",
     )
+    # only these directories (keys ending with "/", below the prefix): a writer's auto-compaction of what it wrote
+    directories: tuple[str, ...] = option("directories", _directories, default=())
+    # uploads named like a write's files, of a job without an entry (its driver died before its commit), older
+    # than this are aborted by recovery (s3io.table.write_protocol; S3A's fs.s3a.multipart.purge.age is 1 day)
+    abandon_uploads_after: float = option("abandonUploadsAfter", _seconds, default=86_400.0)
     # driver-side request concurrency
     footer_concurrency: int = option("footerConcurrency", _int, default=32)
     delete_concurrency: int = option("deleteConcurrency", _int, default=16)
@@ -178,7 +188,7 @@ class CompactionOptions:
                 f"processes: must be 0 (groups run in this process) or a number of worker processes, "
                 f"got {self.processes!r}"
             )
-        for name in ("grace_period", "clock_skew"):
+        for name in ("grace_period", "clock_skew", "abandon_uploads_after"):
             if getattr(self, name) < 0:
                 raise InvalidConfig(f"{name}: must not be negative, got {getattr(self, name)!r}")
         if not self.lock_ttl > 0:

@@ -10,6 +10,8 @@
   is intact, the entry is rolled back instead; otherwise it is left and reported;
 - "published" entries: the remaining inputs are deleted (If-Match), then staging and the entry after the grace;
 - "done" entries: deleted.
+Writes' entries under the prefix are driven on too (s3io.table.write_protocol.recover_writes: claims of dead
+writers rolled back, committed writes rolled forward, finished ones forgotten, stray uploads aborted).
 Rerunning recovery is safe at any point: every step is conditional and idempotent.
 """
 
@@ -31,6 +33,7 @@ from s3io.table import journal
 from s3io.table.conditional import delete_if_match
 from s3io.table.journal import PENDING, JournalEntry, read_entry, read_journal
 from s3io.table.layout import is_staging_key
+from s3io.table.write_protocol import WriteRecovery, recover_writes
 
 
 @dataclass
@@ -46,15 +49,16 @@ class RecoveryReport:
     conflicts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     waited: float = 0.0
+    writes: WriteRecovery = field(default_factory=WriteRecovery)
 
     @property
     def changed(self) -> bool:
         undone = self.rolled_back or self.staging_deleted or self.uploads_aborted
-        return bool(self.rolled_forward or undone or self.inputs_deleted)
+        return bool(self.rolled_forward or undone or self.inputs_deleted or self.writes.changed)
 
     def describe(self) -> str:
         if not (self.entries_found or self.staging_deleted or self.uploads_aborted or self.errors):
-            return "nothing to recover"
+            return "nothing to recover" if not self.writes.changed else self.writes.describe()
         parts = [f"{self.entries_found} journal entr{'y' if self.entries_found == 1 else 'ies'} found"]
         if self.rolled_forward:
             parts.append(f"{len(self.rolled_forward)} rolled forward")
@@ -68,6 +72,8 @@ class RecoveryReport:
             parts.append(f"{self.inputs_deleted} input(s) deleted")
         if self.errors:
             parts.append(f"{len(self.errors)} error(s)")
+        if self.writes.entries_found or self.writes.uploads_aborted:
+            parts.append(self.writes.describe())
         return ", ".join(parts)
 
 
@@ -85,12 +91,20 @@ async def recover(
     crash: CrashPoint | None = None,
     keep_history: bool = False,
     store_clock: Clock | None = None,
+    wait_for_writes: bool = False,
+    abandon_uploads_after: float = 86_400.0,
 ) -> RecoveryReport:
     """Roll every leftover under ``prefix`` forward or back (see the module doc); ``listing``: a fresh full listing.
 
     ``store_clock``: the store's clock (StoreClock.now), so the grace period after another job's commit is judged
     against the journal object's Last-Modified rather than that job's clock."""
     report = RecoveryReport()
+    report.writes = await _recover_writes(
+        client, lock, prefix, grace_period, store_clock, wait_for_writes, abandon_uploads_after
+    )
+    report.errors.extend(report.writes.errors)
+    report.conflicts.extend(report.writes.conflicts)
+    report.waited += report.writes.waited
     if listing is None:
         listing = [o async for o in client.list_objects(bucket, prefix)]
     entries: list[JournalEntry] = await read_journal(client, bucket, prefix, concurrency=concurrency)
@@ -137,10 +151,38 @@ async def recover(
         report.rolled_forward = list(outcome.done)
         report.rolled_back.extend(outcome.rolled_back)
         report.inputs_deleted = outcome.deleted_inputs
-        report.conflicts = list(outcome.conflicts)
-        report.errors = list(outcome.errors)
-        report.waited = outcome.waited
+        report.conflicts.extend(outcome.conflicts)
+        report.errors.extend(outcome.errors)
+        report.waited += outcome.waited
     return report
+
+
+async def _recover_writes(
+    client: S3Client,
+    lock: CompactionLock,
+    prefix: str,
+    grace_period: float,
+    store_clock: Clock | None,
+    wait: bool,
+    abandon_uploads_after: float,
+) -> WriteRecovery:
+    """The writes' part of recovery (see the module doc), judged on the store's clock."""
+
+    async def store_now() -> float:
+        return store_clock() if store_clock is not None else await lock.store_now()
+
+    async with lock.fenced("the recovery of writes"):
+        return await recover_writes(
+            client,
+            lock.bucket,
+            prefix,
+            store_now=store_now,
+            grace_period=grace_period,
+            clock_skew=lock.clock_skew,
+            wait=wait,
+            abandon_uploads_after=abandon_uploads_after,
+            skip_jobs=[lock.job_id],  # an overwrite's commit recovers under its own lock: its uploads are its own
+        )
 
 
 async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: JournalEntry) -> JournalEntry | None:

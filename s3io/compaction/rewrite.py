@@ -34,7 +34,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import io
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -57,6 +56,7 @@ from s3io.parquet.chunks import row_group_byte_span
 from s3io.parquet.decode import decode, open_whole, read_batches
 from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import INT96_UNIT, conform
+from s3io.parquet.sink import ByteSink
 from s3io.parquet.sparse import SparseFile
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
@@ -336,31 +336,6 @@ def in_process_executor(client: S3Client, max_concurrent_groups: int) -> Execute
 # ------------------------------------------------------------------------------------------ internals
 
 
-class _Sink(io.RawIOBase):
-    """A write-only file whose bytes are taken out as they come (ParquetWriter writes here)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._buffer = bytearray()
-        self._position = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
-        self._buffer += data
-        self._position += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self._position
-
-    def take(self) -> bytes:
-        out = bytes(self._buffer)
-        self._buffer.clear()
-        return out
-
-
 class _Encoder:
     """Check, decode, conform, checksum and encode the inputs; used from one worker thread at a time.
 
@@ -382,7 +357,7 @@ class _Encoder:
         self._fits: list[pa.Schema] = []  # input schemas already known to fit (a landing zone has a handful)
         self._fitted: dict[int, pa.Schema] = {}  # by id: the very schema objects (the memo's) that fitted before
         self._footer_facts = FooterFactsMemo()
-        self._sink = _Sink()
+        self._sink = ByteSink()
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[tuple[pa.RecordBatch, str]] = []  # decoded, not yet conformed: the schema may widen
         self._pending_bytes = 0

@@ -723,11 +723,21 @@ class S3Client:
         part_size: int = 8 * 1024 * 1024,
         concurrency: int = 4,
         content_type: str | None = None,
+        slots: asyncio.Semaphore | None = None,
+        after_part: Callable[[], None] | None = None,
     ) -> MultipartWriter:
-        """A streaming writer: parts uploaded in parallel, bounded memory, aborted on any failure."""
+        """A streaming writer: parts uploaded in parallel, bounded memory, aborted on any failure (see
+        s3io.s3.multipart for ``slots``, ``after_part`` and ``stage()``)."""
         _check_key(bucket, key)
         return MultipartWriter(
-            self, bucket, key, part_size=part_size, concurrency=concurrency, content_type=content_type
+            self,
+            bucket,
+            key,
+            part_size=part_size,
+            concurrency=concurrency,
+            content_type=content_type,
+            slots=slots,
+            after_part=after_part,
         )
 
     async def delete_object(self, bucket: str, key: str, *, if_match: str | None = None) -> None:

@@ -1,16 +1,19 @@
 """Streaming multipart upload: parts uploaded in parallel with bounded memory, aborted on any failure.
 
 Memory is bounded by ``part_size * (concurrency + 1)``: ``write`` waits for a free upload slot before it
-starts another part. Objects smaller than one part are sent with a single PUT. If anything fails, or the
-writer is left without ``close()``, the upload is aborted so no invisible parts linger and bill. The failure that
-caused the abort is what the caller gets (an abort that fails too is logged), and a cancelled caller is not held
-up by the abort: it runs on in a task of its own, under the client's deadlines.
+starts another part (writers may share one set of ``slots``). ``close()`` completes the upload; objects smaller
+than one part are sent with a single PUT. ``stage()`` instead leaves it uncompleted, for a commit protocol to
+complete later (s3io.write): always a multipart upload, a small object one part. If anything fails, or the
+writer is left without ``close()`` or ``stage()``, the upload is aborted so no invisible parts linger and bill.
+The failure that caused the abort is what the caller gets (an abort that fails too is logged), and a cancelled
+caller is not held up by the abort: it runs on in a task of its own, under the client's deadlines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -38,7 +41,11 @@ class MultipartWriter:
         part_size: int = 8 * 1024 * 1024,
         concurrency: int = 4,
         content_type: str | None = None,
+        slots: asyncio.Semaphore | None = None,
+        after_part: Callable[[], None] | None = None,
     ) -> None:
+        """``slots``: upload slots shared with other writers (default: ``concurrency`` of its own);
+        ``after_part``: called after each part is up (a test's crash point)."""
         if part_size < MIN_PART_SIZE:
             raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {part_size}")
         if concurrency < 1:
@@ -49,7 +56,8 @@ class MultipartWriter:
         self._part_size = part_size
         self._content_type = content_type
         self._buffer = bytearray()
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = slots if slots is not None else asyncio.Semaphore(concurrency)
+        self._after_part = after_part
         self._tasks: list[asyncio.Task[tuple[int, str]]] = []
         self._upload_id: str | None = None
         self._next_part = 1
@@ -87,6 +95,23 @@ class MultipartWriter:
         except BaseException as exc:
             await self._abort_after(exc)
             raise
+
+    async def stage(self) -> tuple[str, tuple[str, ...]]:
+        """Upload what is left as the last part and wait for every part, without completing the upload:
+        (upload id, the parts' ETags for part numbers 1..N), for a commit to complete (or abort) later."""
+        if self._done:
+            raise RuntimeError("stage() after close(), stage() or abort()")
+        try:
+            if self._buffer or self._next_part == 1:
+                await self._start_part(bytes(self._buffer))
+                self._buffer.clear()
+            parts = await asyncio.gather(*self._tasks)
+        except BaseException as exc:
+            await self._abort_after(exc)
+            raise
+        self._done = True
+        assert self._upload_id is not None
+        return self._upload_id, tuple(etag for _, etag in sorted(parts))
 
     async def abort(self) -> None:
         """Cancel part uploads in flight and abort the multipart upload; safe to call more than once."""
@@ -143,7 +168,11 @@ class MultipartWriter:
                 f"object s3://{self.bucket}/{self.key} needs more than {MAX_PARTS} parts; raise part_size"
             )
         await self._slots.acquire()
-        self._raise_failed_part()
+        try:
+            self._raise_failed_part()
+        except BaseException:
+            self._slots.release()
+            raise
         number = self._next_part
         self._next_part += 1
         self._tasks.append(asyncio.create_task(self._upload(number, data)))
@@ -152,6 +181,8 @@ class MultipartWriter:
         try:
             assert self._upload_id is not None
             etag = await self._client.upload_part(self.bucket, self.key, self._upload_id, number, data)
+            if self._after_part is not None:
+                self._after_part()
             return number, etag
         finally:
             self._slots.release()

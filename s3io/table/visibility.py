@@ -32,6 +32,10 @@ deletion (two grace periods at least), fell between them. Without the read befor
 lists and reads the journal within the grace period, the reader contract: such a window holds the steps of at most
 one stretch between two grace waits (commit; or copy, publish, input deletes; or staging delete, done, forget).
 Readers must read their files within the grace period too; a slower reader fails loudly (object not found).
+
+Writes (s3io.table.writes) are applied first, by the same two reads: a write not yet published hides its files, a
+published one adds them and drops the files it replaces (``apply_writes``); the compaction entries then apply to
+the result. One LIST per root reads both kinds (the root's ``_s3io_compaction/`` folder).
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
-from s3io.table.layout import is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
+from s3io.table.layout import CONTROL_DIR, is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
+from s3io.table.writes import COMMITTED as WRITE_COMMITTED
+from s3io.table.writes import WriteEntry, apply_writes, is_write_key, read_write_entries, writes_prefix
 
 _ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was undone, its inputs are the truth
 
@@ -55,14 +61,19 @@ class JournalSnapshot:
     """The journal read before a listing (``read_journal_before``); pass it to ``resolve_visible_files``.
 
     ``journals``: the journal prefixes it read in full (an entry elsewhere, of a compaction rooted below the listed
-    prefix, is not known to have been absent before).
+    prefix, is not known to have been absent before); ``writes`` and ``write_prefixes``: the same for writes.
     """
 
     entries: tuple[JournalEntry, ...]
     journals: tuple[str, ...]
+    writes: tuple[WriteEntry, ...] = ()
+    write_prefixes: tuple[str, ...] = ()
 
     def covers(self, entry: JournalEntry) -> bool:
         return entry.key.startswith(self.journals)
+
+    def covers_write(self, entry: WriteEntry) -> bool:
+        return entry.key.startswith(self.write_prefixes)
 
 
 def apply_journal(
@@ -73,18 +84,34 @@ def apply_journal(
     scope: str | None = None,
     before: JournalSnapshot | None = None,
     finals: Mapping[str, ObjectInfo | None] | None = None,
+    writes: Sequence[WriteEntry] = (),
+    write_heads: Mapping[str, Sequence[ObjectInfo]] | None = None,
 ) -> list[ObjectInfo]:
     """The data files a reader of directory ``prefix`` reads (see the module doc), sorted by key.
 
     ``entries``: the journal read after the listing; ``before``: the journal read before it (None: not read);
     ``scope``: the prefix that was listed (default ``prefix``); ``finals``: a HEAD of the final key of each entry
-    that was "committed" before the listing and gone after, by journal key (None: absent).
+    that was "committed" before the listing and gone after, by journal key (None: absent). ``writes``: the write
+    entries read after the listing (those read before are ``before.writes``); ``write_heads``: the files found by
+    HEAD of each write entry "committed" before and gone after, by its key.
     """
     scope = prefix if scope is None else scope
-    listed_data = {o.key: o for o in listed if is_data_key(o.key, prefix)}
     after = {e.key: e for e in entries if e.state != PENDING}
     earlier = {e.key: e for e in (before.entries if before is not None else ()) if e.state != PENDING}
     consumed = {ref.key for e in (*after.values(), *earlier.values()) for ref in e.inputs}
+    listed_data = {o.key: o for o in listed if is_data_key(o.key, prefix)}
+    if writes or (before is not None and before.writes):
+        view = apply_writes(
+            listed_data,
+            writes,
+            before=before.writes if before is not None else None,
+            covered_before=before.covers_write if before is not None else None,
+            heads=write_heads,
+            consumed=frozenset(consumed),
+            prefix=prefix,
+            scope=scope,
+        )
+        listed_data = view.apply(listed_data)
     visible = dict(listed_data)
     added: dict[str, ObjectInfo] = {}
     known = sorted({**earlier, **after}.values(), key=lambda e: (e.committed_at, e.job_id, e.group_id))
@@ -158,9 +185,16 @@ __all__ = [
 async def read_journal_before(client: S3Client, bucket: str, prefix: str, *, concurrency: int = 16) -> JournalSnapshot:
     """Read the journals that cover ``prefix`` (one LIST per root), before listing it: see the module doc."""
     directory = _directory(prefix)
-    infos = await _journal_infos(client, bucket, directory)
+    infos, write_infos = await _journal_infos(client, bucket, directory)
     entries = await _read_entries(client, bucket, infos, {}, concurrency)
-    return JournalSnapshot(tuple(entries), tuple(journal_prefix(root) for root in journal_roots(directory)))
+    writes = await read_write_entries(client, bucket, write_infos, concurrency=concurrency)
+    roots = journal_roots(directory)
+    return JournalSnapshot(
+        tuple(entries),
+        tuple(journal_prefix(root) for root in roots),
+        tuple(writes),
+        tuple(writes_prefix(root) for root in roots),
+    )
 
 
 async def resolve_visible_files(
@@ -181,7 +215,7 @@ async def resolve_visible_files(
     """
     listed = list(listed_files)
     directory = _directory(prefix)
-    listed_now = await _journal_infos(client, bucket, directory)
+    listed_now, writes_now = await _journal_infos(client, bucket, directory)
     roots = tuple(journal_prefix(root) for root in journal_roots(directory))
     below = {o.key for o in listed if is_journal_key(o.key) and not o.key.startswith(roots)}  # compactions below
     earlier = {e.key: e for e in before.entries} if before is not None else {}
@@ -191,7 +225,21 @@ async def resolve_visible_files(
     vanished = [e for e in earlier.values() if e.key not in current and e.state == COMMITTED and _covers(e, prefix)]
     heads = await gather_all(_head(client, e.bucket, e.final_key) for e in vanished)
     finals = {e.key: head for e, head in zip(vanished, heads, strict=True)}
-    return apply_journal(listed, entries, prefix=directory, scope=prefix, before=before, finals=finals)
+    write_roots = tuple(writes_prefix(root) for root in journal_roots(directory))
+    writes_below = [o for o in listed if is_write_key(o.key) and not o.key.startswith(write_roots)]  # writes below
+    known_writes = {e.key: e for e in before.writes} if before is not None else {}
+    writes = await read_write_entries(client, bucket, [*writes_now, *writes_below], known=known_writes)
+    write_heads = await _heads_of_vanished_writes(client, before, writes, prefix)
+    return apply_journal(
+        listed,
+        entries,
+        prefix=directory,
+        scope=prefix,
+        before=before,
+        finals=finals,
+        writes=writes,
+        write_heads=write_heads,
+    )
 
 
 async def list_visible_files(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
@@ -208,14 +256,33 @@ def _directory(prefix: str) -> str:
     return prefix
 
 
-async def _journal_infos(client: S3Client, bucket: str, directory: str) -> list[ObjectInfo]:
-    """The journal objects of compactions rooted at ``directory`` and at each of its ancestors."""
-    found = await gather_all(_journal_keys(client, bucket, root) for root in journal_roots(directory))
-    return [info for group in found for info in group]
+async def _journal_infos(client: S3Client, bucket: str, directory: str) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
+    """(the journal objects of compactions, the entries of writes) rooted at ``directory`` and at each of its
+    ancestors: one LIST of each root's control folder."""
+    found = await gather_all(_control_objects(client, bucket, root) for root in journal_roots(directory))
+    objects = [info for group in found for info in group]
+    return [o for o in objects if is_journal_key(o.key)], [o for o in objects if is_write_key(o.key)]
 
 
-async def _journal_keys(client: S3Client, bucket: str, root: str) -> list[ObjectInfo]:
-    return [o async for o in client.list_objects(bucket, journal_prefix(root)) if is_journal_key(o.key)]
+async def _control_objects(client: S3Client, bucket: str, root: str) -> list[ObjectInfo]:
+    return [o async for o in client.list_objects(bucket, f"{root}{CONTROL_DIR}")]
+
+
+async def _heads_of_vanished_writes(
+    client: S3Client, before: JournalSnapshot | None, writes: Sequence[WriteEntry], prefix: str
+) -> dict[str, list[ObjectInfo]]:
+    """For each write entry "committed" before the listing and gone after (published and forgotten meanwhile, which
+    the reader contract rules out): its files under ``prefix`` that a HEAD finds, by entry key."""
+    if before is None:
+        return {}
+    current = {e.key for e in writes}
+    vanished = [e for e in before.writes if e.key not in current and e.state == WRITE_COMMITTED]
+    out: dict[str, list[ObjectInfo]] = {}
+    for entry in vanished:
+        files = [f for f in entry.files if f.key.startswith(prefix)]
+        heads = await gather_all(_head(client, entry.bucket, f.key) for f in files)
+        out[entry.key] = [h for h in heads if h is not None]
+    return out
 
 
 async def _read_entries(

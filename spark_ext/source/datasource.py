@@ -2,9 +2,12 @@
 
 Where each step runs (PySpark 4.1+): Spark builds the source and calls ``schema()`` in one Python worker when
 ``load()`` is called, pickles the instance, and calls ``reader()``, ``pushFilters()`` and ``partitions()`` in
-another for each query; ``read()`` runs in executors. So the listing is made once per ``load()`` (in
-``__init__``, like Spark's file index) and travels inside the pickled source; footers are read once, for the
-schema (one file, or all with ``mergeSchema``), and again at planning only for files large enough to split.
+another for each query; ``read()`` runs in executors. So the listing is made once per ``load()`` (by ``schema()``,
+like Spark's file index; by ``reader()`` when the user gave the schema) and travels inside the pickled source;
+footers are read once, for the schema (one file, or all with ``mergeSchema``), and again at planning only for
+files large enough to split. A write (``df.write.format("s3parquet")``) builds the source too, in Spark's
+write worker, and then asks for ``writer()`` or ``streamWriter()`` (spark_ext.writer): its options are a write's,
+so then nothing of the read side is parsed or listed (``_made_for_a_write``).
 
 A Python worker has no SparkSession: the default parallelism (Spark's default ``minPartitionNum``), the
 session time zone, partition type inference and case sensitivity are captured by ``spark_ext.register(spark)``;
@@ -17,11 +20,18 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from s3io import blocking
@@ -44,6 +54,7 @@ from spark_ext.source.driver_side import (
 )
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.stream.stream_options import StreamOptions, has_stream_options
+from spark_ext.writer.options import has_write_options
 
 NAME = "s3parquet"
 logger = logging.getLogger("spark_ext.source")
@@ -87,12 +98,19 @@ class S3ParquetDataSource(DataSource):
         self._listed: tuple[ListedFile, ...] | None = None
         self._data_schema: StructType | None = None
         self._row_groups: dict[str, tuple[int, ...]] = {}
+        self._read_options: ReadOptions | None = None
         if has_stream_options(completed):  # readStream: its state, not a listing, decides what is read
             self.stream_options = _stream_options(completed)
-            self.read_options = self.stream_options.read
-            return
-        self.read_options = pin_location(ReadOptions.from_options(completed))
-        self._listing()  # at load(), as Spark lists files when the DataFrame is created
+            self._read_options = self.stream_options.read
+        elif not (has_write_options(completed) or _made_for_a_write()):
+            self._listing()  # at load(), as Spark lists files when the DataFrame is created
+
+    @property
+    def read_options(self) -> ReadOptions:
+        """The options of a read, parsed on first use (a write's options are not a read's)."""
+        if self._read_options is None:
+            self._read_options = pin_location(ReadOptions.from_options(self._completed))
+        return self._read_options
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redact(dict(self.options))!r})"
@@ -133,6 +151,18 @@ class S3ParquetDataSource(DataSource):
         if state.get("_listed") is not None:
             state["_listed"] = listing_from_columns(state["_listed"])
         self.__dict__.update(state)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """The writer of ``df.write.format("s3parquet").mode(...).save(path)`` (spark_ext.writer.batch)."""
+        from spark_ext.writer.batch import batch_writer  # the write side builds on s3io.write
+
+        return batch_writer(dict(self.options), schema, overwrite, self.session_defaults.time_zone)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """The sink of ``df.writeStream.format("s3parquet").start(path)`` (spark_ext.writer.stream)."""
+        from spark_ext.writer.batch import stream_sink
+
+        return stream_sink(dict(self.options), schema, overwrite, self.session_defaults.time_zone)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream reader for ``schema`` (see spark_ext.stream.stream_reader); ``streamName`` is required."""
@@ -199,6 +229,22 @@ class S3ParquetDataSource(DataSource):
             self._listed = tuple(blocking.run(listing()))
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
+
+
+SPARK_WRITE_WORKERS = ("pyspark.sql.worker.write_into_data_source",)  # where PySpark 4.x builds a source to write
+
+
+def _made_for_a_write(depth: int = 6) -> bool:
+    """Whether Spark's write worker is building this source (its caller's module, a few frames up): the source
+    then lists nothing (a write's target may not exist yet). Anywhere else the source is a read's."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if frame.f_globals.get("__name__") in SPARK_WRITE_WORKERS:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _stream_options(options: Mapping[str, str]) -> StreamOptions:

@@ -9,7 +9,10 @@ stopped when the last user is done.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -49,6 +52,26 @@ def spark_session(fake_aws_env: None) -> Iterator[Any]:
         if _users == 0:
             _session.stop()
             _session = None
+
+
+@contextlib.contextmanager
+def spark_driver(script: Any, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A Spark driver running ``script`` (a file) with ``args`` in a session of its own, this interpreter for its
+    Python workers; on leaving the block the driver, its JVM and its workers are SIGKILLed together."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    driver = subprocess.Popen(
+        [sys.executable, str(script), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        yield driver
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(60)
 
 
 # ------------------------------------------------------------------------------------------- test data helpers

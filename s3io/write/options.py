@@ -1,0 +1,172 @@
+"""WriteOptions: every knob of a write as one immutable, picklable value, with its default's reason.
+
+Defaults, and where they come from:
+- target_file_size 128 MiB: the compaction's target (and Spark's maxPartitionBytes): a written file is one a
+  compaction would leave alone. Files are rolled at the target and never exceed it by more than one row group.
+- row_group_bytes 64 MiB of Arrow data per row group (the compaction's): with typical compression a 128 MiB file
+  holds a handful of row groups. It bounds a task's memory per open file.
+- max_open_files 8: files a task keeps open at once (one per partition directory it is writing); when rows of a
+  ninth directory arrive, the least recently written file is closed (it may be small). Rows clustered by partition
+  (``spark_ext.write`` sorts them) never need more than one.
+- part_size 8 MiB, upload_concurrency 4: a task's parts in flight, shared by its open files; memory per task is
+  about max_open_files x (row_group_bytes + part_size) + upload_concurrency x part_size at most.
+- compression "snappy": Spark's default codec.
+- grace_period 60 s: the compaction's; how long a reader may take between listing and reading. An overwrite
+  deletes the files it replaced no earlier than this after it published; a finished write's entry is forgotten no
+  earlier than this after it published.
+- lease_ttl 120 s: a claim ("pending" entry) whose writer stopped answering for this long is rolled back.
+- abandon_uploads_after 1 day: uploads of a job that never committed (its driver died) are aborted by the next
+  write, compaction or --recover after this long, as S3A's fs.s3a.multipart.purge.age (a bucket lifecycle rule,
+  AbortIncompleteMultipartUpload, is the backstop either way).
+- lock_wait 10 min: an overwrite takes the prefix's compaction lock for its commit; it waits this long for a
+  compaction or another overwrite to finish before it gives up.
+- auto_compact False; auto_compact_min_files 50 (Delta's minNumFiles): after a write, compact the partition
+  directories it wrote that hold at least this many files smaller than the compaction's candidate threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from s3io.errors import InvalidConfig
+from s3io.s3.multipart import MIN_PART_SIZE
+from s3io.settings import option, option_spellings, take_options, unknown_option
+from s3io.units import parse_bool, parse_duration, parse_int, parse_size
+
+MiB = 1024 * 1024
+APPEND = "append"
+OVERWRITE = "overwrite"
+MODES = (APPEND, OVERWRITE)
+STATIC = "static"
+DYNAMIC = "dynamic"
+OVERWRITE_MODES = (STATIC, DYNAMIC)
+MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # a compaction publishes with one CopyObject (5 GiB at most)
+CODEC_SUFFIXES = {"snappy": "snappy", "gzip": "gz", "zstd": "zstd", "lz4": "lz4", "brotli": "br", "none": None}
+
+
+def _size(value: Any, name: str) -> int:
+    return parse_size(value, name=name)
+
+
+def _count(value: Any, name: str) -> int:
+    return parse_int(value, name=name, minimum=1)
+
+
+def _seconds(value: Any, name: str) -> float:
+    return parse_duration(value, name=name)
+
+
+def _bool(value: Any, name: str) -> bool:
+    return parse_bool(value, name=name)
+
+
+def _choice(choices: tuple[str, ...]) -> Any:
+    def parse(value: Any, name: str) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
+        return text
+
+    return parse
+
+
+def _codec(value: Any, name: str) -> str:
+    text = str(value).strip().lower()
+    text = "none" if text in ("uncompressed", "") else text
+    if text not in CODEC_SUFFIXES:
+        raise InvalidConfig(f"{name}: expected one of {', '.join(CODEC_SUFFIXES)}, got {value!r}")
+    return text
+
+
+def _columns(value: Any, name: str) -> tuple[str, ...]:
+    """Partition columns: "day,region", or a list of names."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    columns = tuple(str(c).strip() for c in items if str(c).strip())
+    if len(set(c.lower() for c in columns)) != len(columns):
+        raise InvalidConfig(f"{name}: a column is named twice in {value!r}")
+    return columns
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    text = str(value).strip()
+    return None if text.lower() in ("", "none") else text
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """How to write and commit; validated on construction, changed with ``replace``. Each field declares its
+    option name (``from_options``: Spark's ``.option(...)`` keys, case-insensitive)."""
+
+    mode: str = option("mode", _choice(MODES), default=APPEND)
+    partition_by: tuple[str, ...] = option("partitionBy", _columns, default=())
+    partition_overwrite_mode: str = option("partitionOverwriteMode", _choice(OVERWRITE_MODES), default=STATIC)
+    target_file_size: int = option("targetFileSize", _size, default=128 * MiB, aliases=("maxFileSize",))
+    row_group_bytes: int = option("rowGroupBytes", _size, default=64 * MiB)
+    max_open_files: int = option("maxOpenFiles", _count, default=8)
+    part_size: int = option("partSize", _size, default=8 * MiB)
+    upload_concurrency: int = option("uploadConcurrency", _count, default=4)
+    compression: str = option("compression", _codec, default="snappy", aliases=("codec",))
+    grace_period: float = option("gracePeriod", _seconds, default=60.0)
+    lease_ttl: float = option("leaseTtl", _seconds, default=120.0)
+    clock_skew: float = option("clockSkew", _seconds, default=2.0)
+    abandon_uploads_after: float = option("abandonUploadsAfter", _seconds, default=86_400.0)
+    lock_wait: float = option("lockWait", _seconds, default=600.0)
+    complete_concurrency: int = option("completeConcurrency", _count, default=16)
+    auto_compact: bool = option("autoCompact", _bool, default=False)
+    auto_compact_min_files: int = option("autoCompactMinFiles", _count, default=50)
+    owner: str | None = option("owner", _optional_text, default=None)  # for messages; default host:pid
+
+    @classmethod
+    def from_options(
+        cls, values: Mapping[str, Any], base: WriteOptions | None = None, *, strict: bool = True
+    ) -> tuple[WriteOptions, dict[str, Any]]:
+        """(the options ``values`` give over ``base``, the entries it does not know); with ``strict`` an unknown
+        entry is an InvalidConfig naming the known options."""
+        changes, rest = take_options(cls, values)
+        if strict and rest:
+            raise unknown_option(str(next(iter(rest))), option_spellings(cls), kind="write option")
+        return (base or cls()).replace(**changes), rest
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "partition_by", _columns(self.partition_by, "partition_by"))
+        if not 1 <= self.target_file_size <= MAX_TARGET_FILE_SIZE:
+            raise InvalidConfig(
+                f"target_file_size: must be between 1 byte and {MAX_TARGET_FILE_SIZE // MiB} MiB (a compaction "
+                f"publishes a file with one server-side copy, limited to 5 GiB), got {self.target_file_size!r}"
+            )
+        if self.row_group_bytes < 1:
+            raise InvalidConfig(f"row_group_bytes: must be at least 1 byte, got {self.row_group_bytes!r}")
+        if self.part_size < MIN_PART_SIZE:
+            raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum part size)")
+        for name in ("max_open_files", "upload_concurrency", "complete_concurrency", "auto_compact_min_files"):
+            if getattr(self, name) < 1:
+                raise InvalidConfig(f"{name}: must be at least 1, got {getattr(self, name)!r}")
+        for name in ("grace_period", "clock_skew", "abandon_uploads_after", "lock_wait"):
+            if getattr(self, name) < 0:
+                raise InvalidConfig(f"{name}: must not be negative, got {getattr(self, name)!r}")
+        if not self.lease_ttl > 0:
+            raise InvalidConfig(f"lease_ttl: must be positive, got {self.lease_ttl!r}")
+        for name, choices in (("mode", MODES), ("partition_overwrite_mode", OVERWRITE_MODES)):
+            if getattr(self, name) not in choices:
+                raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        if self.compression not in CODEC_SUFFIXES:
+            raise InvalidConfig(f"compression: expected one of {', '.join(CODEC_SUFFIXES)}, got {self.compression!r}")
+
+    @property
+    def overwrite(self) -> bool:
+        return self.mode == OVERWRITE
+
+    @property
+    def dynamic(self) -> bool:
+        """An overwrite of the partition directories written only (Spark's partitionOverwriteMode=dynamic)."""
+        return self.overwrite and self.partition_overwrite_mode == DYNAMIC and bool(self.partition_by)
+
+    @property
+    def codec_suffix(self) -> str | None:
+        return CODEC_SUFFIXES[self.compression]
+
+    def replace(self, **changes: object) -> WriteOptions:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,114 @@
+"""``df.write.format("s3parquet")``: Spark's Python data source writer, on s3io's write protocol.
+
+Spark calls ``writer(schema, overwrite)`` once on the driver side (in a Python worker), pickles the writer into
+every task, where ``write`` uploads the task's files without completing them (tasks.py), and pickles it again into
+another worker where ``commit(messages)`` (every task succeeded) or ``abort(messages)`` (one failed) runs. So the
+job's identity (its job id) is fixed in ``writer()`` and travels in the pickle; nothing a task does is seen by the
+commit except its message. ``commit`` is s3io.write.commit_write (one journal commit, then the files are visible
+at once; an overwrite replaces the prefix, or with ``partitionOverwriteMode=dynamic`` the partitions written);
+``abort`` undoes every upload of the job (never a job already past its commit point).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from s3io import blocking
+from s3io.errors import InvalidConfig
+from s3io.table import layout
+from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
+from spark_ext.writer.options import WriteTarget, parse_write_options
+from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
+
+logger = logging.getLogger("spark_ext.writer")
+
+
+def write_spec(target: WriteTarget, schema: StructType, job_id: str, time_zone: str | None) -> WriteSpec:
+    """The WriteSpec of a Spark write: the rows' Arrow schema as Spark sends it (timestamps in the session's zone),
+    and Spark's own schema of the data columns for the footer's row metadata."""
+    import pyspark
+
+    partition = {c.lower() for c in target.options.partition_by}
+    unknown = [c for c in target.options.partition_by if c.lower() not in {f.name.lower() for f in schema.fields}]
+    if unknown:
+        raise InvalidConfig(
+            f"partitionBy: no column {unknown[0]!r} in the DataFrame (columns: {', '.join(schema.fieldNames())})"
+        )
+    data = StructType([f for f in schema.fields if f.name.lower() not in partition])
+    return WriteSpec(
+        bucket=target.bucket,
+        prefix=target.prefix,
+        job_id=job_id,
+        schema=to_arrow_schema(schema, timezone=time_zone or "UTC"),
+        options=target.options,
+        row_metadata=data.json(),
+        spark_version=pyspark.__version__,
+    )
+
+
+class S3ParquetWriter(DataSourceArrowWriter):
+    """One batch write job (see the module doc); picklable, and pickled into every task and the commit."""
+
+    def __init__(self, target: WriteTarget, spec: WriteSpec) -> None:
+        self.target = target
+        self.spec = spec
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return S3ParquetCommitMessage(run_task(self.target, self.spec, iterator))
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        report = blocking.run(self._commit(messages))
+        logger.info("s3parquet: %s", report.summary())
+        for warning in report.warnings:
+            logger.warning("s3parquet write %s: %s", self.spec.job_id, warning)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        aborted = blocking.run(self._abort(messages))
+        logger.warning(
+            "s3parquet write %s to %s failed: %d upload(s) aborted", self.spec.job_id, self.target.url, len(aborted)
+        )
+
+    async def _commit(self, messages: Sequence[WriterCommitMessage | None]) -> WriteReport:
+        outputs = [_output(m) for m in messages]
+        if any(o is None for o in outputs):
+            raise InvalidConfig("s3parquet: commit() was given a failed task's message; nothing was committed")
+        async with self.target.store.client() as client:
+            try:
+                report = await commit_write(client, self.spec, [o for o in outputs if o is not None])
+            except BaseException:
+                await abort_write(client, self.spec, outputs)
+                raise
+            return report
+
+    async def _abort(self, messages: Sequence[WriterCommitMessage | None]) -> list[str]:
+        async with self.target.store.client() as client:
+            return await abort_write(client, self.spec, [_output(m) for m in messages])
+
+
+def _output(message: WriterCommitMessage | None) -> Any:
+    return message.output if isinstance(message, S3ParquetCommitMessage) else None
+
+
+def batch_writer(
+    options: Mapping[str, str], schema: StructType, overwrite: bool, time_zone: str | None
+) -> S3ParquetWriter:
+    """The writer of one ``df.write...save()`` (called in ``S3ParquetDataSource.writer``)."""
+    target = parse_write_options(options, overwrite=overwrite)
+    return S3ParquetWriter(target, write_spec(target, schema, layout.new_job_id(), time_zone))
+
+
+def stream_sink(
+    options: Mapping[str, str], schema: StructType, overwrite: bool, time_zone: str | None
+) -> DataSourceStreamArrowWriter:
+    """The sink of one ``df.writeStream...start()`` (called in ``S3ParquetDataSource.streamWriter``)."""
+    from spark_ext.writer.stream import stream_writer
+
+    target = parse_write_options(options, overwrite=False)
+    return stream_writer(target, write_spec(target, schema, "stream", time_zone), overwrite)
