@@ -22,6 +22,11 @@ from support.netns import NetnsS3Server, NetnsUnavailable, unavailable_reason
 from support.rgw import CephRgw, RgwUnavailable, RgwUser
 from support.rgw import unavailable_reason as rgw_unavailable_reason
 
+from s3io.s3.capabilities import VERDICTS
+from s3io.s3.checksum_refusals import REFUSALS
+
+SESSION_STORES: set[str] = set()  # endpoints of the session's stores (moto, RGW): their probe verdicts are kept
+
 
 @pytest.fixture(scope="session")
 def fake_aws_env() -> Iterator[None]:
@@ -34,7 +39,7 @@ def fake_aws_env() -> Iterator[None]:
 def moto_server(fake_aws_env: None) -> Iterator[MotoServer]:
     """The session's moto S3 server behind the SigV4-checking front (`moto_server.front`)."""
     server = MotoServer()
-    server.start()
+    SESSION_STORES.add(server.start().url)
     try:
         yield server
     finally:
@@ -48,6 +53,18 @@ def s3_endpoint(moto_server: MotoServer) -> S3Endpoint:
     Every signed request is checked as S3 checks it; a test that sends one S3 would refuse fails (see
     `_every_request_correctly_signed`)."""
     return moto_server.endpoint
+
+
+@pytest.fixture(autouse=True)
+def _store_verdicts_of_this_test_only() -> Iterator[None]:
+    """What a test's own servers (a quirk server, a fault proxy, a scripted store) taught the process about their
+    store is forgotten after it: the port may serve another store in a later test. The session's moto and RGW keep
+    theirs: one probe each per session, as in a long-running process."""
+    before = set(VERDICTS.endpoints())
+    yield
+    for endpoint in set(VERDICTS.endpoints()) - before - SESSION_STORES:
+        VERDICTS.forget(endpoint)
+        REFUSALS.forget(endpoint)
 
 
 @pytest.fixture(autouse=True)
@@ -159,6 +176,7 @@ def rgw(fake_aws_env: None) -> Iterator[CephRgw]:
         server.start()
     except RgwUnavailable as exc:
         pytest.fail(f"Ceph RGW did not start: {exc}", pytrace=False)
+    SESSION_STORES.add(server.endpoint.url)
     try:
         yield server
     finally:
