@@ -272,7 +272,9 @@ def honours_bulk_etags(app: WsgiApp) -> WsgiApp:
 def _current_etag(app: WsgiApp, environ: Environ, bucket: str, key: str) -> str | None:
     """The object's ETag (unquoted) from a HEAD sent to ``app`` itself (WSGI paths are decoded), or None."""
     dropped = ("CONTENT_LENGTH", "CONTENT_TYPE", "HTTP_CONTENT_MD5", "REQUEST_URI", "RAW_URI", "werkzeug.request")
-    head = {k: v for k, v in environ.items() if k not in dropped}  # moto finds the service from the auth header
+    head = {  # moto finds the service from the auth header; the request's own conditions are not the HEAD's
+        k: v for k, v in environ.items() if k not in dropped and not k.startswith(("HTTP_IF_", "HTTP_X_AMZ_COPY_"))
+    }
     path = f"/{bucket}/{key}"
     head.update(REQUEST_METHOD="HEAD", PATH_INFO=path, QUERY_STRING="", **{"wsgi.input": io.BytesIO()})
     status, headers, _ = _captured(app, head)
