@@ -21,6 +21,8 @@ from support.moto_server import (
 from support.netns import NetnsS3Server, NetnsUnavailable, unavailable_reason
 from support.rgw import CephRgw, RgwUnavailable, RgwUser
 from support.rgw import unavailable_reason as rgw_unavailable_reason
+from support.s3rver import S3rver, S3rverUnavailable
+from support.s3rver import unavailable_reason as s3rver_unavailable_reason
 
 from s3io.s3.capabilities import VERDICTS
 from s3io.s3.checksum_refusals import REFUSALS
@@ -189,10 +191,31 @@ def rgw(fake_aws_env: None) -> Iterator[CephRgw]:
         )
 
 
-RGW_COSTS: list[str] = []  # what the session's RGW cost, for the summary
+@pytest.fixture(scope="session")
+def s3rver(fake_aws_env: None) -> Iterator[S3rver]:
+    """An s3rver (npm) on loopback for the session, its one account signing with the session's fake keys. Skips,
+    with the reason, where Node or s3rver is missing; fails, with its output, where it should run and does not."""
+    reason = s3rver_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = S3rver(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
+    try:
+        server.start()
+    except S3rverUnavailable as exc:
+        pytest.fail(f"s3rver did not start: {exc}", pytrace=False)
+    SESSION_STORES.add(server.endpoint.url)
+    try:
+        yield server
+    finally:
+        rss = server.rss_bytes() / 2**20
+        RGW_COSTS.append(f"s3rver: up in {server.started_in:.1f} s; its RSS at the end: {rss:.0f} MiB")
+        server.stop()
+
+
+RGW_COSTS: list[str] = []  # what the session's RGW and s3rver cost, for the summary
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line with the RGW's start time and memory, where the session started one."""
+    """One line each with the RGW's and s3rver's start time and memory, where the session started them."""
     for line in RGW_COSTS:
         terminalreporter.write_line(line)
