@@ -342,7 +342,8 @@ class S3Client:
         return read.result()
 
     async def head_object(self, bucket: str, key: str, *, if_match: str | None = None) -> ObjectInfo:
-        """Size, ETag and modification time of an object; NotFound if it does not exist."""
+        """Size, ETag and modification time of an object; NotFound if it does not exist; PreconditionFailed if
+        ``if_match`` is not its ETag (checked here too: s3rver ignores If-Match on HEAD)."""
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
         return await self._head(bucket, key, if_match, "head")
@@ -352,7 +353,17 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> ObjectInfo:
             response = await self._send(watchdog, S3Request(operation, "HEAD", bucket, key, headers=dict(headers)))
-            return _info_from_headers(bucket, key, response.headers)
+            info = _info_from_headers(bucket, key, response.headers)
+            if if_match is not None and info.etag is not None and not same_etag(info.etag, if_match):
+                raise errors.PreconditionFailed(
+                    f"the store answered a HEAD If-Match {if_match} with another object (ETag {info.etag}): taken as "
+                    "the 412 it should have been",
+                    bucket=bucket,
+                    key=key,
+                    status=412,
+                    code="PreconditionFailed",
+                )
+            return info
 
         return await self._runner.run(operation, bucket, key, attempt)
 
