@@ -195,7 +195,8 @@ def refuses_checksum_headers(app: WsgiApp) -> WsgiApp:
     def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
         refused = _checksum_headers(environ)
         if environ.get("REQUEST_METHOD") in ("PUT", "POST") and refused:
-            return _error(start_response, "400 Bad Request", "InvalidArgument", f"unsupported header {refused[0]}")
+            header = refused[0].removeprefix("HTTP_").replace("_", "-").lower()
+            return _error(start_response, "400 Bad Request", "InvalidArgument", f"unsupported header {header}")
         return app(environ, start_response)
 
     return serve
