@@ -170,52 +170,55 @@ def rgw(fake_aws_env: None) -> Iterator[CephRgw]:
     """A throwaway single-node Ceph RGW on loopback for the session, its S3 user signing with the session's fake
     keys (so every client of the suite reaches it as it reaches moto). Skips, with the reason, where it cannot run
     (not root, packages missing); fails, with the daemons' log tails, where it should run and does not come up."""
-    reason = rgw_unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = CephRgw(RgwUser(FAKE_ACCESS_KEY, FAKE_SECRET_KEY))
-    try:
-        server.start()
-    except RgwUnavailable as exc:
-        pytest.fail(f"Ceph RGW did not start: {exc}", pytrace=False)
-    SESSION_STORES.add(server.endpoint.url)
-    try:
-        yield server
-    finally:
+
+    def cost(server: CephRgw) -> str:
         rss = server.rss_bytes()
-        server.stop()
-        RGW_COSTS.append(
+        return (
             f"Ceph RGW: up in {server.started_in:.1f} s; the daemons' RSS at the end: "
             + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items())
             + f" (total {sum(rss.values()) / 2**20:.0f} MiB)"
         )
+
+    server = CephRgw(RgwUser(FAKE_ACCESS_KEY, FAKE_SECRET_KEY))
+    yield from _for_the_session("Ceph RGW", rgw_unavailable_reason(), server, RgwUnavailable, cost)
 
 
 @pytest.fixture(scope="session")
 def s3rver(fake_aws_env: None) -> Iterator[S3rver]:
     """An s3rver (npm) on loopback for the session, its one account signing with the session's fake keys. Skips,
     with the reason, where Node or s3rver is missing; fails, with its output, where it should run and does not."""
-    reason = s3rver_unavailable_reason()
+
+    def cost(server: S3rver) -> str:
+        return f"s3rver: up in {server.started_in:.1f} s; its RSS at the end: {server.rss_bytes() / 2**20:.0f} MiB"
+
+    server = S3rver(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
+    yield from _for_the_session("s3rver", s3rver_unavailable_reason(), server, S3rverUnavailable, cost)
+
+
+def _for_the_session(
+    name: str, reason: str | None, server: Any, unavailable: type[Exception], cost: Callable[[Any], str]
+) -> Iterator[Any]:
+    """Start a real store for the session (skip with ``reason`` where it cannot run; fail where it should and does
+    not come up), keep its probe verdict for the session, and say at the end what it cost (``cost``)."""
     if reason is not None:
         pytest.skip(reason)
-    server = S3rver(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
     try:
         server.start()
-    except S3rverUnavailable as exc:
-        pytest.fail(f"s3rver did not start: {exc}", pytrace=False)
+    except unavailable as exc:
+        pytest.fail(f"{name} did not start: {exc}", pytrace=False)
     SESSION_STORES.add(server.endpoint.url)
     try:
         yield server
     finally:
-        rss = server.rss_bytes() / 2**20
-        RGW_COSTS.append(f"s3rver: up in {server.started_in:.1f} s; its RSS at the end: {rss:.0f} MiB")
+        line = cost(server)
         server.stop()
+        STORE_COSTS.append(line)
 
 
-RGW_COSTS: list[str] = []  # what the session's RGW and s3rver cost, for the summary
+STORE_COSTS: list[str] = []  # what the session's RGW and s3rver cost, for the summary
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One line each with the RGW's and s3rver's start time and memory, where the session started them."""
-    for line in RGW_COSTS:
+    for line in STORE_COSTS:
         terminalreporter.write_line(line)
