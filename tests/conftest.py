@@ -21,6 +21,13 @@ from support.moto_server import (
 from support.netns import NetnsS3Server, NetnsUnavailable, unavailable_reason
 from support.rgw import CephRgw, RgwUnavailable, RgwUser
 from support.rgw import unavailable_reason as rgw_unavailable_reason
+from support.s3rver import S3rver, S3rverUnavailable
+from support.s3rver import unavailable_reason as s3rver_unavailable_reason
+
+from s3io.s3.capabilities import VERDICTS
+from s3io.s3.checksum_refusals import REFUSALS
+
+SESSION_STORES: set[str] = set()  # endpoints of the session's stores (moto, RGW): their probe verdicts are kept
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +41,7 @@ def fake_aws_env() -> Iterator[None]:
 def moto_server(fake_aws_env: None) -> Iterator[MotoServer]:
     """The session's moto S3 server behind the SigV4-checking front (`moto_server.front`)."""
     server = MotoServer()
-    server.start()
+    SESSION_STORES.add(server.start().url)
     try:
         yield server
     finally:
@@ -48,6 +55,18 @@ def s3_endpoint(moto_server: MotoServer) -> S3Endpoint:
     Every signed request is checked as S3 checks it; a test that sends one S3 would refuse fails (see
     `_every_request_correctly_signed`)."""
     return moto_server.endpoint
+
+
+@pytest.fixture(autouse=True)
+def _store_verdicts_of_this_test_only() -> Iterator[None]:
+    """What a test's own servers (a quirk server, a fault proxy, a scripted store) taught the process about their
+    store is forgotten after it: the port may serve another store in a later test. The session's moto and RGW keep
+    theirs: one probe each per session, as in a long-running process."""
+    before = set(VERDICTS.endpoints())
+    yield
+    for endpoint in set(VERDICTS.endpoints()) - before - SESSION_STORES:
+        VERDICTS.forget(endpoint)
+        REFUSALS.forget(endpoint)
 
 
 @pytest.fixture(autouse=True)
@@ -151,30 +170,55 @@ def rgw(fake_aws_env: None) -> Iterator[CephRgw]:
     """A throwaway single-node Ceph RGW on loopback for the session, its S3 user signing with the session's fake
     keys (so every client of the suite reaches it as it reaches moto). Skips, with the reason, where it cannot run
     (not root, packages missing); fails, with the daemons' log tails, where it should run and does not come up."""
-    reason = rgw_unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = CephRgw(RgwUser(FAKE_ACCESS_KEY, FAKE_SECRET_KEY))
-    try:
-        server.start()
-    except RgwUnavailable as exc:
-        pytest.fail(f"Ceph RGW did not start: {exc}", pytrace=False)
-    try:
-        yield server
-    finally:
+
+    def cost(server: CephRgw) -> str:
         rss = server.rss_bytes()
-        server.stop()
-        RGW_COSTS.append(
+        return (
             f"Ceph RGW: up in {server.started_in:.1f} s; the daemons' RSS at the end: "
             + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items())
             + f" (total {sum(rss.values()) / 2**20:.0f} MiB)"
         )
 
+    server = CephRgw(RgwUser(FAKE_ACCESS_KEY, FAKE_SECRET_KEY))
+    yield from _for_the_session("Ceph RGW", rgw_unavailable_reason(), server, RgwUnavailable, cost)
 
-RGW_COSTS: list[str] = []  # what the session's RGW cost, for the summary
+
+@pytest.fixture(scope="session")
+def s3rver(fake_aws_env: None) -> Iterator[S3rver]:
+    """An s3rver (npm) on loopback for the session, its one account signing with the session's fake keys. Skips,
+    with the reason, where Node or s3rver is missing; fails, with its output, where it should run and does not."""
+
+    def cost(server: S3rver) -> str:
+        return f"s3rver: up in {server.started_in:.1f} s; its RSS at the end: {server.rss_bytes() / 2**20:.0f} MiB"
+
+    server = S3rver(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
+    yield from _for_the_session("s3rver", s3rver_unavailable_reason(), server, S3rverUnavailable, cost)
+
+
+def _for_the_session(
+    name: str, reason: str | None, server: Any, unavailable: type[Exception], cost: Callable[[Any], str]
+) -> Iterator[Any]:
+    """Start a real store for the session (skip with ``reason`` where it cannot run; fail where it should and does
+    not come up), keep its probe verdict for the session, and say at the end what it cost (``cost``)."""
+    if reason is not None:
+        pytest.skip(reason)
+    try:
+        server.start()
+    except unavailable as exc:
+        pytest.fail(f"{name} did not start: {exc}", pytrace=False)
+    SESSION_STORES.add(server.endpoint.url)
+    try:
+        yield server
+    finally:
+        line = cost(server)
+        server.stop()
+        STORE_COSTS.append(line)
+
+
+STORE_COSTS: list[str] = []  # what the session's RGW and s3rver cost, for the summary
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line with the RGW's start time and memory, where the session started one."""
-    for line in RGW_COSTS:
+    """One line each with the RGW's and s3rver's start time and memory, where the session started them."""
+    for line in STORE_COSTS:
         terminalreporter.write_line(line)

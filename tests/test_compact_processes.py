@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from support.faultproxy import FaultProxy, FaultRule, StallBeforeHeaders
+from support.moto_wsgi import MotoWsgiServer
+from support.store_quirks import refuses_checksum_headers
 from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
@@ -60,7 +62,12 @@ def wait_for_no_children(seconds: float) -> list[multiprocessing.process.BasePro
     return alive
 
 
-def test_groups_run_in_worker_processes_which_end_with_the_run(s3_endpoint: Any, s3_client: Any, bucket: str) -> None:
+def test_groups_run_in_worker_processes_which_end_with_the_run_and_know_what_the_store_refuses(
+    make_fault_proxy: Any, s3_client: Any, bucket: str
+) -> None:
+    """The store (moto behind ``refuses_checksum_headers``, an S3-compatible store older than S3's checksums) refuses
+    the probe's checksum headers; each worker gets the driver's verdict with its task, so its staging uploads never
+    send them (without it, each worker's first upload would be refused and sent again)."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6, "date=3": 6})
     assert not multiprocessing.active_children()
     seen: set[int] = set()
@@ -69,18 +76,24 @@ def test_groups_run_in_worker_processes_which_end_with_the_run(s3_endpoint: Any,
         if event.phase == "rewriting":
             seen.update(p.pid for p in multiprocessing.active_children() if p.pid is not None)
 
-    report = spark_ext.compact(
-        None,
-        f"s3://{bucket}/{PREFIX}",
-        options=TEST_OPTIONS.replace(processes=2),
-        policy=FAST_POLICY,
-        endpoint_url=s3_endpoint.url,
-        progress=progress,
-    )
+    with MotoWsgiServer(refuses_checksum_headers) as store:
+        proxy = make_fault_proxy(upstream=store)
+        report = spark_ext.compact(
+            None,
+            f"s3://{bucket}/{PREFIX}",
+            options=TEST_OPTIONS.replace(processes=2),
+            policy=FAST_POLICY,
+            endpoint_url=proxy.url,
+            progress=progress,
+        )
     assert report.status == "ok" and report.files_after == 3 and report.groups_done == 3, report.to_text()
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
     assert 1 <= len(seen) <= 2, seen  # the groups' workers were alive while groups were committed
     assert not wait_for_no_children(10.0)
+    assert "upload checksums (x-amz-checksum-crc64nvme on PUT, kept and stated to HEAD): refused" in report.store
+    refused = [r for r in proxy.requests if r.status == 400]
+    assert len(refused) == 2 and all("/_s3io_compaction/probe/" in r.path for r in refused), refused
+    assert len([r for r in proxy.requests if "/_s3io_staging/" in r.path and r.method == "PUT"]) == 3
 
 
 def test_a_worker_that_dies_mid_group_fails_its_groups_clearly_and_the_next_run_compacts_them(

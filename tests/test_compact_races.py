@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from support.faultproxy import ErrorResponse, FaultRule, Respond
 from support.moto_wsgi import Gate, GatedRequest, MotoWsgiServer
+from support.store_quirks import honours_bulk_etags
 from test_compact_support import (
     TEST_OPTIONS,
     all_keys,
@@ -31,7 +32,6 @@ from test_compact_support import (
 
 from s3io.compaction import GroupResult, GroupTask, compact_prefix, in_process_executor, recover_prefix
 from s3io.compaction import driver as driver_module
-from s3io.compaction import protocol as protocol_module
 from s3io.errors import InvalidConfig, S3IOError
 from s3io.stream_state.lease import Lease, StreamLease, read_lease
 from s3io.stream_state.manifest import Manifest, ManifestFile
@@ -427,28 +427,26 @@ async def test_a_conditional_write_that_meets_a_409_conflict_is_retried(
 
 
 async def test_a_bulk_delete_that_fails_some_keys_transiently_deletes_them_one_by_one(
-    fault_proxy: Any, s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+    make_fault_proxy: Any, s3_client: Any, bucket: str
 ) -> None:
-    """A store that honours per-object ETags in DeleteObjects gets one batch for a group's inputs; when the answer
-    reports InternalError for its keys, each gets a conditional DELETE of its own instead of the job stopping with
-    a CompactionError (and its report lost). moto ignores those ETags, so the probe is told the store honours them,
-    and the proxy answers the batch for the store."""
+    """A store that honours per-object ETags in DeleteObjects (moto behind ``honours_bulk_etags``: the probe finds
+    it does) gets one batch for a group's inputs; when the answer reports InternalError for its keys, each gets a
+    conditional DELETE of its own instead of the job stopping with a CompactionError (and its report lost). The
+    proxy answers the batch for the store: the third DeleteObjects, after the probe's two."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
     inputs = sorted(k for k in all_keys(s3_client, bucket, PREFIX) if "_s3io_" not in k)
-
-    async def honours_etags(*_: Any) -> bool:
-        return True
-
-    monkeypatch.setattr(protocol_module, "supports_bulk_conditional_delete", honours_etags)
     errors_xml = "".join(
         f"<Error><Key>{key}</Key><Code>InternalError</Code><Message>try again</Message></Error>" for key in inputs
     )
     answer = Respond(200, f'<?xml version="1.0" encoding="UTF-8"?><DeleteResult>{errors_xml}</DeleteResult>'.encode())
-    rule = fault_proxy.add_rule(FaultRule(answer, method="POST", path=r"\?delete", times=1))
-    async with make_client(fault_proxy.url) as through_proxy:
-        report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    with MotoWsgiServer(honours_bulk_etags) as store:
+        fault_proxy = make_fault_proxy(upstream=store)
+        rule = fault_proxy.add_rule(FaultRule(answer, method="POST", predicate=lambda r: r.query == "delete=", nth=3))
+        async with make_client(fault_proxy.url) as through_proxy:
+            report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert fault_proxy.fired(rule) == 1
     assert report.status == "ok" and report.groups_done == 1, report.to_text()
+    assert "has every capability" in report.store, report.store
     deletes = [r.path.rsplit("/", 1)[-1] for r in fault_proxy.requests if r.method == "DELETE" and "part-" in r.path]
     assert sorted(deletes) == sorted(k.rsplit("/", 1)[-1] for k in inputs)
     assert not set(inputs) & set(all_keys(s3_client, bucket, PREFIX))

@@ -1,22 +1,29 @@
-"""A store that ignores conditional writes is refused; a missing ETag never becomes an unconditional request.
+"""Compaction asks s3io's store probe before anything else: a store that lacks a condition the lock and the journal
+need is refused with its behaviour named, before anything is written; a store that honours a condition only in
+another form (Ceph RGW 16: If-Match on PUT with the ETag unquoted) gets that form; a missing ETag never becomes an
+unconditional request.
 
-The lax store is moto behind a WSGI middleware that drops If-Match / If-None-Match from PUT and DELETE before moto
-sees them (tests/support/moto_wsgi.py), as many S3-compatible stores do: every conditional write there is a plain
-one. It shares moto's backend with the ``s3_endpoint`` server, so the landing zone is written with boto3 there.
+The stores are moto behind WSGI middleware (tests/support/moto_wsgi.py, store_quirks.py) that answer as stores do
+that lack one behaviour; they share moto's backend with the ``s3_endpoint`` server, so the landing zone is written
+with boto3 there.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
-from support.moto_wsgi import MotoWsgiServer, lax_conditionals, listings_without_etags, without_etags
+from support import store_quirks as quirks
+from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals, listings_without_etags, without_etags
 from test_compact_support import TEST_OPTIONS, all_keys, make_client, plain_table, same_rows, write_landing_zone
 
 from s3io.compaction import CompactionLock, MissingETag, compact_prefix, recover_prefix
+from s3io.s3.capabilities import VERDICTS
 from s3io.table import conditional, layout
 
 pytestmark = pytest.mark.timeout(120)
@@ -46,36 +53,97 @@ async def test_a_store_that_ignores_conditional_writes_is_refused_before_anythin
         report = await compact_prefix(client, url, TEST_OPTIONS)
         assert report.status == "refused", report.to_text()
         message = report.message
-        assert "does not enforce conditional requests" in message
-        assert "If-None-Match: * on PUT was ignored" in message
-        assert "If-Match on PUT was ignored" in message and "If-Match on DELETE was ignored" in message
-        assert "nothing was compacted and no lock was taken" in message and "Use a store that enforces" in message
-        assert report.requests <= 8  # the probe (six requests, two more if its object was gone) and nothing else
+        assert f"the store at {lax_store} does not do what the compaction lock and journal need" in message
+        assert "conditional create (PUT If-None-Match: *): PUT If-None-Match: * was ignored" in message
+        assert "conditional replace (PUT If-Match): PUT If-Match: <another ETag> was ignored" in message
+        assert "conditional delete (DELETE If-Match): DELETE If-Match was ignored" in message
+        assert "nothing was compacted and no lock was taken" in message and "Use a store that does" in message
+        verdict = VERDICTS.get(lax_store)
+        assert verdict is not None and report.requests == verdict.requests  # the probe and nothing else
         recovery = await recover_prefix(client, url, TEST_OPTIONS)
-        assert recovery.status == "refused" and "does not enforce conditional requests" in recovery.message
+        assert recovery.status == "refused" and "does not do what the compaction lock" in recovery.message
+        assert recovery.requests == 0  # the verdict is kept: the store is not asked again
     assert _objects(s3_client, bucket) == before  # no probe object, no lock, no journal, no output
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
 
 
-async def test_the_probe_costs_six_requests_per_run_and_leaves_nothing(
-    fault_proxy: Any, s3_client: Any, bucket: str
+@pytest.mark.parametrize(
+    ("quirk", "named"),
+    [
+        pytest.param(
+            quirks.ignores_header("DELETE", "If-Match"),
+            "conditional delete (DELETE If-Match): DELETE If-Match was ignored (an object was deleted despite "
+            "another ETag)",
+            id="delete-if-match-ignored-as-rgw-16",
+        ),
+        pytest.param(
+            quirks.refuses_every_if_match_put,
+            "conditional replace (PUT If-Match): PUT If-Match refused the object's own ETag, quoted and unquoted",
+            id="put-if-match-never-holds",
+        ),
+    ],
+)
+async def test_a_store_lacking_one_condition_is_refused_naming_only_it_and_nothing_is_written(
+    s3_endpoint: Any, s3_client: Any, bucket: str, quirk: Middleware, named: str
 ) -> None:
+    """A store whose PUT If-Match never holds used to pass compaction's own probe (it checked only that wrong ETags
+    are refused) and stop later with a lock_lost blaming another job (issue 27): now it is refused up front."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6})
-    async with make_client(fault_proxy.url) as client:
-        report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
-    assert report.status == "ok", report.to_text()
-    probe = [r for r in fault_proxy.requests if "_s3io_compaction/probe/" in r.path and "-bulk-delete" not in r.path]
-    assert [r.method for r in probe] == ["PUT", "PUT", "PUT", "DELETE", "HEAD", "DELETE"]
-    assert [r.status for r in probe] == [200, 412, 412, 412, 200, 204]
-    # before the input deletes, a second probe (PUT, DeleteObjects naming another ETag, DELETE): moto ignores the
-    # per-object ETag, so the inputs are deleted one conditional DELETE each
-    bulk = [r for r in fault_proxy.requests if r.path.endswith("-bulk-delete")]
-    assert [r.method for r in bulk] == ["PUT", "DELETE"]
-    assert fault_proxy.count(method="POST", path=r"\?delete") == 1
-    assert fault_proxy.count(method="DELETE", path=r"/date%3D1/part-") == 6
-    assert probe[0].seq < min(r.seq for r in fault_proxy.requests if r.path.endswith("_s3io_compaction/LOCK"))
-    assert [k for k in all_keys(s3_client, bucket) if "_s3io_" in k] == []
+    before = _objects(s3_client, bucket)
+    with MotoWsgiServer(quirks.honours_bulk_etags, quirk) as url:
+        async with make_client(url) as client:
+            report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
+    assert report.status == "refused", report.to_text()
+    assert named in report.message and report.message.count("(PUT If") + report.message.count("(DELETE If") == 1
+    assert _objects(s3_client, bucket) == before
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+async def test_a_store_that_takes_put_if_match_only_unquoted_is_compacted_in_that_form(
+    s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """Ceph RGW 16 answers 412 to PUT If-Match with the object's own ETag quoted, as S3 sends ETags: the lock's
+    renewals and the journal's advances are sent unquoted once probed, and every wrong ETag is still refused."""
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6})
+    with MotoWsgiServer(quirks.honours_bulk_etags, quirks.refuses_quoted_if_match) as url:
+        async with make_client(url) as client:
+            report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS.replace(keep_history=True))
+    assert report.status == "ok" and report.files_after == 1 and not report.conflicts, report.to_text()
+    assert "PUT If-Match needs the ETag unquoted (sent so)" in report.store and report.retries == 0
+    entries = [k for k in all_keys(s3_client, bucket) if layout.is_journal_key(k)]
+    assert (
+        len(entries) == 1
+        and json.loads(s3_client.get_object(Bucket=bucket, Key=entries[0])["Body"].read())["state"] == "done"
+    )  # pending -> committed -> published -> done: three conditional replaces, each accepted
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
+
+
+async def test_the_probe_runs_once_per_store_before_the_lock_and_its_verdict_is_reported_and_logged(
+    fault_proxy: Any, s3_client: Any, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="s3io")
+    original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
+    url = f"s3://{bucket}/{PREFIX}"
+    async with make_client(fault_proxy.url) as client:
+        first = await compact_prefix(client, url, TEST_OPTIONS)
+        more = write_landing_zone(s3_client, bucket, PREFIX, {"date=3": 6}, start=len(original))
+        second = await compact_prefix(client, url, TEST_OPTIONS)
+    assert first.status == second.status == "ok", first.to_text() + second.to_text()
+    verdict = VERDICTS.get(fault_proxy.url)
+    assert verdict is not None
+    locked = min(r.seq for r in fault_proxy.requests if r.path.endswith("_s3io_compaction/LOCK"))
+    probe = [r for r in fault_proxy.requests if r.seq < locked]  # the first thing the first run did
+    assert len(probe) == verdict.requests
+    assert all("_s3io_compaction/probe/" in r.path or r.query == "delete=" for r in probe), probe
+    assert [r for r in fault_proxy.requests if "_s3io_compaction/probe/" in r.path and r.seq > locked] == []
+    assert first.store == second.store == verdict.summary()
+    assert "lacks per-object ETags in DeleteObjects" in first.store and verdict.summary() in first.to_text()
+    assert [r.getMessage() for r in caplog.records].count(verdict.summary()) == 1
+    # moto ignores per-object ETags in DeleteObjects (the verdict says so): inputs go one conditional DELETE each
+    assert len([r for r in fault_proxy.requests if r.query == "delete="]) == 1  # the probe's own
+    assert fault_proxy.count(method="DELETE", path=r"/date%3D[123]/part-") == 18
+    assert [k for k in all_keys(s3_client, bucket) if "_s3io_" in k] == []
+    assert same_rows(plain_table(s3_client, bucket, PREFIX), pa.concat_tables([original, more]))
 
 
 async def test_a_missing_etag_is_refused_and_never_sent_without_its_condition(

@@ -1,17 +1,20 @@
-"""One suite, every store: the read paths, multipart uploads, ranges, ETag pins and the probe's verdict, run on moto
-(the session's strict server) and on a real Ceph RGW (tests/support/rgw.py; skipped, with the reason, where it
-cannot run). Where a peer does the job (boto3, pyarrow) it is the oracle.
+"""One suite, every store: the probe's verdict, conditional writes, ranges, ETag pins, multipart uploads, compaction's
+refusal and the stream's lease, run on moto (the session's strict server), on a real Ceph RGW (tests/support/rgw.py)
+and on s3rver (tests/support/s3rver.py), each skipped, with the reason, where it cannot run. Where a store cannot do
+something, the test says what it does instead (``MEASURED``, ``COMPACTION``): the per-store expectations are the
+compatibility table of docs/stores.md. Where a peer does the job (boto3, pyarrow, Spark's reads) it is the oracle.
 
-The RGW's S3 user signs with the session's fake keys, so a test body written for moto runs here unchanged: this
-module's ``s3_endpoint`` is parametrised by store, and the conftest's ``bucket``, ``s3_client`` and
-``fault_proxy`` (and the reused modules' ``fs`` and ``obj``) follow it. Test bodies reused from their home modules
-are listed at the end: they run here on RGW only, as their home module runs them on moto. Spark batch and stream
-and compaction on RGW come in a second round.
+Every store's S3 user signs with the session's fake keys, so a test body written for moto runs here unchanged: this
+module's ``s3_endpoint`` is parametrised by store, and the conftest's ``bucket``, ``s3_client`` and ``fault_proxy``
+(and the reused modules' ``fs`` and ``obj``) follow it. Test bodies reused from their home modules (read paths,
+fsspec, the CLI, the Spark batch source and stream) are listed at the end: they run here on RGW only, as their
+home module runs them on moto.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,28 +23,45 @@ import test_api_read
 import test_cli
 import test_engine_s3
 import test_fs_filesystem
+import test_spark_source
+import test_spark_stream
 from botocore.exceptions import ClientError
 from support.moto_server import MotoServer, S3Endpoint
+from support.spark_fixtures import spark_session  # noqa: F401
+from test_compact_support import data_keys, make_client, plain_table, same_rows, write_landing_zone
 
 from s3io import Policy
-from s3io.errors import ObjectChanged, PreconditionFailed, RequestError
-from s3io.s3.capabilities import VERDICTS, Capability, EtagForm, endpoint_key
+from s3io.compaction import CompactionOptions, compact_prefix
+from s3io.errors import ObjectChanged, PreconditionFailed, ProtocolError, RequestError
+from s3io.s3.capabilities import VERDICTS, Capability, EtagForm, MissingCapability, endpoint_key
 from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
 from s3io.s3.get_range import GetRange
 from s3io.s3.probe import probe_store, store_capabilities
+from s3io.stream_state.lease import Lease, StreamLease
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
-STORES = ("moto", "rgw")
+STORES = ("moto", "rgw", "s3rver")
 POLICY = Policy(max_attempts=3, backoff_base=0.01, backoff_cap=0.2)
 SCRATCH = "tmp/_s3io_probe/"
-# What each store lacks, and the If-Match form it takes: measured (moto 5.2.5; Ceph RGW 16.2.15, Debian bookworm).
+CONDITIONS = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE, Capability.CONDITIONAL_DELETE)
+CHECKSUMS = (Capability.UPLOAD_CHECKSUMS, Capability.FULL_OBJECT_MULTIPART)
+# What each store lacks, and the If-Match form it takes: measured (moto 5.2.5; Ceph RGW 16.2.15, Debian bookworm;
+# s3rver 3.7.1, Node 20).
 MEASURED = {
     "moto": ((Capability.BULK_CONDITIONAL_DELETE,), EtagForm.QUOTED),
     "rgw": (
-        (Capability.CONDITIONAL_DELETE, Capability.BULK_CONDITIONAL_DELETE, Capability.MULTIPART_ETAG),
+        (Capability.CONDITIONAL_DELETE, Capability.BULK_CONDITIONAL_DELETE, Capability.MULTIPART_ETAG, *CHECKSUMS),
         EtagForm.BARE,
     ),
+    "s3rver": ((*CONDITIONS, Capability.BULK_CONDITIONAL_DELETE, Capability.RANGES, *CHECKSUMS), EtagForm.QUOTED),
+}
+# Why compaction refuses each store (None: it compacts there), as its message names it.
+COMPACTION = {
+    "moto": None,
+    "rgw": "conditional delete (DELETE If-Match): DELETE If-Match was ignored (an object was deleted despite another "
+    "ETag)",
+    "s3rver": "conditional create (PUT If-None-Match: *): PUT If-None-Match: * was ignored",
 }
 
 
@@ -60,7 +80,7 @@ def store(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def s3_endpoint(store: str, moto_server: MotoServer, request: pytest.FixtureRequest) -> S3Endpoint:
     """The store under test (overrides the conftest's moto-only fixture for this module)."""
-    return moto_server.endpoint if store == "moto" else request.getfixturevalue("rgw").endpoint
+    return moto_server.endpoint if store == "moto" else request.getfixturevalue(store).endpoint
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -94,7 +114,12 @@ def test_the_probe_verdict_is_what_was_measured(
 def test_conditional_writes_work_in_the_store_s_form_and_wrong_etags_are_refused(
     store: str, s3_endpoint: S3Endpoint, bucket: str, s3_client: Any
 ) -> None:
+    """Where the store lacks them (s3rver), what it does instead is pinned: the writes land, conditions or not
+    (which is why compaction and the stream refuse it, below)."""
     VERDICTS.forget(s3_endpoint.url)  # probed below, in this test
+    if Capability.CONDITIONAL_REPLACE in MEASURED[store][0]:
+        _conditions_are_ignored(s3_endpoint, bucket, s3_client)
+        return
 
     async def main() -> None:
         async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
@@ -114,6 +139,18 @@ def test_conditional_writes_work_in_the_store_s_form_and_wrong_etags_are_refused
     assert s3_client.get_object(Bucket=bucket, Key="doc.json")["Body"].read() == b"2"
 
 
+def _conditions_are_ignored(s3_endpoint: S3Endpoint, bucket: str, s3_client: Any) -> None:
+    async def main() -> None:
+        async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
+            first = await client.put_object(bucket, "doc.json", b"1", if_none_match=True)
+            await client.put_object(bucket, "doc.json", b"2", if_none_match=True)
+            await client.put_object(bucket, "doc.json", b"3", if_match='"00000000000000000000000000000000"')
+            await client.delete_object(bucket, "doc.json", if_match=first.etag)
+
+    _run(main())
+    assert s3_client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # every write landed, the delete too
+
+
 def test_store_capabilities_are_kept_by_endpoint(s3_endpoint: S3Endpoint, bucket: str) -> None:
     async def main() -> None:
         async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
@@ -126,20 +163,27 @@ def test_store_capabilities_are_kept_by_endpoint(s3_endpoint: S3Endpoint, bucket
 # ------------------------------------------------------------------------------------- ranges and ETags
 
 
-def test_ranges_match_boto3(s3_endpoint: S3Endpoint, bucket: str, s3_client: Any) -> None:
+def test_ranges_match_boto3(store: str, s3_endpoint: S3Endpoint, bucket: str, s3_client: Any) -> None:
+    """Where the store answers a range wrongly (s3rver: ``bytes=-5`` of 1,024 bytes as 6 bytes from the start),
+    boto3 returns those bytes and s3io refuses them: never wrong bytes."""
     data = bytes(range(256)) * 4
     s3_client.put_object(Bucket=bucket, Key="r.bin", Body=data)
     cases = [
-        (GetRange.bounded(0, 10), "bytes=0-9"),
-        (GetRange.starting_at(10), "bytes=10-"),
-        (GetRange.suffix(5), "bytes=-5"),
+        (GetRange.bounded(0, 10), "bytes=0-9", data[:10]),
+        (GetRange.starting_at(10), "bytes=10-", data[10:]),
+        (GetRange.suffix(5), "bytes=-5", data[-5:]),
     ]
 
     async def main() -> None:
         async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
-            for want, header in cases:
+            for want, header, right in cases:
                 oracle = s3_client.get_object(Bucket=bucket, Key="r.bin", Range=header)["Body"].read()
-                assert (await client.get_range(bucket, "r.bin", want)).data == oracle
+                if store == "s3rver" and header == "bytes=-5":
+                    assert oracle == data[:6]  # what boto3 takes from it
+                    with pytest.raises(ProtocolError, match="asked bytes=-5, the server answered"):
+                        await client.get_range(bucket, "r.bin", want)
+                    continue
+                assert (await client.get_range(bucket, "r.bin", want)).data == oracle == right
             with pytest.raises(RequestError) as past:
                 await client.get_range(bucket, "r.bin", GetRange.bounded(5000, 5010))
             assert past.value.status == 416
@@ -179,10 +223,67 @@ def test_multipart_upload_completes_without_a_retry(
 
     result, stats = _run(main())
     head = s3_client.head_object(Bucket=bucket, Key="mpu.bin")
-    assert result.etag == head["ETag"] and head["ETag"].endswith('-3"') and head["ContentLength"] == len(data)
+    assert result.etag == head["ETag"] and head["ContentLength"] == len(data)
+    assert head["ETag"].endswith('-3"') == (store != "s3rver")  # s3rver's is the MD5 of the whole object
     assert stats.retries == {}
     assert stats.requests_for(COMPLETE_MULTIPART_HEAD) == (1 if store == "rgw" else 0)
     assert s3_client.get_object(Bucket=bucket, Key="mpu.bin")["Body"].read() == data
+
+
+# ---------------------------------------------------------------------------- compaction and the stream's lease
+
+
+def test_compaction_runs_where_the_store_has_every_condition_and_is_refused_by_name_elsewhere(
+    store: str, s3_endpoint: S3Endpoint, bucket: str, s3_client: Any
+) -> None:
+    """On RGW 16 (DELETE ignores If-Match) and s3rver (every condition ignored) nothing is written, not even a
+    lock; on moto the prefix is compacted, the rows as pyarrow reads them unchanged."""
+    original = write_landing_zone(s3_client, bucket, "lake/", {"date=1": 5})
+    before = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    options = CompactionOptions(grace_period=0.2, lock_ttl=10.0, clock_skew=0.0, owner="conformance")
+
+    async def main() -> Any:
+        async with make_client(s3_endpoint.url) as client:
+            return await compact_prefix(client, f"s3://{bucket}/lake/", options)
+
+    report = _run(main())
+    refusal = COMPACTION[store]
+    if refusal is None:
+        assert report.status == "ok" and report.files_after == 1 and report.store, report.to_text()
+        assert len(data_keys(s3_client, bucket, "lake/")) == 1
+    else:
+        assert report.status == "refused" and refusal in report.message, report.to_text()
+        assert "nothing was compacted and no lock was taken" in report.message
+        after = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+        assert after == before
+    assert same_rows(plain_table(s3_client, bucket, "lake/"), original)
+
+
+def test_the_stream_lease_renews_with_one_conditional_put_or_refuses_the_store_by_name(
+    store: str, s3_endpoint: S3Endpoint, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RGW 16 takes the lease's If-Match only unquoted: each renewal is one PUT (it was PUT 412, HEAD, GET, PUT and
+    a warning about another driver). s3rver ignores conditions: the stream stops at its start, naming them."""
+    caplog.set_level(logging.WARNING, logger="s3io.stream_state")
+    body = Lease("conformance", "driver", f"s3://{bucket}/lake/_s3io_streams/c/", -1, ttl=600.0, max_file_age=None)
+
+    async def main() -> Any:
+        async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
+            lease = StreamLease(client, bucket, "lake/", body)
+            await lease.adopt()
+            await lease.write()
+            before = client.stats()
+            await lease.write()
+            await lease.write(committed_batch=1)
+            return client.stats() - before
+
+    if Capability.CONDITIONAL_CREATE in MEASURED[store][0]:
+        with pytest.raises(MissingCapability, match=r"conditional create \(PUT If-None-Match: \*\)"):
+            _run(main())
+        return
+    spent = _run(main())
+    assert spent.request_count == 2 and spent.requests.get(("put", 200)) == 2, spent.requests
+    assert not [r.getMessage() for r in caplog.records if r.name == "s3io.stream_state"]  # no "another driver"
 
 
 # ------------------------------------------------------------------- test bodies reused from their modules
@@ -210,3 +311,7 @@ test_engine_overwrite_between_parts = (
 test_cli_cat_and_ranges = test_cli.test_cat_whole_and_ranges
 test_cli_ls_and_stat = test_cli.test_ls_and_stat
 test_cli_missing_object = test_cli.test_missing_object_is_a_one_line_error_with_nonzero_exit
+test_spark_batch_flat = test_spark_source.test_flat_layout_matches_pyarrow_and_packs_small_files_like_spark
+test_spark_batch_hive = test_spark_source.test_hive_layout_matches_pyarrow_and_partition_paths_read_only_matching_files
+test_spark_batch_large_files = test_spark_source.test_mixed_small_and_large_files_split_large_ones_at_row_groups
+test_spark_stream_available_now = test_spark_stream.test_available_now_reads_only_what_was_there_when_it_started

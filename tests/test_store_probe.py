@@ -5,6 +5,7 @@ honours, an ETag a CompleteMultipartUpload answer left out). The verdicts on Cep
 from __future__ import annotations
 
 import logging
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals, with
 from s3io import Policy
 from s3io.errors import PreconditionFailed, TransportError
 from s3io.s3.capabilities import VERDICTS, Capability, EtagForm, Gap, MissingCapability, StoreCapabilities
+from s3io.s3.checksum_refusals import REFUSALS, Feature
 from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
 from s3io.s3.probe import probe_store, store_capabilities
 
@@ -29,8 +31,10 @@ S3_AS_DOCUMENTED = quirks.honours_bulk_etags  # moto plus per-object ETags in De
 @pytest.fixture(autouse=True)
 def _no_remembered_verdicts() -> Iterator[None]:
     VERDICTS.forget()
+    REFUSALS.forget()
     yield
     VERDICTS.forget()
+    REFUSALS.forget()
 
 
 async def _probe(url: str, bucket: str) -> StoreCapabilities:
@@ -111,6 +115,43 @@ async def test_each_missing_capability_is_named_alone(
     assert gap is not None and detail in gap.detail
     assert gap.describe() in verdict.summary() and "\n" not in verdict.summary()
     assert _left_behind(s3_client, bucket) == []
+
+
+CHECKSUMS = (Capability.UPLOAD_CHECKSUMS, Capability.FULL_OBJECT_MULTIPART)
+
+
+@pytest.mark.parametrize(
+    ("quirk", "detail", "refused"),
+    [
+        (quirks.ignores_checksum_headers, "accepted, but a HEAD with checksum mode states none (it keeps none)", False),
+        (quirks.refuses_checksum_headers, "refused (HTTP 400 InvalidArgument", True),
+    ],
+    ids=["kept-none-like-rgw-16", "refused"],
+)
+async def test_checksum_capabilities_a_store_lacks_are_named_and_a_refused_form_is_never_sent_again(
+    bucket: str, s3_client: Any, quirk: Middleware, detail: str, refused: bool
+) -> None:
+    """The probe's own uploads find what the store does with checksums; a verdict handed to another process (a
+    worker, a Spark executor: pickled, without its clock) makes that process's clients send no refused form."""
+    with MotoWsgiServer(S3_AS_DOCUMENTED, quirk) as url:
+        verdict = await _probe(url, bucket)
+        assert verdict.missing == CHECKSUMS and verdict.checksums_probed, verdict.summary()
+        for capability in CHECKSUMS:
+            gap = verdict.gap(capability)
+            assert gap is not None and gap.detail.startswith(detail) and gap.refused is refused
+        assert _left_behind(s3_client, bucket) == []
+        REFUSALS.forget()  # as in a fresh worker process
+        in_a_worker = pickle.loads(pickle.dumps(verdict.portable()))
+        assert in_a_worker.clock is None and in_a_worker.gaps == verdict.gaps
+        VERDICTS.remember(in_a_worker)
+        assert [REFUSALS.refused(verdict.endpoint, f) for f in Feature] == [refused, refused]
+        async with S3Client(POLICY, endpoint_url=url) as client:
+            put = await client.put_object(bucket, "sealed.bin", b"x" * 100)
+            async with client.multipart_writer(bucket, "sealed-mpu.bin", part_size=5 * 1024 * 1024) as writer:
+                await writer.write(b"y" * (6 * 1024 * 1024))
+            stats = client.stats()
+    assert sum(n for (_, status), n in stats.requests.items() if status == 400) == 0  # nothing refused was sent
+    assert (put.checksum is None, writer.result.checksum is None) == (refused, refused)
 
 
 async def test_moto_itself_lacks_only_per_object_etags_in_delete_objects(bucket: str, s3_client: Any) -> None:

@@ -46,8 +46,9 @@ from s3io.compaction.report import (
     GroupReport,
 )
 from s3io.compaction.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
-from s3io.compaction.store_probe import StoreClock, probe_store
+from s3io.compaction.store_probe import probe_store
 from s3io.errors import InvalidConfig, NotFound, S3IOError
+from s3io.s3.capabilities import StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
@@ -168,6 +169,7 @@ class _Job:
         self.extra_retries = 0
         self._leases: list[LiveLease] = []  # streams' live leases, read before planning
         self._store_now: Callable[[], Awaitable[float]] | None = None
+        self._store: StoreCapabilities | None = None  # the probe's verdict (a worker's copy goes with each task)
         self._planned: CompactionPlan | None = None  # the latest plan, for the report of a job that lost its lock
         self.bytes_total = 0
         self.bytes_done = 0
@@ -235,13 +237,18 @@ class _Job:
     # ------------------------------------------------------------------ the steps of run()
 
     async def _probe(self) -> StoreClock | None:
-        """Refuse a store that ignores conditional writes (None, REFUSED); else its clock, for lock expiry."""
+        """Refuse a store that lacks a condition the lock and journal need (None, REFUSED, the store's behaviour
+        named); else its clock, for lock expiry. The verdict goes into the report (and, once, the log)."""
         try:
-            store = await probe_store(self.client, self.bucket, self.prefix, self.job_id)
+            verdict = await probe_store(self.client, self.bucket, self.prefix)
         except ConditionalWritesUnsupported as exc:
             self.report.status = REFUSED
             self.report.message = str(exc)
             return None
+        self.report.store = verdict.summary()
+        self._store = verdict
+        store = verdict.clock
+        assert store is not None  # probe_store refuses a store without one
 
         async def store_now() -> float:
             return store.now()
@@ -492,7 +499,8 @@ class _Job:
         """Execute ``plan``'s groups and commit their outputs; the inputs their tasks left out."""
         settings = RewriteSettings.from_options(self.options)
         crash_value = self.crash.value if self.crash is not None else None
-        tasks = [GroupTask(self.job_id, g, settings, crash_value) for g in plan.groups]
+        verdict = self._store.portable() if self._store is not None else None
+        tasks = [GroupTask(self.job_id, g, settings, crash_value, verdict) for g in plan.groups]
         groups = {g.group_id: g for g in plan.groups}
         reports = {g.group_id: g for g in self.report.groups}
         left_out: list[FileFacts] = []

@@ -31,8 +31,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from s3io.compaction.errors import LockHeld, LockLost
-from s3io.compaction.store_probe import STORE_CLOCK_RESOLUTION, StoreNow, clock_from_probe
+from s3io.compaction.store_probe import StoreNow, clock_from_probe
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
+from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.table import conditional
@@ -122,7 +123,7 @@ class CompactionLock:
         self.ttl = ttl
         self.clock_skew = clock_skew
         self.clock = clock
-        self.store_now = store_now or clock_from_probe(client, bucket, prefix, job_id)
+        self.store_now = store_now or clock_from_probe(client, bucket, prefix)
         self.info: LockInfo | None = None
         self.taken_over: LockInfo | None = None  # the expired holder we replaced, if any
         self.lost: str | None = None

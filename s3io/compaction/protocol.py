@@ -14,11 +14,20 @@ State machine (the journal entry's ``state``; "-" = no entry):
 
 Recovery: "-" with a staging object -> delete it (roll back); pending -> delete the entry and its staging (roll
 back); committed -> roll forward from copy_to_final (after checking staging still has the recorded ETag and size;
-if it is gone and every input is intact, roll back instead); published -> continue from delete_inputs; done ->
+if it is gone and every input is intact, roll back instead); published -> continue from delete_inputs (after
+checking the final object still has the recorded ETag and size, else publishing again from staging); done ->
 forget. Every step runs inside ``lock.fenced``: it checks first that the lock is still ours and is cut off when our
 lease ends; a journal entry that moved under us means another job holds the lock (LockLost). ``finish_entries``
 drives entries through the steps and waits the grace periods; the driver uses it after its commits, recovery for
 what a dead job left.
+
+Sealed outputs: the journal records each output's full-object checksum (the CRC64NVME its upload stated, which the
+store checked on arrival and keeps; ``ObjectRef.checksum``). Before an object is relied upon (staging before it is
+copied, the final object before inputs are deleted in a later run), the checksum the store states for it now is
+compared with the recorded one, and the copy's checksum (the copy asks for one) with staging's: a store that holds
+other bytes under the recorded ETag and size stops that entry (ChecksumConflict, reported; nothing is published or
+deleted on its account). Where the store states no checksum (or another algorithm), or the entry predates
+checksums, the ETag and size are all that is checked, as before.
 
 Why the protocol holds (each guarantee, and the test behind it), including why a job that lost its lock cannot
 commit although its writes may land late: docs/commit-protocol.md, the protocol's one description. This
@@ -38,9 +47,11 @@ from s3io.compaction.errors import CompactionError, LockLost
 from s3io.compaction.grouping import CompactionGroup
 from s3io.compaction.lock import CompactionLock
 from s3io.compaction.rewrite import GroupOutput
-from s3io.compaction.store_probe import STORE_CLOCK_RESOLUTION, supports_bulk_conditional_delete
+from s3io.compaction.store_probe import bulk_conditional_delete
 from s3io.engine.tasks import gather_all, map_bounded
-from s3io.errors import NotFound, PreconditionFailed, S3IOError
+from s3io.errors import NotFound, ObjectChanged, PreconditionFailed, S3IOError
+from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION
+from s3io.s3.checksums import StoredChecksum
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.table import journal, layout
@@ -53,6 +64,12 @@ Sleep = Callable[[float], Awaitable[None]]
 
 class StagingLost(CompactionError):
     """A committed entry's staging object is gone or changed before it was published."""
+
+
+class ChecksumConflict(CompactionError):
+    """The store states another checksum for an output than the journal recorded (under the recorded ETag and size),
+    or a copy's differs from its source's: it holds other bytes than were verified. Nothing is published or deleted
+    on its account; the entry is left for a person."""
 
 
 async def commit_group(
@@ -124,14 +141,62 @@ async def _copy_to_final(client: S3Client, entry: JournalEntry) -> ObjectRef:
             f"staging output s3://{entry.bucket}/{staging.key} changed after commit "
             f"(ETag {head.etag}, size {head.size}; journal says {staging.etag}, {staging.size})"
         )
-    await client.copy_object(entry.bucket, staging.key, entry.bucket, entry.final_key, if_match=staging.etag)
+    stored = await _conflicting_checksum(client, entry.bucket, staging)
+    if stored is not None:
+        raise ChecksumConflict(_conflict(entry, staging, stored, "staging output", "not published"))
+    copied = await client.copy_object(entry.bucket, staging.key, entry.bucket, entry.final_key, if_match=staging.etag)
     final = await client.head_object(entry.bucket, entry.final_key)
     if final.size != staging.size:
         raise CompactionError(
             f"copy of s3://{entry.bucket}/{staging.key} to {entry.final_key} has {final.size} bytes, "
             f"expected {staging.size}"
         )
-    return ObjectRef(entry.final_key, final.etag, final.size)
+    checksum = copied.checksum
+    if checksum is None and staging.checksum is not None and final.etag:
+        checksum = await client.object_checksum(entry.bucket, entry.final_key, if_match=final.etag)
+    if _contradicts(staging.checksum, checksum):
+        assert checksum is not None and staging.checksum is not None
+        await _delete_copy(client, entry.bucket, entry.final_key)
+        raise ChecksumConflict(
+            f"the copy of s3://{entry.bucket}/{staging.key} to {entry.final_key} has the checksum "
+            f"{checksum.describe()}, not staging's {staging.checksum.describe()} (recorded in {entry.key} when it "
+            "was written and verified): the copy was deleted and the entry stays committed (readers use staging); "
+            "nothing else was deleted"
+        )
+    return ObjectRef(entry.final_key, final.etag, final.size, checksum if checksum is not None else staging.checksum)
+
+
+async def _conflicting_checksum(client: S3Client, bucket: str, ref: ObjectRef) -> StoredChecksum | None:
+    """The checksum the store states now for ``ref`` (pinned to its ETag: one HEAD) where it contradicts the one the
+    journal recorded; None where they agree, or where that cannot be told (none recorded, none stated, another
+    algorithm). StagingLost where the object changed or went meanwhile."""
+    if ref.checksum is None:
+        return None
+    try:
+        stored = await client.object_checksum(bucket, ref.key, if_match=ref.etag)
+    except (NotFound, ObjectChanged) as exc:
+        raise StagingLost(f"s3://{bucket}/{ref.key} changed or went while its checksum was read ({exc})") from exc
+    return stored if _contradicts(ref.checksum, stored) else None
+
+
+def _contradicts(recorded: StoredChecksum | None, stated: StoredChecksum | None) -> bool:
+    """Whether two checksums of what should be the same bytes are of one algorithm and differ."""
+    return (
+        recorded is not None
+        and stated is not None
+        and recorded.algorithm == stated.algorithm
+        and recorded.value != stated.value
+    )
+
+
+def _conflict(entry: JournalEntry, ref: ObjectRef, stored: StoredChecksum, what: str, consequence: str) -> str:
+    assert ref.checksum is not None
+    return (
+        f"{what} s3://{entry.bucket}/{ref.key} of {entry.key}: the store states the checksum {stored.describe()}, "
+        f"but the journal recorded {ref.checksum.describe()} when it was written and verified (same ETag "
+        f"{ref.etag}, same size {ref.size}): the store holds other bytes under that ETag. {consequence}, and "
+        "nothing was deleted (inputs, staging and the entry are as they were): inspect the object and the store"
+    )
 
 
 async def record_published(
@@ -299,6 +364,9 @@ async def finish_entries(
                 final = await copy_to_final(client, lock, entry)
             except StagingLost as exc:
                 return await _staging_lost(client, lock, entry, exc, outcome)
+            except ChecksumConflict as exc:
+                outcome.errors.append(str(exc))
+                return None
             maybe_crash(CrashPoint.AFTER_COPY, crash)
             published = await record_published(client, lock, entry, final, clock=clock)
             maybe_crash(CrashPoint.AFTER_PUBLISH_RECORD, crash)
@@ -311,7 +379,7 @@ async def finish_entries(
     def deleted_one(_key: str) -> None:
         maybe_crash(CrashPoint.AFTER_INPUT_DELETE, crash)
 
-    bulk = bool(ready) and await supports_bulk_conditional_delete(client, lock.bucket, lock.prefix, lock.job_id)
+    bulk = bool(ready) and await bulk_conditional_delete(client, lock.bucket, lock.prefix)
     for entry in ready:
         deletion = await delete_inputs(client, lock, entry, concurrency=concurrency, after_each=deleted_one, bulk=bulk)
         outcome.deleted_inputs += len(deletion.deleted)
@@ -348,7 +416,15 @@ async def _check_final(
     except NotFound:
         head = None
     if head is not None and same_etag(head.etag, entry.final.etag) and head.size == entry.final.size:
-        return entry
+        try:
+            stored = await _conflicting_checksum(client, entry.bucket, entry.final)
+        except StagingLost:
+            stored = None  # changed since the HEAD: published again below, as if the HEAD had seen it
+        else:
+            if stored is None:
+                return entry
+            outcome.errors.append(_conflict(entry, entry.final, stored, "the published output", "Its inputs were kept"))
+            return None
     try:
         final = await copy_to_final(client, lock, entry)
     except StagingLost as exc:
@@ -356,6 +432,9 @@ async def _check_final(
             f"{entry.key}: the published output {entry.final.key} is missing or changed and {exc}; "
             "its inputs were left in place for manual inspection"
         )
+        return None
+    except ChecksumConflict as exc:
+        outcome.errors.append(f"{entry.key}: the published output {entry.final.key} is missing or changed and {exc}")
         return None
     async with lock.fenced(f"the publish record of {entry.key}"):
         republished = await _advance(client, entry, final=final, published_at=clock())

@@ -14,7 +14,7 @@ DRY_RUN = "dry_run"  # planned only
 PARTIAL = "partial"  # some groups failed; the others were compacted
 LOCKED = "locked"  # another job holds the lock: nothing was changed
 LOCK_LOST = "lock_lost"  # our lock expired or was taken over: we stopped; the journal lets the next run finish
-REFUSED = "refused"  # another compaction root overlaps this prefix
+REFUSED = "refused"  # the store lacks a condition the protocol needs, or another compaction root overlaps
 
 
 @dataclass
@@ -50,6 +50,7 @@ class CompactionReport:
     conflicts: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     lock_taken_over_from: str | None = None
+    store: str = ""  # the store probe's verdict: what the store lacks, the condition forms it needs, its clock
     duration_s: float = 0.0
     requests: int = 0
     retries: int = 0
@@ -80,6 +81,8 @@ class CompactionReport:
             rows.append(("recovery", self.recovery.describe()))
         if self.lock_taken_over_from:
             rows.append(("lock", f"taken over from {self.lock_taken_over_from} (expired)"))
+        if self.store:
+            rows.append(("store", self.store))
         width = max(len(k) for k, _ in rows)
         lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
         for g in self.groups:

@@ -58,6 +58,7 @@ from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import INT96_UNIT, conform
 from s3io.parquet.sink import ByteSink
 from s3io.parquet.sparse import SparseFile
+from s3io.s3.capabilities import VERDICTS, StoreCapabilities
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout
@@ -145,6 +146,7 @@ class GroupTask:
     group: CompactionGroup
     settings: RewriteSettings = field(default_factory=RewriteSettings)
     crash_at: str | None = None
+    store: StoreCapabilities | None = None  # the driver's store verdict (portable: no clock), for the worker's client
 
     def new_staging_key(self) -> str:
         """A fresh staging key: each attempt of a task writes its own object."""
@@ -215,10 +217,10 @@ async def rewrite_group(
             raise
         written = True  # from here on the object may exist (even if close() fails after S3 completed it)
         result = await writer.close()
-        staging = ObjectRef(staging_key, result.etag, writer.bytes_written)
+        staging = ObjectRef(staging_key, result.etag, writer.bytes_written, result.checksum)  # sealed: see protocol
         if not staging.etag:
             head = await client.head_object(group.bucket, staging_key)
-            staging = ObjectRef(staging_key, head.etag, head.size)
+            staging = ObjectRef(staging_key, head.etag, head.size, result.checksum)
         maybe_crash(CrashPoint.AFTER_STAGING_WRITE, crash)
         assert encoder.schema is not None and encoder.checksum is not None
         readback = await _read_back(client, group.bucket, staging, encoder.schema, cpu)
@@ -271,7 +273,11 @@ async def run_group_task(client: S3Client, task: GroupTask, cpu: Executor | None
 
 
 def execute_group_task(task: GroupTask, make_client: Callable[[], S3Client]) -> GroupResult:
-    """Synchronous entry point for a Spark task: a fresh event loop and client, then ``run_group_task``."""
+    """Synchronous entry point for a Spark task or a worker process: the driver's store verdict kept in this process
+    (the If-Match form, the checksum forms the store refuses: never sent), then a fresh event loop and client, then
+    ``run_group_task``."""
+    if task.store is not None:
+        VERDICTS.remember(task.store)
 
     async def main() -> GroupResult:
         async with make_client() as client:

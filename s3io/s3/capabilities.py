@@ -21,9 +21,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from s3io.errors import S3IOError
+from s3io.s3.checksum_refusals import REFUSALS, ChecksumRefusals, Feature
 from s3io.s3.etags import bare_etag
 from s3io.transport.endpoint import Endpoint
 
@@ -41,6 +42,14 @@ class Capability(enum.Enum):
     BULK_CONDITIONAL_DELETE = "per-object ETags in DeleteObjects"
     RANGES = "byte ranges (GET Range)"
     MULTIPART_ETAG = "the ETag in CompleteMultipartUpload's answer"
+    UPLOAD_CHECKSUMS = "upload checksums (x-amz-checksum-crc64nvme on PUT, kept and stated to HEAD)"
+    FULL_OBJECT_MULTIPART = "full-object multipart checksums (x-amz-checksum-type: FULL_OBJECT, kept)"
+
+
+CHECKSUM_FEATURES = {  # a checksum capability whose request form a store may refuse outright (checksum_refusals)
+    Capability.UPLOAD_CHECKSUMS: Feature.UPLOAD_CHECKSUMS,
+    Capability.FULL_OBJECT_MULTIPART: Feature.FULL_OBJECT_MULTIPART,
+}
 
 
 class EtagForm(enum.Enum):
@@ -76,10 +85,12 @@ class MissingCapability(S3IOError):
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """A capability the store lacks, and one line saying what it did instead."""
+    """A capability the store lacks, and one line saying what it did instead. ``refused``: it refused the request
+    form outright (400/501, the same request without it succeeded): the form is never sent to it again."""
 
     capability: Capability
     detail: str
+    refused: bool = False
 
     def describe(self) -> str:
         return f"{self.capability.value}: {self.detail}"
@@ -95,6 +106,7 @@ class StoreCapabilities:
     clock: StoreClock | None = None  # None when the store sent no Last-Modified
     clock_offset: float | None = None  # the store's clock minus this machine's, at the probe (whole seconds)
     requests: int = 0  # what the probe cost
+    checksums_probed: bool = True  # False: the probing client sends no checksums (Policy.checksums), none were asked
 
     def supports(self, capability: Capability) -> bool:
         return self.gap(capability) is None
@@ -122,12 +134,19 @@ class StoreCapabilities:
         """``etag`` in the form this store's PUT If-Match honours."""
         return self.if_match_form.render(etag)
 
+    def portable(self) -> StoreCapabilities:
+        """This verdict for another process (a worker, a Spark executor): without its clock, which is carried on this
+        process's monotonic clock; the rest pickles. The worker calls ``VERDICTS.remember`` with it."""
+        return replace(self, clock=None)
+
     def summary(self) -> str:
         """One line: what the store lacks, the forms it needs, its clock."""
         parts = [f"store {self.endpoint}"]
         parts.append("lacks " + "; ".join(g.describe() for g in self.gaps) if self.gaps else "has every capability")
         if self.if_match_form is EtagForm.BARE:
             parts.append("PUT If-Match needs the ETag unquoted (sent so)")
+        if not self.checksums_probed:
+            parts.append("checksums not probed (this client sends none)")
         if self.clock_offset is not None:
             parts.append(f"its clock is {self.clock_offset:+.0f} s from this machine's (1 s resolution)")
         parts.append(f"probed with {self.requests} requests")
@@ -140,20 +159,30 @@ def endpoint_key(endpoint: Endpoint) -> str:
 
 
 class VerdictCache:
-    """Verdicts by endpoint for the life of the process; the first one for an endpoint is kept and logged."""
+    """Verdicts by endpoint for the life of the process; the first one for an endpoint is kept and logged. A kept
+    verdict's refused checksum forms go to ``refusals``, so that no client of the process sends them again."""
 
-    def __init__(self) -> None:
+    def __init__(self, refusals: ChecksumRefusals = REFUSALS) -> None:
         self._lock = threading.Lock()
         self._verdicts: dict[str, StoreCapabilities] = {}
+        self._refusals = refusals
 
     def get(self, endpoint: str) -> StoreCapabilities | None:
         return self._verdicts.get(endpoint)
+
+    def endpoints(self) -> list[str]:
+        """The endpoints a verdict is kept for."""
+        with self._lock:
+            return list(self._verdicts)
 
     def remember(self, verdict: StoreCapabilities) -> StoreCapabilities:
         """Keep ``verdict`` unless one for its endpoint is already kept; returns the kept one (logged once)."""
         with self._lock:
             kept = self._verdicts.setdefault(verdict.endpoint, verdict)
         if kept is verdict:
+            for gap in verdict.gaps:
+                if gap.refused and gap.capability in CHECKSUM_FEATURES:
+                    self._refusals.remember(verdict.endpoint, CHECKSUM_FEATURES[gap.capability], gap.detail)
             log.info("%s", verdict.summary())
         return kept
 

@@ -6,8 +6,9 @@ pair of answers (``UploadChecksums.send``) and, for the life of the process, sen
 the headers (the Content-MD5 every store takes instead), saying so once in the log. A store that takes the headers
 and ignores them is not a refusal: its reads then state no checksum, and are not verified (docs/integrity.md).
 
-Each ``Feature`` is one verdict, ready to become a capability of a store probe: a probe that finds the refusal up
-front records it here (``remember``) before the first upload, and the client never sends the refused form at all.
+Each ``Feature`` is a capability of the store probe (``s3io.s3.capabilities``): the probe's own upload finds the
+refusal before the first upload of the job that probed, and a verdict handed to a worker process records it here
+(``VerdictCache.remember``) before the worker's first upload, so the worker never sends the refused form at all.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ REFUSAL_STATUSES = frozenset({400, 501})
 class Feature(enum.Enum):
     """A use of S3's checksum headers some stores refuse; the value is how the log line names it."""
 
-    UPLOAD_CHECKSUMS = "a checksum header (x-amz-checksum-*) on PUT and UploadPart"
+    UPLOAD_CHECKSUMS = "a checksum header (x-amz-checksum-*) on PUT, UploadPart and CopyObject"
     FULL_OBJECT_MULTIPART = "a full-object checksum on multipart uploads (x-amz-checksum-type: FULL_OBJECT)"
 
 
@@ -51,6 +52,10 @@ class ChecksumRefusals:
 
     def refused(self, endpoint: str, feature: Feature) -> bool:
         return (endpoint, feature) in self._refused
+
+    def detail(self, endpoint: str, feature: Feature) -> str | None:
+        """What ``endpoint`` answered when it refused ``feature``, or None if it has not."""
+        return self._refused.get((endpoint, feature))
 
     def remember(self, endpoint: str, feature: Feature, detail: str) -> None:
         """Record that ``endpoint`` refuses ``feature`` (``detail``: what it answered); logged the first time."""

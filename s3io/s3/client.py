@@ -31,7 +31,13 @@ from s3io.resilience.retryable import clock_correction, error_for_status
 from s3io.s3 import xml
 from s3io.s3.capabilities import VERDICTS, EtagForm, endpoint_key
 from s3io.s3.checksum_refusals import Feature
-from s3io.s3.checksums import CHECKSUM_MODE_HEADER, StoredChecksum, stated_checksum
+from s3io.s3.checksums import (
+    ALGORITHM_HEADER,
+    CHECKSUM_MODE_HEADER,
+    UPLOAD_ALGORITHM,
+    StoredChecksum,
+    stated_checksum,
+)
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.multipart import MultipartWriter
@@ -336,7 +342,8 @@ class S3Client:
         return read.result()
 
     async def head_object(self, bucket: str, key: str, *, if_match: str | None = None) -> ObjectInfo:
-        """Size, ETag and modification time of an object; NotFound if it does not exist."""
+        """Size, ETag and modification time of an object; NotFound if it does not exist; PreconditionFailed if
+        ``if_match`` is not its ETag (checked here too: s3rver ignores If-Match on HEAD)."""
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
         return await self._head(bucket, key, if_match, "head")
@@ -346,7 +353,17 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> ObjectInfo:
             response = await self._send(watchdog, S3Request(operation, "HEAD", bucket, key, headers=dict(headers)))
-            return _info_from_headers(bucket, key, response.headers)
+            info = _info_from_headers(bucket, key, response.headers)
+            if if_match is not None and info.etag is not None and not same_etag(info.etag, if_match):
+                raise errors.PreconditionFailed(
+                    f"the store answered a HEAD If-Match {if_match} with another object (ETag {info.etag}): taken as "
+                    "the 412 it should have been",
+                    bucket=bucket,
+                    key=key,
+                    status=412,
+                    code="PreconditionFailed",
+                )
+            return info
 
         return await self._runner.run(operation, bucket, key, attempt)
 
@@ -811,7 +828,10 @@ class S3Client:
     async def copy_object(
         self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str, *, if_match: str | None = None
     ) -> PutResult:
-        """Server-side copy (up to 5 GiB); ``if_match`` pins the source version."""
+        """Server-side copy (up to 5 GiB); ``if_match`` pins the source version. Where checksums are sent
+        (``Policy.checksums``), the copy asks for the CRC64NVME of what it wrote (``x-amz-checksum-algorithm``):
+        ``PutResult.checksum`` is the one the answer states (None where it states none), for the caller to compare
+        with the source's; a store that refuses the header is learnt once and copied to without it."""
         _check_key(src_bucket, src_key)
         _check_key(dst_bucket, dst_key)
         _check_etag(src_bucket, src_key, if_match)
@@ -819,14 +839,19 @@ class S3Client:
         if if_match is not None:
             headers["x-amz-copy-source-if-match"] = if_match
 
-        async def attempt(watchdog: Watchdog) -> PutResult:
-            response = await self._send(
-                watchdog,
-                S3Request("copy", "PUT", dst_bucket, dst_key, headers=dict(headers), error_in_200=True),
-            )
-            return _put_result(response.body, "CopyObjectResult", dst_bucket, dst_key)
+        async def copy(checksum: bool) -> PutResult:
+            sent = {**headers, ALGORITHM_HEADER: UPLOAD_ALGORITHM.name} if checksum else headers
 
-        return await self._runner.run("copy", dst_bucket, dst_key, attempt)
+            async def attempt(watchdog: Watchdog) -> PutResult:
+                response = await self._send(
+                    watchdog,
+                    S3Request("copy", "PUT", dst_bucket, dst_key, headers=dict(sent), error_in_200=True),
+                )
+                return _put_result(response.body, "CopyObjectResult", dst_bucket, dst_key)
+
+            return await self._runner.run("copy", dst_bucket, dst_key, attempt)
+
+        return await self._checksums.send(Feature.UPLOAD_CHECKSUMS, copy)
 
 
 async def stated_size(
@@ -906,7 +931,7 @@ def _put_result(body: bytes, root: str, bucket: str, key: str, *, etag_required:
             bucket=bucket,
             key=key,
         )
-    return PutResult(etag)
+    return PutResult(etag, xml.stated_checksum(element))
 
 
 def _md5(data: bytes) -> str:

@@ -12,10 +12,17 @@ Every check asks the store to do something S3 does and looks at what it did, on 
     ranges                 bytes=0-9, bytes=10-, bytes=-5 answer exactly those bytes; a range past the end is 416
     multipart ETag         the first CompleteMultipartUpload answer carries the object's ETag (RGW 16's is empty:
                            the client then reads it with one HEAD, ``complete_multipart_head`` in its stats)
+    upload checksums       the ranges object's PUT carries its CRC64NVME (as every upload does, ``Policy.checksums``):
+                           accepted (a 400/501 that the same PUT without it does not get is a refusal, learnt by the
+                           client: ``checksum_refusals``), and kept: a HEAD with checksum mode states that CRC
+    full-object multipart  the multipart object, created FULL_OBJECT, completed stating its CRC: accepted, and kept
+                           (a HEAD states it). Not asked where the client sends no checksums (``checksums_probed``)
     clock                  the probe object's Last-Modified: the store's time, carried on a monotonic clock
 
 A request the store could not be asked (a timeout, a connection failure, AccessDenied on the scratch prefix) raises:
-a verdict is only ever what the store answered.
+a verdict is only ever what the store answered. A conditional request the client retried after a lost answer (the
+store applied it, the retry then fails its condition) is recognised by the probe body it left, never taken for a
+refusal.
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from s3io.errors import NotFound, PreconditionFailed, ProtocolError, RequestError, S3IOError, Truncated
+from s3io.policy import WHEN_SUPPORTED
 from s3io.s3.capabilities import (
+    CHECKSUM_FEATURES,
     VERDICTS,
     Capability,
     EtagForm,
@@ -36,8 +45,10 @@ from s3io.s3.capabilities import (
     StoreClock,
     endpoint_key,
 )
+from s3io.s3.checksum_refusals import REFUSALS
 from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
 from s3io.s3.get_range import GetRange
+from s3io.s3.types import PutResult
 
 FOREIGN_ETAG = '"00000000000000000000000000000000"'  # an MD5 ETag no probe body has
 RANGE_BODY = b"0123456789abcdefghijklmnopqrstuv"  # 32 bytes
@@ -69,9 +80,10 @@ async def probe_store(
     before = client.stats().request_count
     base = f"{scratch_prefix}{secrets.token_hex(8)}"
     gaps: list[Gap] = []
+    checksums = client.policy.checksums == WHEN_SUPPORTED
     form, clock, offset = await _conditional_writes(client, bucket, base, gaps, monotonic)
-    await _ranges_and_bulk_delete(client, bucket, f"{base}-ranges", gaps)
-    await _multipart(client, bucket, f"{base}-multipart", gaps)
+    await _ranges_and_bulk_delete(client, bucket, f"{base}-ranges", gaps, checksums=checksums)
+    await _multipart(client, bucket, f"{base}-multipart", gaps, checksums=checksums)
     return StoreCapabilities(
         endpoint=endpoint_key(client.endpoint),
         gaps=_one_per_capability(gaps),
@@ -79,13 +91,18 @@ async def probe_store(
         clock=clock,
         clock_offset=offset,
         requests=client.stats().request_count - before,
+        checksums_probed=checksums,
     )
 
 
 def _one_per_capability(gaps: list[Gap]) -> tuple[Gap, ...]:
-    """The gaps in Capability order, those of one capability joined into one line."""
+    """The gaps in Capability order, those of one capability joined into one line (refused if one of them was)."""
     return tuple(
-        Gap(c, "; ".join(g.detail for g in gaps if g.capability is c))
+        Gap(
+            c,
+            "; ".join(g.detail for g in gaps if g.capability is c),
+            refused=any(g.refused for g in gaps if g.capability is c),
+        )
         for c in Capability
         if any(g.capability is c for g in gaps)
     )
@@ -119,12 +136,14 @@ async def _conditional_writes(
     client: S3Client, bucket: str, key: str, gaps: list[Gap], monotonic: Callable[[], float]
 ) -> tuple[EtagForm, StoreClock | None, float | None]:
     """Conditional create, replace and delete on one object; returns the If-Match form, the clock and its offset."""
+    body = _body("create")
     try:
-        await client.put_object(bucket, key, _body("create"), if_none_match=True)
+        await client.put_object(bucket, key, body, if_none_match=True)
     except PreconditionFailed:
-        raise S3IOError(
-            "a probe object already exists at this random key; probe again", bucket=bucket, key=key
-        ) from None
+        if not await _holds(client, bucket, key, body):  # else: our create landed, a retry after its lost answer 412
+            raise S3IOError(
+                "a probe object already exists at this random key; probe again", bucket=bucket, key=key
+            ) from None
     except RequestError as exc:
         gaps.append(Gap(Capability.CONDITIONAL_CREATE, f"PUT If-None-Match: * answered {exc.status} {exc.code}"))
         await client.put_object(bucket, key, _body("create"))
@@ -163,7 +182,10 @@ async def _conditional_replace(client: S3Client, bucket: str, key: str, gaps: li
     )
     for form in EtagForm:
         etag = await _etag(client, bucket, key)
-        accepted = await _outcome(client.put_object(bucket, key, _body(form.value), if_match=etag, if_match_form=form))
+        body = _body(form.value)
+        accepted = await _outcome(client.put_object(bucket, key, body, if_match=etag, if_match_form=form))
+        if accepted is None and await _holds(client, bucket, key, body):
+            accepted = ACCEPTED  # it landed; the 412 was a retry's, after the answer was lost
         if accepted == ACCEPTED:
             if form is EtagForm.BARE and refused is None:
                 wrong = await _outcome(
@@ -197,6 +219,8 @@ async def _conditional_delete(client: S3Client, bucket: str, key: str, gaps: lis
     elif wrong is not None:
         gaps.append(Gap(capability, f"DELETE If-Match: <another ETag> {wrong} instead of 412"))
     own = await _outcome(client.delete_object(bucket, key, if_match=await _etag(client, bucket, key)))
+    if own is not None and own.startswith("answered 404") and not await _exists(client, bucket, key):
+        own = ACCEPTED  # deleted; the 404 was a retry's, after the answer was lost
     if own != ACCEPTED:
         answer = own or "answered 412"
         gaps.append(Gap(capability, f"DELETE If-Match: <its own ETag> {answer}: no conditional delete can succeed"))
@@ -204,10 +228,12 @@ async def _conditional_delete(client: S3Client, bucket: str, key: str, gaps: lis
         gaps.append(Gap(capability, "DELETE If-Match: <its own ETag> answered success but kept the object"))
 
 
-async def _ranges_and_bulk_delete(client: S3Client, bucket: str, key: str, gaps: list[Gap]) -> None:
-    """Ranges on a 32-byte object, then DeleteObjects with another ETag and with its own."""
-    await client.put_object(bucket, key, RANGE_BODY)
+async def _ranges_and_bulk_delete(client: S3Client, bucket: str, key: str, gaps: list[Gap], *, checksums: bool) -> None:
+    """Ranges on a 32-byte object, then DeleteObjects with another ETag and with its own; its PUT's checksum."""
+    put = await client.put_object(bucket, key, RANGE_BODY)
     try:
+        if checksums:
+            await _checksum_kept(client, bucket, key, put, Capability.UPLOAD_CHECKSUMS, gaps)
         whole_answers = client.stats().requests.get(("get", 200), 0)
         for want, expected in RANGES:
             try:
@@ -254,13 +280,16 @@ async def _bulk_delete(client: S3Client, bucket: str, key: str, gaps: list[Gap])
         gaps.append(Gap(capability, f"DeleteObjects refused the object's own ETag ({codes})"))
 
 
-async def _multipart(client: S3Client, bucket: str, key: str, gaps: list[Gap]) -> None:
-    """One single-part upload: did the first CompleteMultipartUpload answer carry the ETag?"""
+async def _multipart(client: S3Client, bucket: str, key: str, gaps: list[Gap], *, checksums: bool) -> None:
+    """One single-part upload: did the first CompleteMultipartUpload answer carry the ETag? Is its full-object
+    checksum (declared where the client sends checksums) accepted and kept?"""
     upload = await client.create_multipart_upload(bucket, key)
     try:
         part = await client.upload_part(bucket, key, upload, 1, b"probe part")
         heads = client.stats().requests_for(COMPLETE_MULTIPART_HEAD)
-        await client.complete_multipart_upload(bucket, key, upload, [(1, part)])
+        result = await client.complete_multipart_upload(bucket, key, upload, [(1, part)])
+        if checksums:
+            await _checksum_kept(client, bucket, key, result, Capability.FULL_OBJECT_MULTIPART, gaps)
     except BaseException:
         await client.abort_multipart_upload(bucket, key, upload)
         raise
@@ -273,6 +302,33 @@ async def _multipart(client: S3Client, bucket: str, key: str, gaps: list[Gap]) -
                 "the first CompleteMultipartUpload answer had an empty <ETag> (one HEAD per upload reads it)",
             )
         )
+
+
+async def _checksum_kept(
+    client: S3Client, bucket: str, key: str, written: PutResult, capability: Capability, gaps: list[Gap]
+) -> None:
+    """Was the checksum an upload stated accepted (the client learns a refusal: ``checksum_refusals``), and does the
+    store state it back to a HEAD with checksum mode (one HEAD)?"""
+    if written.checksum is None:
+        refusal = REFUSALS.detail(endpoint_key(client.endpoint), CHECKSUM_FEATURES[capability])
+        what = f"refused ({refusal}): uploads go without it" if refusal else "not sent"
+        gaps.append(Gap(capability, what, refused=refusal is not None))
+        return
+    stored = await client.object_checksum(bucket, key, if_match=written.etag)
+    if stored is None:
+        gaps.append(Gap(capability, "accepted, but a HEAD with checksum mode states none (it keeps none)"))
+    elif (stored.algorithm, stored.value) != (written.checksum.algorithm, written.checksum.value):
+        gaps.append(
+            Gap(capability, f"a HEAD states {stored.describe()}, not the {written.checksum.describe()} that was sent")
+        )
+
+
+async def _holds(client: S3Client, bucket: str, key: str, body: bytes) -> bool:
+    """Whether the object holds exactly ``body`` (each probe body is unique: a write of ours that landed)."""
+    try:
+        return (await client.get_object(bucket, key)).data == body
+    except NotFound:
+        return False
 
 
 async def _etag(client: S3Client, bucket: str, key: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from xml.sax.saxutils import escape
 
 from s3io.errors import ProtocolError
+from s3io.s3.checksums import ALGORITHMS, StoredChecksum
 from s3io.s3.list_page import NotFastPath, parse_fast
 from s3io.s3.types import DeleteError, MultipartUpload, ObjectInfo
 from s3io.s3.xml_values import parse_timestamp, url_decoded
@@ -228,6 +229,17 @@ def delete_request(keys: list[str], etags: Mapping[str, str] | None = None) -> b
         for k in keys
     )
     return f'<?xml version="1.0" encoding="UTF-8"?><Delete><Quiet>false</Quiet>{objects}</Delete>'.encode()
+
+
+def stated_checksum(element: ET.Element) -> StoredChecksum | None:
+    """The whole object's checksum an answer's body states (a CopyObjectResult's ``<ChecksumCRC64NVME>`` ...), or None
+    (none stated, or a composite one)."""
+    for algorithm in ALGORITHMS:
+        value = element.findtext(algorithm.element)
+        if value:
+            stated = StoredChecksum(algorithm, value.strip(), element.findtext("ChecksumType"))
+            return stated if stated.covers_object else None
+    return None
 
 
 def complete_multipart_request(

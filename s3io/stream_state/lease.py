@@ -4,13 +4,16 @@
         {"stream", "owner", "state": "s3://bucket/<state prefix>", "committed_batch", "ttl", "max_file_age", ...}
 
 A running stream writes it before its first listing and renews it every ttl/3 and at each commit (If-Match on its
-own ETag; a lease taken over by another driver of the same stream is simply written again: the stream's state,
-not the lease, is the truth). Compaction reads every lease under its prefix, judges expiry on the **store's clock**
-(the lease's Last-Modified + ttl + clock skew, against the compaction run's StoreClock), and for each live lease
-loads the stream's state up to ``committed_batch``: a file the stream has not consumed in a committed batch (by key
-and ETag) is still needed and is never an input, unless it is older than the stream's maxFileAge horizon (the
-stream ignores such files). An expired lease protects nothing: a stream that stops renewing for longer than its
-ttl may find that files it had planned but not committed were compacted, and fails loudly
+own ETag; a lease taken over by another driver of the same stream is written again, If-Match on the ETag just read:
+the stream's state, not the lease, is the truth). Every write is conditional, so the stream asks the store probe
+first (``s3io.s3.probe``, once per endpoint and process): a store without conditional create or replace stops the
+stream at its start with the store's behaviour named; one that takes only another form of the condition (Ceph RGW
+16: the ETag unquoted) gets that form. Compaction reads every lease under its prefix, judges expiry on the
+**store's clock** (the lease's Last-Modified + ttl + clock skew, against the compaction run's StoreClock), and for
+each live lease loads the stream's state up to ``committed_batch``: a file the stream has not consumed in a
+committed batch (by key and ETag) is still needed and is never an input, unless it is older than the stream's
+maxFileAge horizon (the stream ignores such files). An expired lease protects nothing: a stream that stops renewing
+for longer than its ttl may find that files it had planned but not committed were compacted, and fails loudly
 (spark_ext.stream.stream_reader).
 """
 
@@ -25,9 +28,11 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
+from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, Capability, StoreCapabilities
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
-from s3io.s3.types import ObjectInfo
+from s3io.s3.probe import store_capabilities
+from s3io.s3.types import ObjectInfo, PutResult
 from s3io.stream_state.seen import SeenFiles
 from s3io.stream_state.state_store import StreamStore
 from s3io.table import layout
@@ -37,7 +42,6 @@ log = logging.getLogger("s3io.stream_state")
 
 LEASES_DIR = "_s3io_compaction/leases/"
 FORMAT = "s3io-stream-lease/1"
-STORE_CLOCK_RESOLUTION = 1.0  # Last-Modified has whole seconds
 READ_ATTEMPTS = 5  # reads of one lease that a renewal between HEAD and GET may spoil before it is an error
 
 
@@ -123,16 +127,21 @@ class LeaseBroken(S3IOError):
 class StreamLease:
     """The stream's side: write, renew (every ttl/3 from a background task, and at each commit), never delete.
 
-    Every write after the first is conditional on our own ETag. If it fails, someone else wrote the lease: a
-    compaction that marked it broken (the stream then stops with LeaseBroken, loudly), or another driver of the
-    same stream (the lease is written again: the stream's manifests, created conditionally, are the truth)."""
+    Every write is conditional: the first creates the lease (If-None-Match: *) or replaces the one ``adopt`` read,
+    each later one replaces our own (If-Match on its ETag). If one fails, someone else wrote the lease: a compaction
+    that marked it broken (the stream then stops with LeaseBroken, loudly), another driver of the same stream, or
+    our own write whose answer was lost (the lease is written again, If-Match on the ETag just read: the stream's
+    manifests, created conditionally, are the truth). Never an unconditional write: a store without the conditions
+    is refused at the first write (``probe``)."""
 
     def __init__(self, client: S3Client, bucket: str, prefix: str, body: Lease) -> None:
         self.client = client
         self.bucket = bucket
+        self.prefix = prefix
         self.key = lease_key(prefix, body.stream)
         self.body = body
         self.broken: LeaseBroken | None = None
+        self.store: StoreCapabilities | None = None  # the probe's verdict, once asked
         self._etag: str | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -140,12 +149,27 @@ class StreamLease:
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
 
+    async def probe(self) -> StoreCapabilities:
+        """The store's verdict (kept per endpoint: no request once probed); MissingCapability naming what the store
+        does instead where it lacks conditional create or replace, which the lease and the state's manifests need."""
+        if self.store is None:
+            verdict = await store_capabilities(self.client, self.bucket, layout.probe_prefix(self.prefix))
+            verdict.require(
+                Capability.CONDITIONAL_CREATE,
+                Capability.CONDITIONAL_REPLACE,
+                needed_by=f"stream {self.body.stream!r} (its lease, which keeps compaction from taking files it has "
+                "not read, and its state's manifests)",
+            )
+            self.store = verdict
+        return self.store
+
     async def adopt(self) -> None:
-        """Read the lease an earlier run of this stream left: a broken one stops us; its ETag is where our
-        conditional writes start. Its committed batch is not taken: the lease may have outlived its state (deleted,
-        or a new one under the same streamName), and compaction would count the new state's batches up to that
-        number as read. The lease starts at the state's checkpoint, and Spark's first offset request commits the
-        rest (until then compaction only keeps more files than it must)."""
+        """Probe the store (see ``probe``), then read the lease an earlier run of this stream left: a broken one
+        stops us; its ETag is where our conditional writes start. Its committed batch is not taken: the lease may
+        have outlived its state (deleted, or a new one under the same streamName), and compaction would count the
+        new state's batches up to that number as read. The lease starts at the state's checkpoint, and Spark's first
+        offset request commits the rest (until then compaction only keeps more files than it must)."""
+        await self.probe()
         current = await read_lease(self.client, self.bucket, self.key)
         if current is None:
             return
@@ -166,20 +190,32 @@ class StreamLease:
             raise self.broken
         if committed_batch is not None and committed_batch > self.body.committed_batch:
             self.body = _replace(self.body, committed_batch=committed_batch)
+        await self.probe()
         data = self.body.encode()
         try:
-            result = await self.client.put_object(
-                self.bucket, self.key, data, if_match=self._etag, content_type="application/json"
-            )
+            result = await self._put(data, self._etag)
         except (PreconditionFailed, NotFound):
             current = await read_lease(self.client, self.bucket, self.key)
             if current is not None:
                 self._check(current)
-            log.warning(
-                "stream %s: its lease %s was written by another driver; writing it again", self.body.stream, self.url
-            )
-            result = await self.client.put_object(self.bucket, self.key, data, content_type="application/json")
+                if current.owner != self.body.owner:
+                    log.warning(
+                        "stream %s: its lease %s was written by another driver (%s); writing it again",
+                        self.body.stream,
+                        self.url,
+                        current.owner,
+                    )
+            result = await self._put(data, current.etag if current is not None else None)
         self._etag = result.etag
+
+    async def _put(self, data: bytes, etag: str | None) -> PutResult:
+        """Replace the lease if it still has ``etag`` (in the form the store honours), or create it if ``etag`` is
+        None; PreconditionFailed (or NotFound) if someone else wrote or removed it meanwhile."""
+        if etag is None:
+            return await self.client.put_object(
+                self.bucket, self.key, data, if_none_match=True, content_type="application/json"
+            )
+        return await self.client.put_object(self.bucket, self.key, data, if_match=etag, content_type="application/json")
 
     def _check(self, current: Lease) -> None:
         if current.broken:

@@ -19,9 +19,11 @@ import json
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound
+from s3io.s3.checksums import StoredChecksum, by_name
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
@@ -39,17 +41,33 @@ _NOT_STORED = ("etag", "stored_at")  # JournalEntry fields describing the journa
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    """An object as the journal pins it: key, ETag and size."""
+    """An object as the journal pins it: key, ETag and size, and (for an output s3io wrote) the full-object checksum
+    its upload stated, which the store checked and keeps: recovery compares the stored one before relying on it."""
 
     key: str
     etag: str | None
     size: int
+    checksum: StoredChecksum | None = None
 
     def info(self, bucket: str) -> ObjectInfo:
         return ObjectInfo(bucket=bucket, key=self.key, size=self.size, etag=self.etag)
 
     def as_json(self) -> dict[str, object]:
-        return {"key": self.key, "etag": self.etag, "size": self.size}
+        data: dict[str, object] = {"key": self.key, "etag": self.etag, "size": self.size}
+        if self.checksum is not None:  # absent, not null: entries without one read as before
+            data["checksum"] = {"algorithm": self.checksum.algorithm.name, "value": self.checksum.value}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ObjectRef:
+        """An ObjectRef as ``as_json`` wrote it (an entry written before checksums were recorded has none)."""
+        checksum = data.get("checksum")
+        return cls(
+            key=data["key"],
+            etag=data["etag"],
+            size=data["size"],
+            checksum=None if checksum is None else StoredChecksum(by_name(checksum["algorithm"]), checksum["value"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +121,9 @@ class JournalEntry:
                 raise ValueError(f"unknown journal format version {data.get('version')!r}")
             if data.get("state") not in STATES:
                 raise ValueError(f"unknown state {data.get('state')!r}")
-            data["inputs"] = tuple(ObjectRef(**i) for i in data["inputs"])
-            data["staging"] = ObjectRef(**data["staging"])
-            data["final"] = ObjectRef(**data["final"]) if data.get("final") else None
+            data["inputs"] = tuple(ObjectRef.from_json(i) for i in data["inputs"])
+            data["staging"] = ObjectRef.from_json(data["staging"])
+            data["final"] = ObjectRef.from_json(data["final"]) if data.get("final") else None
             return cls(**data, etag=etag)
         except (ValueError, TypeError, KeyError) as exc:
             bucket, _, key = url.removeprefix("s3://").partition("/")

@@ -17,7 +17,6 @@ Measured on the project's 2-core VM (Debian bookworm, Ceph 16.2.15): see docs/st
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import secrets
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from support.moto_server import S3Endpoint
+from support.processes import die_with_parent, signal_group
 
 PACKAGES = ("ceph-mon", "ceph-osd", "radosgw", "ceph-common")
 COMMANDS = ("ceph-mon", "ceph-osd", "radosgw", "ceph", "ceph-authtool", "monmaptool", "radosgw-admin")
@@ -295,7 +295,7 @@ rgw dns name = 127.0.0.1
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             env=_env(),
         )
         self.started_pids.append(process.pid)
@@ -324,7 +324,7 @@ rgw dns name = 127.0.0.1
         for each (bounded), and remove the directory."""
         processes, self._processes = self._processes, {}
         for process in processes.values():
-            _signal_group(process, signal.SIGKILL)
+            signal_group(process, signal.SIGKILL)
         for process in processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=STOP_TIMEOUT_SECONDS)
@@ -335,17 +335,6 @@ rgw dns name = 127.0.0.1
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
         self._endpoint = None
-
-
-def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, sig)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: be killed if the test process dies, so no daemon outlives its session."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _env() -> dict[str, str]:

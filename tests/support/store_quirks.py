@@ -11,6 +11,9 @@ that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
     ignores_header("DELETE", "If-Match")        RGW 16: DELETE If-Match ignored
     ignores_ranges                              a store that answers every GET with the whole object
     empties_multipart_etag                      RGW 16: CompleteMultipartUpload answers <ETag></ETag>
+    ignores_checksum_headers                    RGW 16: upload checksums accepted, then neither checked nor kept
+    refuses_checksum_headers                    a store older than S3's checksums: 400 to a request carrying one
+    swaps_bytes_under_etag(key)                 a store that holds other bytes under an object's recorded ETag
 
 Middleware sits under the SigV4 front (which checks the request as the client signed it), so rewriting a request
 here never breaks its signature.
@@ -31,6 +34,7 @@ from support.moto_wsgi import Middleware, WsgiApp
 
 Environ = dict[str, Any]
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+PART_CHECKSUM = re.compile(rb"<Checksum[A-Z0-9]+>[^<]*</Checksum[A-Z0-9]+>")  # a part's in CompleteMultipartUpload
 
 
 def _environ_name(header: str) -> str:
@@ -158,6 +162,76 @@ def empties_multipart_etag(app: WsgiApp) -> WsgiApp:
     return serve
 
 
+def _checksum_headers(environ: Environ) -> list[str]:
+    """The upload checksum headers of a request (not ``x-amz-checksum-mode``, which asks for the stored one)."""
+    return [
+        name
+        for name in environ
+        if (name.startswith("HTTP_X_AMZ_CHECKSUM_") and name != "HTTP_X_AMZ_CHECKSUM_MODE")
+        or name == "HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM"
+    ]
+
+
+def ignores_checksum_headers(app: WsgiApp) -> WsgiApp:
+    """Ceph RGW 16 (measured): a PUT, UploadPart, multipart upload or CopyObject carrying checksum headers succeeds,
+    and the store keeps no checksum: a HEAD or GET with checksum mode states none. The headers, and the parts'
+    checksums in a CompleteMultipartUpload body, are dropped before moto sees them."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") in ("PUT", "POST"):
+            for name in _checksum_headers(environ):
+                del environ[name]
+            if "uploadId=" in environ.get("QUERY_STRING", "") and environ.get("REQUEST_METHOD") == "POST":
+                _replace_body(environ, PART_CHECKSUM.sub(b"", _read_body(environ)))
+        return app(environ, start_response)
+
+    return serve
+
+
+def refuses_checksum_headers(app: WsgiApp) -> WsgiApp:
+    """A store older than S3's flexible checksums: a request carrying a checksum header is 400 InvalidArgument (the
+    same request without it succeeds)."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        refused = _checksum_headers(environ)
+        if environ.get("REQUEST_METHOD") in ("PUT", "POST") and refused:
+            header = refused[0].removeprefix("HTTP_").replace("_", "-").lower()
+            return _error(start_response, "400 Bad Request", "InvalidArgument", f"unsupported header {header}")
+        return app(environ, start_response)
+
+    return serve
+
+
+def swaps_bytes_under_etag(key: str, etag: str) -> Middleware:
+    """A store that answers for ``key`` under ``etag`` (quoted, as S3 sends it) whatever it holds: a request naming
+    ``etag`` in a condition is taken as naming the object there now, and every answer about ``key`` carries
+    ``etag``. Put other bytes of the same size there and it serves them as the object that had ``etag``: what a
+    store that mixes up objects does, which no ETag or size check can see."""
+
+    def wrap(app: WsgiApp) -> WsgiApp:
+        def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            bucket, _, path_key = environ.get("PATH_INFO", "").lstrip("/").partition("/")
+            source = environ.get("HTTP_X_AMZ_COPY_SOURCE", "")
+            if path_key != key and not source.endswith(f"/{key}"):
+                return app(environ, start_response)
+            current = _current_etag(app, environ, bucket, key)
+            for header in ("HTTP_IF_MATCH", "HTTP_X_AMZ_COPY_SOURCE_IF_MATCH"):
+                if environ.get(header, "").strip('"') == etag.strip('"') and current is not None:
+                    environ[header] = f'"{current}"'
+            if path_key != key:
+                return app(environ, start_response)
+
+            def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+                lied = [(n, etag if n.lower() == "etag" else v) for n, v in headers]
+                return start_response(status, lied, *exc_info)
+
+            return app(environ, start)
+
+        return serve
+
+    return wrap
+
+
 def honours_bulk_etags(app: WsgiApp) -> WsgiApp:
     """DeleteObjects as AWS S3 documents it: an object whose <ETag> is not its current one is not deleted and is
     reported as a PreconditionFailed error (moto deletes it)."""
@@ -199,7 +273,9 @@ def honours_bulk_etags(app: WsgiApp) -> WsgiApp:
 def _current_etag(app: WsgiApp, environ: Environ, bucket: str, key: str) -> str | None:
     """The object's ETag (unquoted) from a HEAD sent to ``app`` itself (WSGI paths are decoded), or None."""
     dropped = ("CONTENT_LENGTH", "CONTENT_TYPE", "HTTP_CONTENT_MD5", "REQUEST_URI", "RAW_URI", "werkzeug.request")
-    head = {k: v for k, v in environ.items() if k not in dropped}  # moto finds the service from the auth header
+    head = {  # moto finds the service from the auth header; the request's own conditions are not the HEAD's
+        k: v for k, v in environ.items() if k not in dropped and not k.startswith(("HTTP_IF_", "HTTP_X_AMZ_COPY_"))
+    }
     path = f"/{bucket}/{key}"
     head.update(REQUEST_METHOD="HEAD", PATH_INFO=path, QUERY_STRING="", **{"wsgi.input": io.BytesIO()})
     status, headers, _ = _captured(app, head)

@@ -1,0 +1,121 @@
+"""The stream's lease on stores that lack a condition or take it only in another form: it asks the store probe
+first, refuses a store without conditional create or replace (naming what the store does instead), writes in the
+form the store honours (Ceph RGW 16: If-Match with the ETag unquoted), and never writes unconditionally.
+
+The stores are moto behind ``tests/support/store_quirks.py`` (sharing the session server's backend); the same
+lease on a real RGW: tests/test_store_conformance.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from support import store_quirks as quirks
+from support.faultproxy import FaultRule, ResetBeforeHeaders
+from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals
+
+from s3io import Policy, S3Client
+from s3io.s3.capabilities import MissingCapability
+from s3io.stream_state.lease import Lease, StreamLease, lease_key, read_lease
+
+pytestmark = pytest.mark.timeout(60)
+
+POLICY = Policy(max_attempts=3, backoff_base=0.01, backoff_cap=0.05)
+PREFIX = "landing/"
+
+
+def _lease(owner: str = "driver-1") -> Lease:
+    return Lease("events", owner, "s3://bucket/landing/_s3io_streams/events/", -1, ttl=600.0, max_file_age=None)
+
+
+@pytest.mark.parametrize(
+    ("quirks_of_the_store", "named"),
+    [
+        pytest.param(
+            [quirks.ignores_header("PUT", "If-Match")],
+            "conditional replace (PUT If-Match): PUT If-Match: <another ETag> was ignored",
+            id="if-match-ignored",
+        ),
+        pytest.param(
+            [quirks.refuses_every_if_match_put],
+            "conditional replace (PUT If-Match): PUT If-Match refused the object's own ETag",
+            id="if-match-never-holds",
+        ),
+        pytest.param(
+            [lax_conditionals],
+            "conditional create (PUT If-None-Match: *): PUT If-None-Match: * was ignored",
+            id="every-condition-ignored",
+        ),
+    ],
+)
+async def test_a_store_without_the_conditions_a_lease_needs_stops_the_stream_at_its_start_naming_them(
+    s3_endpoint: Any, bucket: str, s3_client: Any, quirks_of_the_store: list[Middleware], named: str
+) -> None:
+    """Before this, the lease fell back to an unconditional overwrite on every write: the lease that keeps
+    compaction from taking a stream's unread files became a plain write, with no sign of it but a warning."""
+    with MotoWsgiServer(quirks.honours_bulk_etags, *quirks_of_the_store) as url:
+        async with S3Client(POLICY, endpoint_url=url) as client:
+            lease = StreamLease(client, bucket, PREFIX, _lease())
+            with pytest.raises(MissingCapability) as refused:
+                await lease.adopt()
+            with pytest.raises(MissingCapability):
+                await lease.write()
+    message = str(refused.value)
+    assert "stream 'events' (its lease, which keeps compaction from taking files it has not read" in message
+    assert f"does not do: {named}" in message and "use a store that does" in message
+    assert s3_client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # no lease, no probe object left
+
+
+async def test_on_a_store_taking_if_match_only_unquoted_the_lease_is_renewed_conditionally_and_quietly(
+    s3_endpoint: Any, bucket: str, s3_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ceph RGW 16 answers 412 to a quoted If-Match with the lease's own ETag: every renewal used to be
+    ``PUT 412 -> HEAD -> GET -> PUT 200`` and a warning about another driver that did not exist. Probed, the lease
+    sends its ETag unquoted: one PUT per renewal; a write by another driver is still refused, seen and named."""
+    caplog.set_level(logging.INFO, logger="s3io.stream_state")
+    key = lease_key(PREFIX, "events")
+    with MotoWsgiServer(quirks.honours_bulk_etags, quirks.refuses_quoted_if_match) as url:
+        async with S3Client(POLICY, endpoint_url=url) as client:
+            lease = StreamLease(client, bucket, PREFIX, _lease())
+            await lease.adopt()
+            assert lease.store is not None and "PUT If-Match needs the ETag unquoted" in lease.store.summary()
+            before = client.stats()
+            await lease.write()
+            await lease.write()
+            await lease.write(committed_batch=3)
+            spent = client.stats() - before
+            assert spent.request_count == 3 and spent.requests.get(("put", 412), 0) == 0, spent.requests
+            assert not [r for r in caplog.records if "another driver" in r.getMessage()]
+            s3_client.put_object(Bucket=bucket, Key=key, Body=_lease("driver-2").encode())  # another driver
+            await lease.write(committed_batch=4)
+            written = await read_lease(client, bucket, key)
+    assert written is not None and (written.owner, written.committed_batch) == ("driver-1", 4)
+    warnings = [r.getMessage() for r in caplog.records if "another driver" in r.getMessage()]
+    assert len(warnings) == 1 and "(driver-2)" in warnings[0]
+
+
+async def test_a_lease_write_whose_answer_was_lost_is_recognised_as_ours_and_written_again_conditionally(
+    fault_proxy: Any, bucket: str, s3_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store applied the renewal and the answer was lost: the retry's 412 is not another driver (no warning),
+    and the lease is written again If-Match on the ETag just read, never unconditionally."""
+    caplog.set_level(logging.WARNING, logger="s3io.stream_state")
+    key = lease_key(PREFIX, "events")
+    async with S3Client(POLICY, endpoint_url=fault_proxy.url) as client:
+        lease = StreamLease(client, bucket, PREFIX, _lease())
+        await lease.adopt()
+        await lease.write()
+        rule = fault_proxy.add_rule(
+            FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"/leases/events\.json$", times=1)
+        )
+        fault_proxy.reset_log()
+        await lease.write(committed_batch=2)
+    assert fault_proxy.fired(rule) == 1
+    puts = [r for r in fault_proxy.requests if r.method == "PUT" and r.path.endswith("/leases/events.json")]
+    assert [r.status for r in puts] == [None, 412, 200]  # lost, the retry refused, written again
+    assert all(r.header("if-match") or r.header("if-none-match") for r in puts)  # never unconditional
+    assert json.loads(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())["committed_batch"] == 2
+    assert not [r for r in caplog.records if "another driver" in r.getMessage()]
