@@ -22,8 +22,8 @@ from test_compact_support import TEST_OPTIONS, parquet_bytes, rows_table
 
 import s3io
 from s3io.store import StoreConfig
-from spark_ext.compact.job import compact
 from spark_ext.compact.__main__ import main as compact_command
+from spark_ext.compact.job import compact
 
 pytestmark = pytest.mark.timeout(180)
 
