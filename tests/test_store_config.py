@@ -17,7 +17,7 @@ from s3io.policy import Policy
 from s3io.s3.encryption import s3a_options
 from s3io.store import StoreConfig, add_store_arguments
 from s3io.transport.credentials import ANONYMOUS, Credentials
-from s3io.transport.proxy import DIRECT
+from s3io.transport.proxy import DIRECT, parse_proxy_url, s3a_proxy_url
 from spark_ext.planning.read_options import redact
 from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
 
@@ -250,6 +250,20 @@ def test_s3a_encryption_keys_map_onto_the_store_options() -> None:
         s3a_options("CSE-KMS", "alias/k")
     with pytest.raises(InvalidConfig, match=r"fs\.s3a\.encryption\.key: a key goes with"):
         s3a_options("SSE-S3", "alias/k")
+
+
+def test_s3a_proxy_keys_make_the_proxy_url() -> None:
+    url = s3a_proxy_url("proxy.corp", "3128", "alice", "p@ss:w/rd")
+    assert url == "http://alice:p%40ss%3Aw%2Frd@proxy.corp:3128"
+    proxy = parse_proxy_url(url, "proxy")
+    assert (proxy.url, proxy.username, proxy.password) == ("http://proxy.corp:3128", "alice", "p@ss:w/rd")
+    assert s3a_proxy_url("proxy.corp") == "http://proxy.corp" and s3a_proxy_url(None) is None
+    with pytest.raises(InvalidConfig, match=r"fs\.s3a\.proxy\.secured: TLS to the proxy is not supported"):
+        s3a_proxy_url("proxy.corp", 3128, secured="true")
+    with pytest.raises(InvalidConfig, match="give both or neither"):
+        s3a_proxy_url("proxy.corp", 3128, username="alice")
+    with pytest.raises(InvalidConfig, match="not its host"):
+        s3a_proxy_url(None, 3128)
 
 
 def test_take_options_leaves_what_the_store_does_not_know() -> None:

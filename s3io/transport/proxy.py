@@ -21,7 +21,7 @@ import base64
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from s3io.errors import InvalidConfig
 from s3io.urls import mask_userinfo
@@ -111,6 +111,27 @@ def environment_proxy(scheme: str, host: str) -> tuple[str, str] | None:
     except (TypeError, OSError):  # botocore ignores a bypass check that fails
         pass
     return f"{scheme.upper()}_PROXY", url
+
+
+def s3a_proxy_url(
+    host: str | None, port: Any = None, username: str | None = None, password: str | None = None, secured: Any = False
+) -> str | None:
+    """The ``proxy`` setting S3A's ``fs.s3a.proxy.host``, ``.port``, ``.username``, ``.password`` and ``.secured``
+    describe (None without a host). A secured (https) proxy is refused: only http:// proxies are taken."""
+    if not host or not str(host).strip():
+        if username or password or port:
+            raise InvalidConfig("fs.s3a.proxy.host: the proxy's port or credentials are set, but not its host")
+        return None
+    if str(secured).strip().lower() == "true":
+        raise InvalidConfig("fs.s3a.proxy.secured: TLS to the proxy is not supported; use an http:// proxy")
+    if (username is None) != (password is None):
+        raise InvalidConfig("fs.s3a.proxy.username and fs.s3a.proxy.password: give both or neither")
+    who = f"{quote(str(username), safe='')}:{quote(str(password), safe='')}@" if username is not None else ""
+    text = str(host).strip()
+    netloc = f"[{text}]" if ":" in text and not text.startswith("[") else text
+    url = f"http://{who}{netloc}" + (f":{int(port)}" if port not in (None, "", -1, "-1") else "")
+    parse_proxy_url(url, "fs.s3a.proxy.host")
+    return url
 
 
 def resolved_proxy_setting(setting: str | None, scheme: str, host: str) -> str:
