@@ -749,10 +749,11 @@ class S3Client:
         if await self._made_of(bucket, key, info, parts, stated):
             log.info("s3://%s/%s: an earlier attempt completed the upload (its answer was lost)", bucket, key)
             return PutResult(info.etag)
+        certain = multipart_etag([e for _, e in parts]) is not None and self.encryption.etags_are_digests
         raise errors.NotFound(
-            "the multipart upload is gone (NoSuchUpload) and the object now at the key is not known to be the one "
-            f"these parts make ({self._why_not_made_of(info.etag, parts, stated)}); another writer may have "
-            "completed or replaced it",
+            "the multipart upload is gone (NoSuchUpload) and the object now at the key is "
+            f"{'not' if certain else 'not known to be'} the one these parts make "
+            f"({self._why_not_made_of(info.etag, parts, stated)}); another writer may have completed or replaced it",
             bucket=bucket,
             key=key,
             status=404,
