@@ -68,7 +68,18 @@ ProgressCallback = Callable[[Progress], None]
 # read_parquet returns one Table, so its batches need not be small: 1M-row batches decode two 64 MiB files with
 # ~15% less CPU than 64k-row ones (the Table's chunks are the batches; iter_batches keeps pyarrow's 64k default).
 TABLE_BATCH_SIZE = 1 << 20
-_STORE_KEYWORDS = ("endpoint_url", "region", "credentials", "policy", "engine")  # StoreConfig.from_kwargs takes them
+# StoreConfig.from_kwargs takes them
+_STORE_KEYWORDS = (
+    "endpoint_url",
+    "region",
+    "credentials",
+    "policy",
+    "engine",
+    "sse_customer_key",
+    "requester_pays",
+    "proxy",
+    "ca_bundle",
+)
 
 
 class ReadArguments(TypedDict, total=False):
@@ -87,6 +98,10 @@ class ReadArguments(TypedDict, total=False):
     - ``policy``/``engine``: a Policy / EngineConfig, or a mapping of options (``{"maxConcurrency": 16}``).
     - ``endpoint_url``/``region``/``credentials``: where and as whom (default: the AWS environment,
       ``AWS_ENDPOINT_URL``); ``credentials="anonymous"`` for public buckets.
+    - ``sse_customer_key``: the SSE-C key the files were written with (32 bytes, or their base64);
+      ``requester_pays``: the bucket bills the reader; ``proxy``: a forward proxy URL, or "direct" (default:
+      ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY``); ``ca_bundle``: the CAs TLS trusts (default:
+      ``AWS_CA_BUNDLE``, the profile's): see docs/security.md. Reads of SSE-S3 and SSE-KMS objects need nothing.
     - ``ignore_missing``/``ignore_corrupt``: skip (and log) files deleted since the listing / unreadable files.
     - ``journal``: apply the compaction journal (default): a prefix that a compaction is rewriting reads every row
       once, whatever step the compaction is at (or died at). ``False`` reads the objects as they are, as pyarrow
@@ -104,6 +119,10 @@ class ReadArguments(TypedDict, total=False):
     endpoint_url: str | None
     region: str | None
     credentials: Credentials | str | None
+    sse_customer_key: str | bytes | None
+    requester_pays: bool | None
+    proxy: str | None
+    ca_bundle: str | None
     ignore_missing: bool
     ignore_corrupt: bool
     journal: bool

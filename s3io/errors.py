@@ -58,6 +58,12 @@ class S3IOError(Exception):
             parts.append(f"last cause: {cause}")
         return "; ".join(parts)
 
+    def add_hint(self, hint: str) -> S3IOError:
+        """Append ``hint`` (what may explain the error and the fix) to the message; returns self."""
+        self.message += hint
+        self.args = (self._render(),)
+        return self
+
     def with_context(self, **context: object) -> S3IOError:
         """Fill in context (object, attempts, elapsed) that a lower layer did not know; returns self."""
         for name, value in context.items():

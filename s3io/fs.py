@@ -10,9 +10,13 @@ How s3fs is wrapped (one place each):
   s3fs's own loop makes one (``retries = 1``). botocore's connect/read timeouts come from the policy
   (connect_timeout, read_timeout = stall_timeout) and its sockets get the policy's TCP options.
 - Reads: ``_cat_file``, ``_cat_ranges``, ``_get_file`` and ``open(...).read()`` (S3IOFile._fetch_range) use
-  an s3io S3Client, one per event loop (resumable, ETag-pinned ranged GETs with stall timers). A few
-  storage options only botocore can honour (versions, SSE-C, requester-pays, profiles, custom CA/proxies)
-  send reads through botocore instead, still under the policy via ``_call_s3``.
+  an s3io S3Client, one per event loop (resumable, ETag-pinned ranged GETs with stall timers). s3fs's options for
+  company buckets are the S3Client's too (``_native_settings``): SSE-C (``s3_additional_kwargs``'
+  ``SSECustomerAlgorithm`` / ``SSECustomerKey``), requester pays (``requester_pays=True``), a CA bundle
+  (``client_kwargs={"verify": path}``), proxies (``config_kwargs={"proxies": {...}}``, or the environment's). The
+  few options only botocore can honour (versions, profiles, unverified TLS, proxy TLS settings, client
+  certificates, other GetObject parameters) send reads through botocore instead, still under the policy via
+  ``_call_s3``.
 
 A raw view of the objects, as s3fs's contract is: ``ls``, ``find``, ``glob`` and reads show every object as it is
 and do not apply the compaction journal (s3io.table), so a prefix mid-compaction may show a group's output and its
@@ -30,7 +34,6 @@ import logging
 import os
 import shutil
 import tempfile
-import urllib.request
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
@@ -71,6 +74,7 @@ from s3io.s3.paging import ListingGuard
 from s3io.s3.types import GetResult
 from s3io.store import StoreConfig
 from s3io.transport.credentials import ANONYMOUS, Credentials
+from s3io.transport.proxy import DIRECT
 from s3io.transport.sockets import socket_factory
 
 __all__ = ["PROTOCOL", "S3FileSystem", "S3IOFile", "install_as_s3", "uninstall_as_s3"]
@@ -92,19 +96,16 @@ BOTOCORE_ONLY_GET_PARAMS = frozenset(
         "IfNoneMatch",
         "IfUnmodifiedSince",
         "PartNumber",
-        "RequestPayer",
         "ResponseCacheControl",
         "ResponseContentDisposition",
         "ResponseContentEncoding",
         "ResponseContentLanguage",
         "ResponseContentType",
         "ResponseExpires",
-        "SSECustomerAlgorithm",
-        "SSECustomerKey",
-        "SSECustomerKeyMD5",
         "VersionId",
     }
 )
+SSE_C_PARAMS = ("SSECustomerAlgorithm", "SSECustomerKey", "SSECustomerKeyMD5")
 # errno for the typed errors that are not OSErrors already, as s3fs maps the same S3 codes.
 _ERRNO = (
     (errors.Throttled, errno.EBUSY),
@@ -149,6 +150,7 @@ class S3FileSystem(s3fs.S3FileSystem):
         self._retired_stats = MetricsSnapshot()  # counters of S3Clients already closed
         self._s3io_clients: dict[asyncio.AbstractEventLoop, S3Client] = {}
         self._botocore_reads_because = self._static_botocore_read_reason()
+        self._native = self._native_settings() if self._botocore_reads_because is None else {}
         if self._botocore_reads_because:
             log.info(
                 "s3io.fs: reads go through botocore (under the policy) because of %s", self._botocore_reads_because
@@ -288,19 +290,45 @@ class S3FileSystem(s3fs.S3FileSystem):
             return "a caller-provided botocore session"
         if self.kwargs.get("profile"):
             return "a named profile"
-        if self.client_kwargs.get("verify") is not None:
-            return "client_kwargs['verify'] (custom TLS verification)"
-        for name in ("proxies", "proxies_config", "client_cert"):
+        verify = self.client_kwargs.get("verify")
+        if verify is not None and not isinstance(verify, str | os.PathLike) and verify is not True:
+            return "client_kwargs['verify'] (TLS without verification)"
+        for name in ("proxies_config", "client_cert"):
             if self.config_kwargs.get(name) is not None:
                 return f"config_kwargs[{name!r}]"
         endpoint = self._endpoint_url()
         if endpoint is None and not self.client_kwargs.get("use_ssl", self.use_ssl):
             return "use_ssl=False without an endpoint_url"
-        host = urlsplit(endpoint).hostname if endpoint else "s3.amazonaws.com"
-        proxies = urllib.request.getproxies()
-        if proxies and not urllib.request.proxy_bypass(host or ""):
-            return "a proxy in the environment"
         return None
+
+    def _native_settings(self) -> dict[str, Any]:
+        """The S3Client settings that s3fs's options for company buckets give (see the module doc): the SSE-C key,
+        requester pays, the CA bundle, the proxy; botocore's meaning of each, so reads and writes agree."""
+        settings: dict[str, Any] = {}
+        given = {**self.s3_additional_kwargs, **self.req_kw}
+        algorithm, key = given.get("SSECustomerAlgorithm"), given.get("SSECustomerKey")
+        if algorithm is not None or key is not None:
+            if algorithm != "AES256" or key is None:
+                raise errors.InvalidConfig(
+                    "s3_additional_kwargs: SSE-C takes SSECustomerAlgorithm='AES256' with SSECustomerKey (the 32-byte "
+                    "key, as boto3 takes it)"
+                )
+            # botocore base64-encodes the key it is given, unless the caller gave its MD5 too (then it is encoded)
+            if "SSECustomerKeyMD5" in given:
+                settings["sse_customer_key"] = key
+            else:
+                settings["sse_customer_key"] = key if isinstance(key, bytes) else str(key).encode("utf-8")
+        if given.get("RequestPayer") == "requester":
+            settings["requester_pays"] = True
+        verify = self.client_kwargs.get("verify")
+        if isinstance(verify, str | os.PathLike):
+            settings["ca_bundle"] = os.fspath(verify)
+        proxies = self.config_kwargs.get("proxies")
+        if proxies is not None:  # botocore's Config(proxies=...): these, for the endpoint's scheme, and never the env's
+            endpoint = self._endpoint_url()
+            scheme = urlsplit(endpoint).scheme if endpoint else "https"
+            settings["proxy"] = proxies.get(scheme) or DIRECT
+        return settings
 
     def _botocore_read_reason(
         self, version_id: str | None = None, extra: Mapping[str, Any] | None = None
@@ -329,6 +357,7 @@ class S3FileSystem(s3fs.S3FileSystem):
                 credentials=self._s3io_credentials(),
                 addressing=(self.config_kwargs.get("s3") or {}).get("addressing_style") or "auto",
                 policy=self.policy,
+                **self._native,
             ).client()
             self._s3io_clients[loop] = client
         return client

@@ -136,7 +136,8 @@ _OPTION = "s3io.option"
 @dataclass(frozen=True, slots=True)
 class Option:
     """How a field is given: ``name`` (camelCase: errors and docs spell it so), other ``aliases`` it is accepted
-    under, its ``parse``r, and a command-line ``flag`` (None: not a flag) with its ``help``."""
+    under, its ``parse``r, a command-line ``flag`` (None: not a flag) with its ``help``, and an environment variable
+    ``env`` (None: not read from the environment)."""
 
     name: str
     parse: OptionParser
@@ -144,6 +145,7 @@ class Option:
     flag: str | None = None
     help: str = ""
     secret: bool = False
+    env: str | None = None
 
 
 def option(
@@ -156,9 +158,10 @@ def option(
     flag: str | None = None,
     help: str = "",
     secret: bool = False,
+    env: str | None = None,
 ) -> Any:
     """A dataclass field given as the option ``name`` (see Option); a ``secret`` one is left out of repr."""
-    spec = Option(name, parse, tuple(aliases), flag, help, secret)
+    spec = Option(name, parse, tuple(aliases), flag, help, secret, env)
     return dataclasses.field(  # type: ignore[call-overload]
         default=default, default_factory=default_factory, repr=not secret, metadata={_OPTION: spec}
     )
@@ -174,6 +177,14 @@ def declared_options(cls: type) -> dict[str, tuple[str, str, Option]]:
             for spelling in (spec.name, *spec.aliases):
                 found[loose_key(spelling)] = (f.name, spelling, spec)
     return found
+
+
+def declared_option(cls: type, field_name: str) -> Option:
+    """The Option the field ``field_name`` of ``cls`` declares (KeyError if it declares none)."""
+    for f in dataclasses.fields(cls):
+        if f.name == field_name and _OPTION in f.metadata:
+            return f.metadata[_OPTION]
+    raise KeyError(field_name)
 
 
 def option_spellings(cls: type) -> tuple[str, ...]:
@@ -206,6 +217,18 @@ def take_options(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], 
         given[name] = (str(key), value)
         changes[name] = spec.parse(value, spelling)
     return changes, rest
+
+
+def env_options(cls: type, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The fields that the environment variables of ``cls``'s options give (``env=...``), parsed; a parse error
+    names the variable."""
+    environ = os.environ if environ is None else environ
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(_OPTION)
+        if spec is not None and spec.env is not None and environ.get(spec.env, "").strip():
+            changes[f.name] = spec.parse(environ[spec.env], spec.env)
+    return changes
 
 
 def unknown_option(key: str, known: Iterable[str], *, kind: str = "option") -> InvalidConfig:

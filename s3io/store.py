@@ -7,16 +7,19 @@ Every entry point builds one from its own source, each field parsed once and by 
   ``from_options`` / ``take_options`` (those a Spark read does not know are left for it);
 - command-line flags (``--endpoint-url``, ``--region``, ``--anonymous``, ``--addressing``, the policy flags):
   ``add_store_arguments`` and ``from_args``;
-- the environment: ``S3IO_*`` for the policy (``Policy.resolve``); the endpoint, the region and credentials left
-  unset here are the AWS environment's and the profile's (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ...), resolved as
-  boto3 resolves them (s3io.transport.endpoint, botocore's provider chain) when a client is made; ``pinned()``
-  resolves the endpoint and region in this process, for clients in other processes (Spark executors, workers).
+- the environment: ``S3IO_*`` for the policy (``Policy.resolve``) and for the fields that declare a variable
+  (``S3IO_SSE``, ``S3IO_PROXY``, ...: under every other source); the endpoint, the region, credentials, the proxy
+  and the CA bundle left unset here are the AWS environment's and the profile's (``AWS_ENDPOINT_URL``,
+  ``AWS_REGION``, ``HTTPS_PROXY``, ``AWS_CA_BUNDLE``, ...), resolved as boto3 resolves them
+  (s3io.transport.endpoint, .proxy, .trust, botocore's provider chain) when a client is made; ``pinned()``
+  resolves them in this process, for clients in other processes (Spark executors, workers).
 
 Where option names meet fields: each field of StoreConfig declares its option name, aliases and flag
 (``s3io.settings.option``), Policy's and EngineConfig's fields are their own options, and ``ENGINE_ALIASES`` holds
-the older spellings of these. To add a setting (server-side encryption, requester pays, a proxy, a CA bundle, a
-checksum mode, S3A's ``fs.s3a.*`` names as aliases), add a field here with its ``option(...)`` and pass it on in
-``client``; a secret one is declared ``secret=True`` and stays out of repr, logs and plans.
+the older spellings of these. To add a setting (a checksum mode, S3A's ``fs.s3a.*`` names as aliases), add a field
+here with its ``option(...)`` and pass it on in ``client``; a secret one is declared ``secret=True`` and stays out of
+repr, logs and plans (the SSE-C key, the proxy URL, which may hold its credentials). docs/security.md lists the
+encryption, requester-pays, proxy and CA settings with their S3A and boto3 names.
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
+from s3io.s3.encryption import Encryption, parse_algorithm, parse_customer_key, parse_kms_key_id
 from s3io.settings import (
     Settings,
     add_arguments,
+    declared_option,
+    env_options,
     from_args,
     loose_key,
     option,
@@ -44,8 +50,10 @@ from s3io.settings import (
     unknown_option,
 )
 from s3io.transport.credentials import ANONYMOUS, Credentials
-from s3io.transport.endpoint import ADDRESSING_STYLES, resolved_location
+from s3io.transport.endpoint import ADDRESSING_STYLES, resolve_endpoint, resolved_location
+from s3io.transport.proxy import DIRECT, parse_proxy_setting, resolved_proxy_setting
 from s3io.transport.transport import Transport
+from s3io.transport.trust import parse_ca_bundle, resolve_ca_bundle
 from s3io.units import parse_bool
 from s3io.urls import mask_userinfo
 
@@ -133,6 +141,66 @@ class StoreConfig:
         "secretAccessKey", parse_secret, default=None, aliases=("secretKey",), secret=True
     )
     session_token: str | None = option("sessionToken", parse_secret, default=None, secret=True)
+    sse: str | None = option(
+        "sse",
+        parse_algorithm,
+        default=None,
+        aliases=("serverSideEncryption",),
+        flag="--sse",
+        env="S3IO_SSE",
+        help="server-side encryption of every write: AES256 (SSE-S3), aws:kms (SSE-KMS), aws:kms:dsse or SSE-C",
+    )
+    sse_kms_key_id: str | None = option(
+        "sseKmsKeyId",
+        parse_kms_key_id,
+        default=None,
+        flag="--sse-kms-key-id",
+        env="S3IO_SSE_KMS_KEY_ID",
+        help="the KMS key (id, alias or ARN) of SSE-KMS writes (default: the bucket's)",
+    )
+    sse_bucket_key: bool = option(
+        "sseBucketKey",
+        _parse_bool,
+        default=False,
+        flag="--sse-bucket-key",
+        env="S3IO_SSE_BUCKET_KEY",
+        help="ask for an S3 Bucket Key on SSE-KMS writes",
+    )
+    sse_customer_key: str | None = option(
+        "sseCustomerKey",
+        parse_customer_key,
+        default=None,
+        flag="--sse-customer-key",
+        env="S3IO_SSE_CUSTOMER_KEY",
+        secret=True,
+        help="the SSE-C key (base64 of 32 bytes), sent on every request of an object; prefer $S3IO_SSE_CUSTOMER_KEY",
+    )
+    requester_pays: bool = option(
+        "requesterPays",
+        _parse_bool,
+        default=False,
+        flag="--requester-pays",
+        env="S3IO_REQUESTER_PAYS",
+        help="say on every request that the requester pays (x-amz-request-payer)",
+    )
+    proxy: str | None = option(
+        "proxy",
+        parse_proxy_setting,
+        default=None,
+        aliases=("proxyUrl",),
+        flag="--proxy",
+        env="S3IO_PROXY",
+        secret=True,
+        help="forward proxy http://[user:password@]host:port, or direct (default: $HTTPS_PROXY/$HTTP_PROXY/$NO_PROXY)",
+    )
+    ca_bundle: str | None = option(
+        "caBundle",
+        parse_ca_bundle,
+        default=None,
+        flag="--ca-bundle",
+        env="S3IO_CA_BUNDLE",
+        help="PEM file of the CAs TLS trusts (default: $AWS_CA_BUNDLE, the profile's ca_bundle, the system's)",
+    )
     policy: Policy = field(default_factory=Policy)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -145,6 +213,9 @@ class StoreConfig:
             raise InvalidConfig("sessionToken: needs accessKeyId and secretAccessKey as well")
         if self.anonymous and self.access_key_id is not None:
             raise InvalidConfig("anonymous: 'true' conflicts with accessKeyId/secretAccessKey; give one or the other")
+        implied = self.encryption.algorithm  # the settings go together, or InvalidConfig says how they do not
+        if implied != self.sse:  # a KMS key id means aws:kms, a customer key SSE-C: said in the field too
+            object.__setattr__(self, "sse", implied)
 
     # ------------------------------------------------------------------ what it makes
 
@@ -156,8 +227,17 @@ class StoreConfig:
             region=self.region,
             credentials=self.credentials,
             addressing=self.addressing,
+            encryption=self.encryption,
+            requester_pays=self.requester_pays,
+            proxy=self.proxy,
+            ca_bundle=self.ca_bundle,
             transport=transport,
         )
+
+    @property
+    def encryption(self) -> Encryption:
+        """The encryption settings as S3Client takes them (what a KMS key id or a customer key implies settled)."""
+        return Encryption.of(self.sse, self.sse_kms_key_id, self.sse_bucket_key, self.sse_customer_key)
 
     @property
     def credentials(self) -> Credentials | str | None:
@@ -169,10 +249,18 @@ class StoreConfig:
         return Credentials(self.access_key_id, self.secret_access_key, self.session_token)
 
     def pinned(self) -> StoreConfig:
-        """This value with the endpoint and region this process resolves (the fields, else its environment and
-        profile), so that clients made in other processes (executors, workers) talk to the store this one saw."""
+        """This value with the endpoint, region, proxy and CA bundle this process resolves (the fields, else its
+        environment and profile), so that clients made in other processes (executors, workers) talk to the store
+        this one saw, the way this one reaches it."""
         endpoint, region = resolved_location(self.endpoint, self.region)
-        return self.replace(endpoint=endpoint, region=region)
+        located = resolve_endpoint(endpoint, region, self.addressing)
+        bundle = resolve_ca_bundle(self.ca_bundle)
+        return self.replace(
+            endpoint=endpoint,
+            region=region,
+            proxy=resolved_proxy_setting(self.proxy, located.scheme, located.host),
+            ca_bundle=bundle[0] if bundle is not None else None,
+        )
 
     def replace(self, **changes: Any) -> StoreConfig:
         """A copy with some fields changed (validated again)."""
@@ -182,7 +270,16 @@ class StoreConfig:
         """Where and as whom, for logs: never a secret."""
         who = "anonymous" if self.anonymous else "explicit keys" if self.access_key_id else "provider chain"
         where = f"endpoint={self.endpoint or 'AWS'}, region={self.region or 'default'}"
-        return f"{where}, addressing={self.addressing}, credentials: {who}"
+        text = f"{where}, addressing={self.addressing}, credentials: {who}"
+        if self.encryption.enabled:
+            text += f", encryption: {self.encryption.describe()}"
+        if self.requester_pays:
+            text += ", requester pays"
+        if self.proxy is not None:
+            text += f", proxy: {self.proxy if self.proxy == DIRECT else mask_userinfo(self.proxy)}"
+        if self.ca_bundle is not None:
+            text += f", CA bundle: {self.ca_bundle}"
+        return text
 
     # ------------------------------------------------------------------ its sources
 
@@ -197,11 +294,15 @@ class StoreConfig:
         addressing: str | None = None,
         policy: Policy | Mapping[str, object] | None = None,
         engine: EngineConfig | Mapping[str, object] | None = None,
+        **settings: Any,
     ) -> StoreConfig:
-        """The Python API's keywords, over ``store`` (default: the defaults). ``policy`` / ``engine``: a value or a
-        mapping of options (see s3io.settings); ``credentials``: Credentials, "anonymous" or None (the chain)."""
-        base = store if store is not None else cls()
-        changes: dict[str, Any] = {}
+        """The Python API's keywords, over ``store`` (default: the ``S3IO_*`` variables over the defaults).
+        ``policy`` / ``engine``: a value or a mapping of options (see s3io.settings); ``credentials``: Credentials,
+        "anonymous" or None (the chain); ``settings``: other fields by name (``sse="aws:kms"``,
+        ``sse_customer_key=b"..."``, ``requester_pays=True``, ``proxy=...``, ``ca_bundle=...``; None leaves one
+        unchanged), each parsed as its option is."""
+        base = store if store is not None else cls(**env_options(cls))
+        changes: dict[str, Any] = _parsed_fields(settings)
         if endpoint_url is not None:
             changes["endpoint"] = endpoint_url
         if region is not None:
@@ -221,7 +322,8 @@ class StoreConfig:
         changes, rest = take_options(cls, values)
         policy_values, rest = _take_settings(Policy, rest, {})
         engine_values, rest = _take_settings(EngineConfig, rest, ENGINE_ALIASES)
-        return cls(**changes, policy=Policy.resolve(policy_values), engine=EngineConfig.resolve(engine_values)), rest
+        fields = {**env_options(cls), **changes}
+        return cls(**fields, policy=Policy.resolve(policy_values), engine=EngineConfig.resolve(engine_values)), rest
 
     @classmethod
     def from_options(cls, values: Mapping[str, Any]) -> StoreConfig:
@@ -235,7 +337,7 @@ class StoreConfig:
     def from_args(cls, args: argparse.Namespace) -> StoreConfig:
         """From the flags ``add_store_arguments`` defined (unset ones left to the environment and the defaults)."""
         policy_values = {name: getattr(args, name) for name in Policy.field_names() if getattr(args, name, None)}
-        return cls(**from_args(cls, args), policy=Policy.resolve(policy_values))
+        return cls(**{**env_options(cls), **from_args(cls, args)}, policy=Policy.resolve(policy_values))
 
 
 def add_store_arguments(
@@ -257,6 +359,29 @@ def store_option_names() -> tuple[str, ...]:
         *(option_name(n) for n in EngineConfig.field_names()),
         *ENGINE_ALIASES,
     )
+
+
+_KEYWORD_FIELDS = (
+    "sse",
+    "sse_kms_key_id",
+    "sse_bucket_key",
+    "sse_customer_key",
+    "requester_pays",
+    "proxy",
+    "ca_bundle",
+)
+
+
+def _parsed_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """StoreConfig fields given as keywords (``from_kwargs``), parsed by their options' parsers; None: not given."""
+    unknown = sorted(set(settings) - set(_KEYWORD_FIELDS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}; store settings: {', '.join(_KEYWORD_FIELDS)}")
+    return {
+        name: declared_option(StoreConfig, name).parse(value, name)
+        for name, value in settings.items()
+        if value is not None
+    }
 
 
 def _credential_fields(credentials: Credentials | str) -> dict[str, Any]:

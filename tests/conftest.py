@@ -1,13 +1,16 @@
-"""Shared fixtures: a loopback moto S3 server, per-test buckets, a fault-injecting proxy, a netns blackhole, and a
-Ceph RGW (a real S3 server from Debian's packages) for the store conformance suite."""
+"""Shared fixtures: a loopback moto S3 server (and the same behind TLS), per-test buckets, a fault-injecting proxy, a
+forward proxy, a netns blackhole, and a Ceph RGW (a real S3 server from Debian's packages) for the store conformance
+suite."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from support.faultproxy import FaultProxy
+from support.forward_proxy import ForwardProxy
 from support.moto_server import (
     FAKE_ACCESS_KEY,
     FAKE_SECRET_KEY,
@@ -21,8 +24,10 @@ from support.moto_server import (
 from support.netns import NetnsS3Server, NetnsUnavailable, unavailable_reason
 from support.rgw import CephRgw, RgwUnavailable, RgwUser
 from support.rgw import unavailable_reason as rgw_unavailable_reason
+from support.s3_security import S3SecurityApp
 from support.s3rver import S3rver, S3rverUnavailable
 from support.s3rver import unavailable_reason as s3rver_unavailable_reason
+from support.tls import OPENSSL_MISSING, self_signed_certificate, tls_forwarder
 
 from s3io.s3.capabilities import VERDICTS
 from s3io.s3.checksum_refusals import REFUSALS
@@ -79,6 +84,39 @@ def _every_request_correctly_signed(request: pytest.FixtureRequest) -> Iterator[
     server: MotoServer = request.getfixturevalue("moto_server")
     rejected = [r for r in (server.front.take_rejections() if server.front else []) if not r.wrong_region]
     assert not rejected, f"the S3 front refused {len(rejected)} request(s) as S3 would: {rejected[:3]}"
+
+
+@pytest.fixture
+def s3_security(moto_server: MotoServer) -> S3SecurityApp:
+    """What the strict front does that moto does not: bucket policies on encryption, SSE-C, requester pays."""
+    assert moto_server.security is not None
+    return moto_server.security
+
+
+@dataclass(frozen=True)
+class TlsEndpoint:
+    """The session's moto server behind TLS: ``url`` (https://127.0.0.1:port) and ``ca_bundle``, the PEM file of
+    its self-signed certificate (a client trusts it as its CA bundle)."""
+
+    url: str
+    ca_bundle: str
+
+
+@pytest.fixture(scope="session")
+def tls_endpoint(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsEndpoint]:
+    """The moto server behind a TLS-terminating forwarder on loopback, for the session (SSE-C needs https)."""
+    if OPENSSL_MISSING:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = self_signed_certificate(tmp_path_factory.mktemp("tls"))
+    with tls_forwarder(cert, key, moto_server.endpoint.url) as url:
+        yield TlsEndpoint(url, str(cert))
+
+
+@pytest.fixture
+def forward_proxy() -> Iterator[ForwardProxy]:
+    """A forward proxy on loopback (http forwarding and CONNECT tunnels), counting what passes; stopped after."""
+    with ForwardProxy() as proxy:
+        yield proxy
 
 
 @pytest.fixture

@@ -291,7 +291,11 @@ def test_pickled_filesystem_keeps_its_policy(s3_endpoint: Any) -> None:
 
 
 def test_options_only_botocore_honours_send_reads_through_botocore(s3_endpoint: Any, obj: str) -> None:
-    fs = S3FileSystem(endpoint_url=s3_endpoint.url, requester_pays=True, skip_instance_cache=True)
+    fs = S3FileSystem(
+        endpoint_url=s3_endpoint.url,
+        s3_additional_kwargs={"ResponseCacheControl": "no-cache"},
+        skip_instance_cache=True,
+    )
     try:
         assert not fs.reads_via_s3io
         assert fs.cat_file(obj, start=0, end=8) == PAYLOAD[:8]

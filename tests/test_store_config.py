@@ -4,6 +4,7 @@ the one S3Client constructor; the options of a compaction and a stream parsed in
 from __future__ import annotations
 
 import argparse
+import base64
 import pickle
 
 import pytest
@@ -13,8 +14,11 @@ from s3io.compaction.options import CompactionOptions
 from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
+from s3io.s3.encryption import s3a_options
 from s3io.store import StoreConfig, add_store_arguments
 from s3io.transport.credentials import ANONYMOUS, Credentials
+from s3io.transport.proxy import DIRECT, parse_proxy_url, s3a_proxy_url
+from spark_ext.planning.read_options import redact
 from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
 
 EXPECTED = StoreConfig(
@@ -85,10 +89,18 @@ def test_the_policy_comes_from_the_options_over_s3io_variables(monkeypatch: pyte
 
 
 def test_pinned_resolves_the_environment_where_the_fields_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_CA_BUNDLE", "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("AWS_REGION", "ap-south-1")
-    assert StoreConfig().pinned() == StoreConfig(endpoint="http://127.0.0.1:9", region="ap-south-1")
+    pinned = StoreConfig(endpoint="http://127.0.0.1:9", region="ap-south-1", proxy=DIRECT)
+    assert StoreConfig().pinned() == pinned  # no proxy in the environment: direct, whatever the executors' says
     assert StoreConfig(region="eu-west-1").pinned().region == "eu-west-1"
+    monkeypatch.setenv("HTTP_PROXY", "proxy.example.com:3128")  # botocore's rule: no scheme is http
+    monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/company/ca.pem")
+    assert StoreConfig().pinned() == pinned.replace(proxy="proxy.example.com:3128", ca_bundle="/etc/company/ca.pem")
+    monkeypatch.setenv("NO_PROXY", ".example.com,127.0.0.1")
+    assert StoreConfig().pinned().proxy == DIRECT
 
 
 async def test_the_client_is_made_from_every_field() -> None:
@@ -128,6 +140,130 @@ def test_secrets_stay_out_of_repr_describe_and_errors_but_travel_pickled() -> No
 def test_bad_options_name_the_option_and_the_way_out(options: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidConfig, match=message):
         StoreConfig.from_options(options)
+
+
+CUSTOMER_KEY = base64.b64encode(bytes(range(32))).decode()
+COMPANY = StoreConfig(
+    sse="aws:kms",
+    sse_kms_key_id="alias/warehouse",
+    sse_bucket_key=True,
+    requester_pays=True,
+    proxy="http://alice:pr0xy-pw@127.0.0.1:3128",
+    ca_bundle="/etc/company/ca.pem",
+)
+
+
+def test_company_settings_come_from_keywords_options_flags_and_s3io_variables_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    keywords = StoreConfig.from_kwargs(
+        sse="SSE-KMS",
+        sse_kms_key_id="alias/warehouse",
+        sse_bucket_key=True,
+        requester_pays=True,
+        proxy="http://alice:pr0xy-pw@127.0.0.1:3128",
+        ca_bundle="/etc/company/ca.pem",
+    )
+    options = StoreConfig.from_options(  # as Spark hands them over
+        {
+            "serversideencryption": "aws:kms",
+            "ssekmskeyid": "alias/warehouse",
+            "ssebucketkey": "true",
+            "requesterpays": "true",
+            "proxyurl": "http://alice:pr0xy-pw@127.0.0.1:3128",
+            "cabundle": "/etc/company/ca.pem",
+        }
+    )
+    flags = StoreConfig.from_args(
+        _cli(
+            *("--sse", "aws:kms", "--sse-kms-key-id", "alias/warehouse", "--sse-bucket-key", "--requester-pays"),
+            *("--proxy", "http://alice:pr0xy-pw@127.0.0.1:3128", "--ca-bundle", "/etc/company/ca.pem"),
+        )
+    )
+    assert keywords == options == flags == COMPANY
+    variables = {
+        "S3IO_SSE": "aws:kms",
+        "S3IO_SSE_KMS_KEY_ID": "alias/warehouse",
+        "S3IO_SSE_BUCKET_KEY": "true",
+        "S3IO_REQUESTER_PAYS": "1",
+        "S3IO_PROXY": "http://alice:pr0xy-pw@127.0.0.1:3128",
+        "S3IO_CA_BUNDLE": "/etc/company/ca.pem",
+    }
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert StoreConfig.from_kwargs() == StoreConfig.from_options({}) == StoreConfig.from_args(_cli()) == COMPANY
+    assert StoreConfig.from_options({"proxy": "direct", "sseKmsKeyId": "alias/other"}) == COMPANY.replace(
+        proxy=DIRECT, sse_kms_key_id="alias/other"
+    )  # an option wins over its variable
+    monkeypatch.setenv("S3IO_SSE", "rot13")
+    with pytest.raises(InvalidConfig, match="S3IO_SSE: expected AES256"):
+        StoreConfig.from_kwargs()
+
+
+def test_the_sse_c_key_is_taken_as_bytes_or_base64_implies_sse_c_and_is_never_shown() -> None:
+    from_bytes = StoreConfig.from_kwargs(sse_customer_key=bytes(range(32)))
+    from_option = StoreConfig.from_options({"ssecustomerkey": CUSTOMER_KEY})
+    assert from_bytes == from_option and from_bytes.sse == "SSE-C" and from_bytes.sse_customer_key == CUSTOMER_KEY
+    shown = [repr(from_bytes), from_bytes.describe(), repr(pickle.loads(pickle.dumps(from_bytes)))]
+    shown += [repr(COMPANY), COMPANY.describe(), repr(COMPANY.encryption)]
+    shown.append(repr(redact({"sseCustomerKey": CUSTOMER_KEY, "proxy": COMPANY.proxy})))
+    for text in shown:
+        assert CUSTOMER_KEY not in text and "pr0xy-pw" not in text
+    assert "encryption: aws:kms, key alias/warehouse, bucket key" in COMPANY.describe()
+    assert "requester pays, proxy: http://***@127.0.0.1:3128, CA bundle: /etc/company/ca.pem" in COMPANY.describe()
+    with pytest.raises(InvalidConfig) as short:
+        StoreConfig.from_options({"sseCustomerKey": "not-a-key"})
+    assert "32 bytes" in str(short.value) and "not-a-key" not in str(short.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"sse": "rot13"}, "sse: expected AES256 .SSE-S3., aws:kms"),
+        ({"sse": "SSE-C"}, "SSE-C needs the customer key: give sseCustomerKey"),
+        ({"sse": "AES256", "sseKmsKeyId": "k"}, "sseKmsKeyId: a KMS key goes with sse=aws:kms"),
+        ({"sse": "aws:kms", "sseCustomerKey": CUSTOMER_KEY}, "an SSE-C key goes with sse=SSE-C, not sse=aws:kms"),
+        ({"sse": "aws:kms:dsse", "sseBucketKey": "true"}, "sseBucketKey: S3 Bucket Keys go with sse=aws:kms"),
+        ({"sseKmsKeyId": "two words"}, "sseKmsKeyId: expected a KMS key id"),
+        ({"proxy": "https://proxy:3128"}, "only http:// proxies are supported"),
+        ({"proxy": "http://u:pr0xy-pw@proxy:3128/path"}, "is not a proxy URL"),
+        ({"caBundle": " "}, "caBundle: expected the path of a PEM file"),
+        ({"requesterPays": "maybe"}, "requesterPays: expected"),
+    ],
+)
+def test_bad_company_settings_name_the_option_and_the_way_out(options: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidConfig, match=message) as refused:
+        StoreConfig.from_options(options)
+    assert "pr0xy-pw" not in str(refused.value)
+
+
+def test_s3a_encryption_keys_map_onto_the_store_options() -> None:
+    assert s3a_options("SSE-KMS", "arn:aws:kms:eu-west-1:1:key/k") == {
+        "sse": "aws:kms",
+        "sseKmsKeyId": "arn:aws:kms:eu-west-1:1:key/k",
+    }
+    assert s3a_options("DSSE-KMS", "alias/k") == {"sse": "aws:kms:dsse", "sseKmsKeyId": "alias/k"}
+    assert s3a_options("SSE-C", CUSTOMER_KEY) == {"sse": "SSE-C", "sseCustomerKey": CUSTOMER_KEY}
+    assert s3a_options("AES256", None) == {"sse": "AES256"} and s3a_options(None, None) == {}
+    assert StoreConfig.from_options(s3a_options("SSE-C", CUSTOMER_KEY)).sse_customer_key == CUSTOMER_KEY
+    with pytest.raises(InvalidConfig, match="CSE-KMS is client-side encryption"):
+        s3a_options("CSE-KMS", "alias/k")
+    with pytest.raises(InvalidConfig, match=r"fs\.s3a\.encryption\.key: a key goes with"):
+        s3a_options("SSE-S3", "alias/k")
+
+
+def test_s3a_proxy_keys_make_the_proxy_url() -> None:
+    url = s3a_proxy_url("proxy.corp", "3128", "alice", "p@ss:w/rd")
+    assert url == "http://alice:p%40ss%3Aw%2Frd@proxy.corp:3128"
+    proxy = parse_proxy_url(url, "proxy")
+    assert (proxy.url, proxy.username, proxy.password) == ("http://proxy.corp:3128", "alice", "p@ss:w/rd")
+    assert s3a_proxy_url("proxy.corp") == "http://proxy.corp" and s3a_proxy_url(None) is None
+    with pytest.raises(InvalidConfig, match=r"fs\.s3a\.proxy\.secured: TLS to the proxy is not supported"):
+        s3a_proxy_url("proxy.corp", 3128, secured="true")
+    with pytest.raises(InvalidConfig, match="give both or neither"):
+        s3a_proxy_url("proxy.corp", 3128, username="alice")
+    with pytest.raises(InvalidConfig, match="not its host"):
+        s3a_proxy_url(None, 3128)
 
 
 def test_take_options_leaves_what_the_store_does_not_know() -> None:

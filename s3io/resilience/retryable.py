@@ -49,6 +49,11 @@ SKEW_THRESHOLD_SECONDS = 240  # the AWS SDKs' threshold for correcting (S3 refus
 MAX_SKEW_ROUND_TRIP = 900  # an answer slower than this says nothing reliable about the server's clock
 # How the client's message names a region it was told but did not follow (s3io.s3.client builds it).
 _NAMED_REGION = re.compile(r"the bucket is in ([a-z0-9-]{1,64}); pass region=")
+PROXY_AUTHENTICATION_REQUIRED = 407
+PROXY_CREDENTIALS_NEEDED = (
+    "the forward proxy refused the request: 407 Proxy Authentication Required; give its credentials in the proxy "
+    "URL (http://user:password@host:port: the proxy option, or HTTPS_PROXY / HTTP_PROXY)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +141,8 @@ def error_for_status(
     client signs with) from others."""
     text = (message or f"HTTP {status}") + _clock_hint(status, code, server_date, clock_offset)
     kwargs = dict(context, status=status, code=code)
+    if status == PROXY_AUTHENTICATION_REQUIRED:  # the forward proxy's answer, not S3's: no retry mends it
+        return errors.InvalidConfig(PROXY_CREDENTIALS_NEEDED, **kwargs)
     if code in THROTTLE_CODES or status in (429, 503) or code == "ServiceUnavailable":
         return errors.Throttled(f"throttled: {text}", **kwargs)
     if status in (500, 502, 504) or code in ("InternalError",):
@@ -149,7 +156,8 @@ def error_for_status(
     if status == 400 and code == NO_CODE_400 and not _NAMED_REGION.search(text):
         text += (
             " with no error code (S3 sends none with a HEAD); the usual cause is an expired or invalid session "
-            "token (ExpiredToken): s3io refreshes credentials once before giving up, so renew them at their source"
+            "token (ExpiredToken): s3io refreshes credentials once before giving up, so renew them at their source; "
+            "or the object is encrypted with SSE-C and the request did not carry its key (give sseCustomerKey)"
         )
     return errors.RequestError(f"request failed: {text}", **kwargs)
 
@@ -202,10 +210,21 @@ def from_wire(exc: BaseException, **context: object) -> BaseException:
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # no retry mends a certificate
         return errors.InvalidConfig(
             f"TLS certificate of {exc.host} failed verification ({exc.certificate_error}); check the endpoint "
-            "URL, or point SSL_CERT_FILE at the CA bundle that signed it",
+            "URL, or point caBundle (AWS_CA_BUNDLE, the profile's ca_bundle, --ca-bundle; or SSL_CERT_FILE for the "
+            "default trust store) at the CA bundle that signed it",
             cause=exc,
             **context,
         )
+    if isinstance(exc, aiohttp.ClientHttpProxyError):  # the proxy's answer to CONNECT
+        if exc.status == PROXY_AUTHENTICATION_REQUIRED:
+            return errors.InvalidConfig(PROXY_CREDENTIALS_NEEDED, cause=exc, **context)
+        return errors.TransportError(
+            f"the forward proxy refused to open a tunnel to the store ({exc.status} {exc.message})",
+            cause=exc,
+            **context,
+        )
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return errors.TransportError("could not connect to the forward proxy", cause=exc, **context)
     if isinstance(exc, aiohttp.ClientPayloadError):
         return errors.Truncated("response body ended early", cause=exc, **context)
     if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientOSError | ConnectionError | OSError):

@@ -38,6 +38,7 @@ from s3io.s3.checksums import (
     StoredChecksum,
     stated_checksum,
 )
+from s3io.s3.encryption import NO_ENCRYPTION, SSE_C, Encryption
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.multipart import MultipartWriter
@@ -50,8 +51,11 @@ from s3io.s3.upload_checksums import UploadChecksums
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import Endpoint, resolve_endpoint
 from s3io.transport.exchange import Response
+from s3io.transport.proxy import proxy_for
+from s3io.transport.session import Route
 from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_query
 from s3io.transport.transport import AiohttpTransport, HttpRequest, Transport
+from s3io.transport.trust import ssl_context
 
 DELETE_BATCH = 1000
 COMPLETE_MULTIPART_HEAD = "complete_multipart_head"  # the HEAD that reads an ETag a store left out of its answer
@@ -59,6 +63,10 @@ COMPLETE_MULTIPART_HEAD = "complete_multipart_head"  # the HEAD that reads an ET
 # else (the server gone, the deadline, throttling past the retries) fails the whole call at once, as a batch's
 # would, instead of costing every remaining key an operation's deadline of its own.
 _KEY_REFUSALS = (errors.AccessDenied, errors.PreconditionFailed, errors.NotFound, errors.RequestError)
+# The writes a bucket policy on encryption judges (S3 authorizes all three as s3:PutObject, and judges an upload's
+# parts by the encryption it was created with): an AccessDenied there says which encryption was asked for.
+_ENCRYPTED_WRITES = frozenset({"put", "create_multipart", "copy"})
+REQUEST_PAYER_HEADER = "x-amz-request-payer"
 log = logging.getLogger("s3io")
 
 
@@ -73,18 +81,42 @@ class S3Client:
         region: str | None = None,
         credentials: Credentials | str | None = None,
         addressing: str = "auto",
+        encryption: Encryption = NO_ENCRYPTION,
+        requester_pays: bool = False,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
         transport: Transport | None = None,
     ) -> None:
-        """``transport``: how requests reach the wire (default: aiohttp's pool, ``AiohttpTransport``); a
-        ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
+        """``encryption``: what writes ask S3 to encrypt with, and the SSE-C key reads send (s3io.s3.encryption);
+        ``requester_pays``: every request says the requester pays (``x-amz-request-payer``); ``proxy``: a forward
+        proxy URL, "direct", or None for the environment's (s3io.transport.proxy); ``ca_bundle``: the CAs TLS trusts
+        (None: AWS_CA_BUNDLE, the profile's, else the default store; s3io.transport.trust). ``transport``: how
+        requests reach the wire (default: aiohttp's pool, ``AiohttpTransport``, through ``proxy``, trusting
+        ``ca_bundle``); a ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
         self.policy = policy if policy is not None else Policy.from_env()
         self.endpoint = resolve_endpoint(endpoint_url, region, addressing)
+        if encryption.algorithm == SSE_C and self.endpoint.scheme != "https":
+            raise errors.InvalidConfig(
+                f"sseCustomerKey: SSE-C sends the customer key with every request, and S3 takes it only over https; "
+                f"the endpoint is {self.endpoint.scheme}://{self.endpoint.host} (give an https:// endpoint; nothing "
+                "was sent)"
+            )
+        self.encryption = encryption
+        self._write_headers = encryption.write_headers()
+        self._read_headers = encryption.read_headers()
+        self._requester_pays = requester_pays
         self._endpoint_key = endpoint_key(self.endpoint)  # where the store's probed capabilities are kept
         self.metrics = Metrics()
         self._credentials = CredentialProvider(credentials, self.endpoint.region)
         refresh = self._credentials.refresh if self._credentials.refreshable else None  # else a retry changes nothing
         self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=refresh)
-        self._transport: Transport = transport if transport is not None else AiohttpTransport(self.policy)
+        if transport is None:
+            route = Route(
+                proxy_for(proxy, self.endpoint.scheme, self.endpoint.host),
+                ssl_context(ca_bundle) if self.endpoint.scheme == "https" else None,
+            )
+            transport = AiohttpTransport(self.policy, route)
+        self._transport: Transport = transport
         self._cleanup: set[asyncio.Task[None]] = set()  # see run_cleanup
         self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
         self._regional_signers: dict[tuple[Signer, str], Signer] = {}
@@ -136,6 +168,8 @@ class S3Client:
         qs = canonical_query(request.query) if request.query else ""
         headers = {} if request.headers is None else dict(request.headers)  # signed: never the caller's dict
         headers["host"] = host
+        if self._requester_pays:
+            headers[REQUEST_PAYER_HEADER] = "requester"
         signer = self._credentials.ready_signer() or await self._credentials.signer()
         if signer is not None:
             if signer.region != endpoint.region:
@@ -191,7 +225,7 @@ class S3Client:
                         return await self._send(watchdog, request, redirected=redirected, reclocked=True)
                 if region is not None:
                     message = f"{message or 'wrong region'} (the bucket is in {region}; pass region={region!r})"
-                raise error_for_status(
+                error = error_for_status(
                     response.status,
                     code or _status_code(response.status),
                     message,
@@ -200,6 +234,9 @@ class S3Client:
                     bucket=bucket,
                     key=key or None,
                 )
+                if isinstance(error, errors.AccessDenied) and request.operation in _ENCRYPTED_WRITES:
+                    error.add_hint(self.encryption.refused_write_hint())
+                raise error
         if response.overflowed:
             raise errors.ProtocolError(
                 f"the answer to {method} exceeded {len(response.body)} bytes, more than any S3 answer of this kind; "
@@ -312,6 +349,8 @@ class S3Client:
 
         async def attempt(watchdog: Watchdog) -> None:
             headers: dict[str, str] = {CHECKSUM_MODE_HEADER: "ENABLED"} if verify else {}
+            if self._read_headers:
+                headers.update(self._read_headers)
             range_header = read.request_range().header()
             if range_header:
                 headers["range"] = range_header
@@ -350,6 +389,7 @@ class S3Client:
 
     async def _head(self, bucket: str, key: str, if_match: str | None, operation: str) -> ObjectInfo:
         headers = {"if-match": if_match} if if_match is not None else {}
+        headers.update(self._read_headers)
 
         async def attempt(watchdog: Watchdog) -> ObjectInfo:
             response = await self._send(watchdog, S3Request(operation, "HEAD", bucket, key, headers=dict(headers)))
@@ -374,7 +414,7 @@ class S3Client:
             return None
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
-        headers = {CHECKSUM_MODE_HEADER: "ENABLED"}
+        headers = {CHECKSUM_MODE_HEADER: "ENABLED", **self._read_headers}
         if if_match is not None:
             headers["if-match"] = if_match
 
@@ -517,7 +557,7 @@ class S3Client:
         (``upload_checksums``)."""
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = dict(self._write_headers)
         if if_none_match:
             headers["if-none-match"] = "*"
         if if_match is not None:
@@ -546,6 +586,7 @@ class S3Client:
         client)."""
         _check_key(bucket, key)
         headers = {"content-type": content_type} if content_type else {}
+        headers.update(self._write_headers)
 
         async def create(full_object: bool) -> str:
             sent = {**headers, **UploadChecksums.create_headers(full_object)}
@@ -571,7 +612,7 @@ class S3Client:
         """Upload one part (with its CRC when the upload was created with a checksum); returns its ETag."""
         _check_key(bucket, key)
         query = {"partNumber": str(part_number), "uploadId": upload_id}
-        integrity = self._checksums.part_headers(upload_id, part_number, data)
+        integrity = {**self._checksums.part_headers(upload_id, part_number, data), **self._read_headers}
 
         async def attempt(watchdog: Watchdog) -> str:
             headers = dict(integrity)
@@ -605,7 +646,7 @@ class S3Client:
 
         async def complete(full: bool) -> PutResult:
             body = xml.complete_multipart_request(ordered, values, element)
-            headers = full_object if full else {}
+            headers = {**full_object, **self._read_headers} if full else dict(self._read_headers)
             result = await self._complete(bucket, key, upload_id, ordered, body, headers)
             return replace(result, checksum=self._checksums.stated(headers))
 
@@ -654,45 +695,82 @@ class S3Client:
             return _put_result(response.body, "CompleteMultipartUploadResult", bucket, key, etag_required=False)
 
         result = await self._runner.run("complete_multipart", bucket, key, attempt)
+        stated = self._checksums.stated(headers)
         if result is None:  # looked up once the attempt is over: it holds a connection slot and a stall timer
-            return await self._completed_by_lost_answer(bucket, key, ordered, gone[-1])
+            return await self._completed_by_lost_answer(bucket, key, ordered, stated, gone[-1])
         if result.etag is None:
-            return await self._etag_left_out(bucket, key, ordered)
+            return await self._etag_left_out(bucket, key, ordered, stated)
         return result
 
-    async def _etag_left_out(self, bucket: str, key: str, parts: list[tuple[int, str]]) -> PutResult:
-        """The upload completed but the answer named no ETag: the object's, if it is the one these parts make (one
-        HEAD); None if that cannot be told (another writer replaced it since, or the parts' ETags are not MD5s)."""
-        info = await self._head(bucket, key, None, COMPLETE_MULTIPART_HEAD)
+    async def _made_of(
+        self, bucket: str, key: str, info: ObjectInfo, parts: list[tuple[int, str]], stated: StoredChecksum | None
+    ) -> bool:
+        """Whether the object ``info`` describes is the one these parts make: its ETag is the one S3 gives them or,
+        where an ETag is not its data's MD5 (SSE-KMS, SSE-C, a store of other ETags), the whole-object checksum it
+        keeps is the one the completion stated (one HEAD). False when that cannot be told."""
         expected = multipart_etag([etag for _, etag in parts])
         if expected is not None and same_etag(info.etag, expected):
+            return True
+        if (expected is not None and self.encryption.etags_are_digests) or stated is None:
+            return False
+        try:
+            kept = await self.object_checksum(bucket, key, if_match=info.etag)
+        except errors.PreconditionFailed:  # replaced again since the HEAD: not ours to claim
+            return False
+        return kept is not None and kept.algorithm == stated.algorithm and kept.value == stated.value
+
+    def _why_not_made_of(self, etag: str | None, parts: list[tuple[int, str]], stated: StoredChecksum | None) -> str:
+        """Why ``_made_of`` said no, for an error or a log line."""
+        expected = multipart_etag([e for _, e in parts])
+        if expected is not None and self.encryption.etags_are_digests:
+            return f"its ETag is {etag}, these parts make {expected}"
+        if stated is None:
+            return (
+                f"its ETag ({etag}) is not an MD5 these parts' ETags make (SSE-KMS, SSE-C or another store's "
+                "ETags), and no checksum was stated to tell by (checksums are not when_supported)"
+            )
+        return f"its ETag ({etag}) does not tell, and the checksum it keeps is not the {stated.describe()} stated"
+
+    async def _etag_left_out(
+        self, bucket: str, key: str, parts: list[tuple[int, str]], stated: StoredChecksum | None
+    ) -> PutResult:
+        """The upload completed but the answer named no ETag: the object's, if it is the one these parts make (one
+        HEAD, see ``_made_of``); None if that cannot be told (another writer replaced it since, or neither the
+        parts' ETags nor a checksum tell)."""
+        info = await self._head(bucket, key, None, COMPLETE_MULTIPART_HEAD)
+        if await self._made_of(bucket, key, info, parts, stated):
             return PutResult(info.etag)
         log.info(
-            "s3://%s/%s: the store's CompleteMultipartUpload answer had no ETag and the object's (%s) is not the one "
-            "these parts make (%s): its ETag is unknown",
+            "s3://%s/%s: the store's CompleteMultipartUpload answer had no ETag and the object now there is not "
+            "known to be the one these parts make (%s): its ETag is unknown",
             bucket,
             key,
-            info.etag,
-            expected,
+            self._why_not_made_of(info.etag, parts, stated),
         )
         return PutResult(None)
 
     async def _completed_by_lost_answer(
-        self, bucket: str, key: str, parts: list[tuple[int, str]], exc: errors.NotFound
+        self,
+        bucket: str,
+        key: str,
+        parts: list[tuple[int, str]],
+        stated: StoredChecksum | None,
+        exc: errors.NotFound,
     ) -> PutResult:
-        """After NoSuchUpload on a retry: the PutResult if the object is the one these parts make, else ``exc``."""
-        expected = multipart_etag([etag for _, etag in parts])
+        """After NoSuchUpload on a retry: the PutResult if the object is the one these parts make (``_made_of``),
+        else ``exc``."""
         try:
             info = await self.head_object(bucket, key)
         except errors.NotFound:
             raise exc from None
-        if expected is not None and same_etag(info.etag, expected):
+        if await self._made_of(bucket, key, info, parts, stated):
             log.info("s3://%s/%s: an earlier attempt completed the upload (its answer was lost)", bucket, key)
             return PutResult(info.etag)
+        certain = multipart_etag([e for _, e in parts]) is not None and self.encryption.etags_are_digests
         raise errors.NotFound(
-            "the multipart upload is gone (NoSuchUpload) and the object now at the key is not the one these parts "
-            f"make (ETag {info.etag}, expected {expected or 'unknown: the parts have no MD5 ETags'}); another "
-            "writer may have completed or replaced it",
+            "the multipart upload is gone (NoSuchUpload) and the object now at the key is "
+            f"{'not' if certain else 'not known to be'} the one these parts make "
+            f"({self._why_not_made_of(info.etag, parts, stated)}); another writer may have completed or replaced it",
             bucket=bucket,
             key=key,
             status=404,
@@ -835,7 +913,11 @@ class S3Client:
         _check_key(src_bucket, src_key)
         _check_key(dst_bucket, dst_key)
         _check_etag(src_bucket, src_key, if_match)
-        headers = {"x-amz-copy-source": quote(f"/{src_bucket}/{src_key}", safe="/~")}
+        headers = {
+            "x-amz-copy-source": quote(f"/{src_bucket}/{src_key}", safe="/~"),
+            **self._write_headers,
+            **self.encryption.copy_source_headers(),
+        }
         if if_match is not None:
             headers["x-amz-copy-source-if-match"] = if_match
 

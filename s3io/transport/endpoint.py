@@ -76,7 +76,7 @@ def resolve_region(region: str | None = None) -> str:
         region
         or os.environ.get("AWS_REGION")
         or os.environ.get("AWS_DEFAULT_REGION")
-        or _config_variable("region")
+        or config_variable("region")
         or "us-east-1"
     )
 
@@ -211,11 +211,11 @@ def _s3_section_flag(name: str) -> bool:
 
 def _config_flag(name: str) -> bool:
     """A botocore boolean setting (its environment variable, else the profile); unset is False."""
-    value = _config_variable(name)
+    value = config_variable(name)
     return value is True or str(value).lower() == "true"
 
 
-def _config_variable(name: str) -> Any:
+def config_variable(name: str) -> Any:
     """A botocore config variable as boto3 reads it: its environment variable, else the selected profile."""
     return _read_config(lambda session: session.get_config_variable(name))
 

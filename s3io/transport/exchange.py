@@ -126,6 +126,10 @@ async def exchange(
     ``landing`` too, received in place where it allows; otherwise it is returned whole, up to ``XML_BODY_LIMIT``
     (``ERROR_BODY_LIMIT`` for an error)."""
     body_length = len(body) if body else (0 if method in _LENGTH_REQUIRED else None)
+    forwarded = session.forwarding(scheme)
+    if forwarded is not None:  # to a forward proxy: the origin in the request line, the proxy's own credentials
+        target = f"{scheme}://{host}{target}"
+        headers = {**headers, **forwarded} if forwarded else headers
     head = request_head(method, target, headers, body_length)
     start_first_byte_phase(watchdog, policy, body)
     connection = await session.connect(scheme, host)

@@ -18,7 +18,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from s3io.policy import Policy
 from s3io.transport.exchange import Response, exchange, start_first_byte_phase
 from s3io.transport.landing import BodyTarget
-from s3io.transport.session import HttpSession, make_session
+from s3io.transport.session import DIRECT_ROUTE, HttpSession, Route, make_session
 
 if TYPE_CHECKING:  # the transport is handed a watchdog by the layer above, never imports one
     from s3io.resilience.deadline import Watchdog
@@ -50,12 +50,14 @@ class Transport(Protocol):
 
 
 class AiohttpTransport:
-    """aiohttp's pooled connector (opened on first use, on the running loop) and ``exchange``: the real wire."""
+    """aiohttp's pooled connector (opened on first use, on the running loop) and ``exchange``: the real wire.
+    ``route``: through which proxy, trusting which CAs (default: directly, the default trust store)."""
 
-    __slots__ = ("_closed", "_session", "policy")
+    __slots__ = ("_closed", "_session", "policy", "route")
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, route: Route = DIRECT_ROUTE) -> None:
         self.policy = policy
+        self.route = route
         self._session: HttpSession | None = None
         self._closed = False
 
@@ -64,7 +66,7 @@ class AiohttpTransport:
         if self._session is None:
             if self._closed:
                 raise RuntimeError("this S3Client is closed; create a new one")
-            self._session = make_session(self.policy)
+            self._session = make_session(self.policy, self.route)
         return self._session
 
     async def send(self, request: HttpRequest, watchdog: Watchdog) -> Response:

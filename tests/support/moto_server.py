@@ -4,7 +4,8 @@ moto serves plain HTTP on a free loopback port and, unlike real S3, closes the c
 response; put `tests/support/faultproxy.py` in front of it to get keep-alive and injected faults. moto checks
 no signature, so the server is strict by default: `tests/support/sigv4_check.py` recomputes every signed
 request's SigV4 signature as S3 does and refuses a mismatch, and `tests/support/s3_semantics.py` answers as S3
-where moto is kinder (a completed upload is gone). `MotoServer(strict=False)` turns both off.
+where moto is kinder (a completed upload is gone), and `tests/support/s3_security.py` does what S3 does with
+bucket policies on encryption, SSE-C and requester pays. `MotoServer(strict=False)` turns them off.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from botocore.exceptions import ClientError
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from support.s3_security import S3SecurityApp
 from support.s3_semantics import S3SemanticsApp
 from support.sigv4_check import SigV4CheckingApp, moto_bucket_region, moto_secret
 
@@ -58,6 +60,15 @@ UNSET_AWS_ENV: tuple[str, ...] = (
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT_URL_S3",
     "AWS_CA_BUNDLE",
+    # a proxy of the machine's would carry the tests' loopback traffic (a test sets one on purpose)
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
 )
 
 
@@ -102,7 +113,8 @@ class MotoServer:
     """A moto server thread on 127.0.0.1 and a free port; start()/stop() or use as a context manager.
 
     ``strict`` (default) puts the SigV4-checking front and S3's semantics before moto: ``front.rejections`` lists
-    what the signature check refused.
+    what the signature check refused; ``security`` evaluates bucket policies on encryption, SSE-C and requester pays
+    (tests/support/s3_security.py).
     """
 
     def __init__(self, host: str = "127.0.0.1", *, strict: bool = True) -> None:
@@ -114,6 +126,7 @@ class MotoServer:
         self._endpoint: S3Endpoint | None = None
         self._werkzeug_level: int | None = None
         self.front: SigV4CheckingApp | None = None
+        self.security: S3SecurityApp | None = None
 
     @property
     def endpoint(self) -> S3Endpoint:
@@ -131,6 +144,7 @@ class MotoServer:
         werkzeug_logger.setLevel(logging.WARNING)  # one access-log line per request is noise in test output
         app = DomainDispatcherApplication(create_backend_app)
         if self._strict:
+            self.security = app = S3SecurityApp(app)
             app = S3SemanticsApp(app)
             self.front = app = SigV4CheckingApp(
                 app, {FAKE_ACCESS_KEY: FAKE_SECRET_KEY}, secret_lookup=moto_secret, bucket_region=moto_bucket_region
