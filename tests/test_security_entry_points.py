@@ -21,7 +21,9 @@ from support.s3_security import deny_unencrypted_policy
 from test_compact_support import TEST_OPTIONS, parquet_bytes, rows_table
 
 import s3io
+from s3io.s3.capabilities import VERDICTS, endpoint_key
 from s3io.store import StoreConfig
+from s3io.transport.endpoint import resolve_endpoint
 from spark_ext.compact.__main__ import main as compact_command
 from spark_ext.compact.job import compact
 
@@ -31,6 +33,13 @@ KEY_BYTES = os.urandom(32)
 CUSTOMER_KEY = base64.b64encode(KEY_BYTES).decode()
 SSE_C_ARGS = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": KEY_BYTES}
 OPTIONS = TEST_OPTIONS.replace(min_input_files=2, grace_period=0.0)
+
+
+@pytest.fixture
+def first_contact(s3_endpoint: Any) -> None:
+    """The session's moto as a process meets it first: its kept probe verdict forgotten, so the job probes (the
+    probe's requests are the first the job sends, whatever tests ran before)."""
+    VERDICTS.forget(endpoint_key(resolve_endpoint(s3_endpoint.url)))
 
 
 def _landing(s3_client: Any, bucket: str, files: int = 4, **put_args: Any) -> pa.Table:
@@ -54,7 +63,7 @@ def _sorted(table: pa.Table) -> pa.Table:
 
 
 def test_compaction_on_a_bucket_that_demands_sse_kms_fails_fast_naming_the_setting_and_succeeds_with_it(
-    s3_endpoint: Any, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str]
+    first_contact: None, s3_endpoint: Any, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _landing(s3_client, bucket, ServerSideEncryption="aws:kms")
     s3_client.put_bucket_policy(Bucket=bucket, Policy=deny_unencrypted_policy(bucket))
@@ -103,7 +112,12 @@ def test_sse_c_round_trips_through_read_parquet_and_compaction_and_the_key_stays
 
 
 def test_compaction_goes_through_http_proxy_and_around_it_for_no_proxy(
-    s3_endpoint: Any, bucket: str, s3_client: Any, forward_proxy: Any, monkeypatch: pytest.MonkeyPatch
+    first_contact: None,
+    s3_endpoint: Any,
+    bucket: str,
+    s3_client: Any,
+    forward_proxy: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _landing(s3_client, bucket)
     monkeypatch.setenv("HTTP_PROXY", forward_proxy.url)

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from s3io.compaction.errors import CompactionError, LockHeld, LockLost
 from s3io.compaction.lock import CompactionLock
 from s3io.compaction.recover import recover
-from s3io.compaction.store_probe import StoreClock, probe_store
+from s3io.compaction.store_probe import probe_store
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
+from s3io.s3.capabilities import StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout, sinks, writes
@@ -63,7 +64,6 @@ from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
 log = logging.getLogger("s3io.write")
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
-PROBE_REUSE = 300.0  # seconds a store probe (its clock, its conditional writes) is reused by later commits
 LOCK_RETRY = 2.0  # seconds between attempts to take a held lock
 
 COMMITTED_NOW = "committed"
@@ -149,19 +149,13 @@ async def abort_write(client: S3Client, spec: WriteSpec, outputs: Sequence[TaskO
 
 # ------------------------------------------------------------------------------------------ the store's clock
 
-_STORE_CLOCKS: dict[tuple[str, str, str], tuple[float, StoreClock]] = {}
 
-
-async def store_clock(client: S3Client, bucket: str, prefix: str, job_id: str) -> StoreClock:
-    """The store's clock, from a probe that also refuses a store ignoring conditional writes; one probe serves the
-    commits of this process for PROBE_REUSE seconds (a stream commits every micro-batch)."""
-    key = (client.endpoint.host, bucket, prefix)
-    cached = _STORE_CLOCKS.get(key)
-    if cached is not None and time.monotonic() - cached[0] < PROBE_REUSE:
-        return cached[1]
-    probed = await probe_store(client, bucket, prefix, job_id)
-    _STORE_CLOCKS[key] = (time.monotonic(), probed)
-    return probed
+async def store_clock(client: S3Client, bucket: str, prefix: str) -> StoreClock:
+    """The store's clock, from the store probe that also refuses a store ignoring conditional writes; the verdict is
+    kept per endpoint and process (s3io.s3.capabilities.VERDICTS), so a stream's micro-batches probe once."""
+    verdict = await probe_store(client, bucket, prefix)
+    assert verdict.clock is not None  # probe_store refuses a store that gives none
+    return verdict.clock
 
 
 # ------------------------------------------------------------------------------------------ one commit
@@ -202,7 +196,7 @@ class _Commit:
 
     async def run(self) -> WriteReport:
         self._check()
-        self.clock_of_store = await store_clock(self.client, self.spec.bucket, self.spec.prefix, self.spec.job_id)
+        self.clock_of_store = await store_clock(self.client, self.spec.bucket, self.spec.prefix)
         if self.query_id is not None and await self._settled_before():
             return self._done(ALREADY_COMMITTED)
         if not self.files and self.options.overwrite and not self.options.partition_by:
