@@ -333,7 +333,7 @@ async def _list_files(client: S3Client, paths: Sequence[S3Path], *, journal: boo
     files: list[ListedFile] = []
     for found in await list_visible(client, paths, journal=journal):
         if not found.files:
-            raise errors.NotFound(
+            raise errors.PathNotFound(
                 f"no parquet files match {found.path.url} (a prefix is listed recursively; names starting with "
                 "'_' or '.' are ignored)",
                 bucket=found.path.bucket,

@@ -80,6 +80,11 @@ class NotFound(S3IOError, FileNotFoundError):
     """The bucket or object does not exist (404). Never retried."""
 
 
+class PathNotFound(NotFound):
+    """A path given to a reader or a job matches no object at all (Spark's PATH_NOT_FOUND); the message names the
+    path as the user wrote it."""
+
+
 class AccessDenied(S3IOError, PermissionError):
     """403: the credentials may not do this. Never retried."""
 
@@ -106,6 +111,16 @@ class ServerError(S3IOError):
 
 class TransportError(S3IOError, ConnectionError):
     """Connections kept failing (reset, refused, broken pipe) until the retries ran out."""
+
+
+class EndpointUnreachable(TransportError):
+    """The endpoint never answered (connection refused, no such host, no first byte) on a first contact, for the
+    few attempts ``Policy.first_contact_attempts`` gives it: a wrong URL or port, or a network that does not reach
+    it. An endpoint that has answered before keeps the full retries."""
+
+
+class EndpointNotS3(InvalidConfig):
+    """The endpoint answered, but not as S3 does (an error that is not S3's XML): the URL names another server."""
 
 
 class Truncated(S3IOError):

@@ -32,6 +32,7 @@ from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
+from s3io.s3a import store_options
 from s3io.settings import (
     Settings,
     add_arguments,
@@ -43,7 +44,7 @@ from s3io.settings import (
     take_options,
     unknown_option,
 )
-from s3io.transport.credentials import ANONYMOUS, Credentials
+from s3io.transport.credentials import ANONYMOUS, PROVIDER_NAMES, Credentials
 from s3io.transport.endpoint import ADDRESSING_STYLES, resolved_location
 from s3io.transport.transport import Transport
 from s3io.units import parse_bool
@@ -84,6 +85,18 @@ def parse_addressing(value: Any, name: str) -> str:
         raise InvalidConfig(
             f"{name}: expected auto, path or virtual (or true / false for path-style or virtual-hosted), got {value!r}"
         ) from None
+
+
+def parse_providers(value: Any, name: str) -> tuple[str, ...]:
+    """Comma-separated names of botocore's credential providers (``env``, ``iam-role``, ``container-role``, ...)."""
+    names = tuple(dict.fromkeys(part.strip().lower() for part in str(value).split(",") if part.strip()))
+    unknown = [n for n in names if n not in PROVIDER_NAMES]
+    if not names or unknown:
+        raise InvalidConfig(
+            f"{name}: expected comma-separated names of botocore's credential providers ({', '.join(PROVIDER_NAMES)})"
+            f", got {value!r}"
+        )
+    return names
 
 
 def parse_secret(value: Any, name: str) -> str:
@@ -133,6 +146,9 @@ class StoreConfig:
         "secretAccessKey", parse_secret, default=None, aliases=("secretKey",), secret=True
     )
     session_token: str | None = option("sessionToken", parse_secret, default=None, secret=True)
+    credential_providers: tuple[str, ...] | None = option(
+        "credentialProviders", parse_providers, default=None, help="which of botocore's credential providers to ask"
+    )
     policy: Policy = field(default_factory=Policy)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -145,6 +161,11 @@ class StoreConfig:
             raise InvalidConfig("sessionToken: needs accessKeyId and secretAccessKey as well")
         if self.anonymous and self.access_key_id is not None:
             raise InvalidConfig("anonymous: 'true' conflicts with accessKeyId/secretAccessKey; give one or the other")
+        if self.credential_providers is not None and (self.anonymous or self.access_key_id is not None):
+            raise InvalidConfig(
+                "credentialProviders: names where credentials come from, which conflicts with anonymous or "
+                "accessKeyId/secretAccessKey; give one or the other"
+            )
 
     # ------------------------------------------------------------------ what it makes
 
@@ -157,6 +178,7 @@ class StoreConfig:
             credentials=self.credentials,
             addressing=self.addressing,
             transport=transport,
+            credential_providers=self.credential_providers,
         )
 
     @property
@@ -173,6 +195,14 @@ class StoreConfig:
         profile), so that clients made in other processes (executors, workers) talk to the store this one saw."""
         endpoint, region = resolved_location(self.endpoint, self.region)
         return self.replace(endpoint=endpoint, region=region)
+
+    def after_contact(self) -> StoreConfig:
+        """This value for work planned after the endpoint answered (a Spark task, a planning step after the listing):
+        every operation keeps ``policy.max_attempts``, even in a process that never talked to the endpoint itself
+        (``Policy.first_contact_attempts`` is for a first contact only)."""
+        if self.policy.first_contact_attempts is None:
+            return self
+        return self.replace(policy=self.policy.replace(first_contact_attempts=None))
 
     def replace(self, **changes: Any) -> StoreConfig:
         """A copy with some fields changed (validated again)."""
@@ -222,6 +252,31 @@ class StoreConfig:
         policy_values, rest = _take_settings(Policy, rest, {})
         engine_values, rest = _take_settings(EngineConfig, rest, ENGINE_ALIASES)
         return cls(**changes, policy=Policy.resolve(policy_values), engine=EngineConfig.resolve(engine_values)), rest
+
+    @classmethod
+    def from_s3a(
+        cls, settings: Mapping[str, str], *, bucket: str | None = None, base: StoreConfig | None = None
+    ) -> StoreConfig:
+        """The store a Hadoop/Spark configuration's S3A settings describe for ``bucket`` (``fs.s3a.*`` and
+        ``spark.hadoop.fs.s3a.*`` keys, per-bucket ones included: see s3io.s3a), over ``base``'s fields (default:
+        the defaults and the S3IO_* variables); other keys are ignored, S3A keys s3io cannot honour are warned about."""
+        return cls.with_options(store_options(settings, bucket), base=base)
+
+    @classmethod
+    def with_options(cls, values: Mapping[str, Any], *, base: StoreConfig | None = None) -> StoreConfig:
+        """``values`` (store options, any spelling) over ``base`` (default: ``from_options({})``)."""
+        if base is None:
+            return cls.from_options(values)
+        changes, rest = take_options(cls, values)
+        policy_values, rest = _take_settings(Policy, rest, {})
+        engine_values, rest = _take_settings(EngineConfig, rest, ENGINE_ALIASES)
+        if rest:
+            raise unknown_option(str(next(iter(rest))), store_option_names(), kind="store option")
+        return base.replace(
+            **changes,
+            policy=Policy.from_mapping(policy_values, base=base.policy),
+            engine=EngineConfig.from_mapping(engine_values, base=base.engine),
+        )
 
     @classmethod
     def from_options(cls, values: Mapping[str, Any]) -> StoreConfig:

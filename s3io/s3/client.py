@@ -27,7 +27,8 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import WHEN_SUPPORTED, Policy
 from s3io.resilience.attempt import AttemptRunner
 from s3io.resilience.deadline import Watchdog
-from s3io.resilience.retryable import clock_correction, error_for_status
+from s3io.resilience.first_contact import EndpointContact
+from s3io.resilience.retryable import clock_correction, error_for_status, foreign_answer
 from s3io.s3 import xml
 from s3io.s3.capabilities import VERDICTS, EtagForm, endpoint_key
 from s3io.s3.checksum_refusals import Feature
@@ -68,16 +69,20 @@ class S3Client:
         credentials: Credentials | str | None = None,
         addressing: str = "auto",
         transport: Transport | None = None,
+        credential_providers: tuple[str, ...] | None = None,
     ) -> None:
-        """``transport``: how requests reach the wire (default: aiohttp's pool, ``AiohttpTransport``); a
+        """``credential_providers``: with ``credentials`` None, which of botocore's providers to ask (None: all);
+        ``transport``: how requests reach the wire (default: aiohttp's pool, ``AiohttpTransport``); a
         ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
         self.policy = policy if policy is not None else Policy.from_env()
         self.endpoint = resolve_endpoint(endpoint_url, region, addressing)
         self._endpoint_key = endpoint_key(self.endpoint)  # where the store's probed capabilities are kept
         self.metrics = Metrics()
-        self._credentials = CredentialProvider(credentials, self.endpoint.region)
+        self._credentials = CredentialProvider(credentials, self.endpoint.region, providers=credential_providers)
         refresh = self._credentials.refresh if self._credentials.refreshable else None  # else a retry changes nothing
-        self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=refresh)
+        self._runner = AttemptRunner(
+            self.policy, self.metrics, refresh_credentials=refresh, contact=EndpointContact(self._endpoint_key)
+        )
         self._transport: Transport = transport if transport is not None else AiohttpTransport(self.policy)
         self._cleanup: set[asyncio.Task[None]] = set()  # see run_cleanup
         self._bucket_endpoints: dict[str, Endpoint] = {}  # buckets S3 said live in another region
@@ -191,6 +196,8 @@ class S3Client:
                     message,
                     server_date=response.headers.get("Date"),
                     clock_offset=self._clock_offset,
+                    foreign=None if code is not None else foreign_answer(response.headers, response.body),
+                    endpoint=self._endpoint_key,
                     bucket=bucket,
                     key=key or None,
                 )

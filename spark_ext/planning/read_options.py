@@ -27,7 +27,7 @@ errors (a typo must not silently fall back to a default). Defaults, and where th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,12 +132,13 @@ class ReadOptions:
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
-        """Parse Spark's options dict; raises InvalidConfig naming the option, the value and the accepted form."""
+    def from_options(cls, options: Mapping[str, str], *, also_known: Sequence[str] = ()) -> ReadOptions:
+        """Parse Spark's options dict; raises InvalidConfig naming the option, the value and the accepted form.
+        ``also_known``: options the caller takes itself (a stream's), offered too when a name is misspelt."""
         known = {loose_key(name) for name in KNOWN_OPTIONS}
         for key in options:
             if loose_key(str(key)) not in known:
-                raise unknown_option(str(key), KNOWN_OPTIONS)
+                raise unknown_option(str(key), (*KNOWN_OPTIONS, *also_known))
         store, rest = StoreConfig.take_options(options)
         fields, rest = take_options(cls, rest)
         located = {loose_key(str(key)): value for key, value in rest.items()}

@@ -19,7 +19,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
 from s3io.engine.tasks import map_bounded
-from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
+from s3io.errors import CorruptFile, InvalidConfig, NotFound, PathNotFound, S3IOError
 from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
 from s3io.s3.client import S3Client
@@ -34,10 +34,6 @@ from spark_ext.source.file_schema import check_unique_names, merge_schemas, spar
 from spark_ext.source.spark_arrow_types import spark_arrow_schema
 
 FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
-
-
-class PathNotFound(S3IOError, FileNotFoundError):
-    """A path given to load() matches no object at all (Spark's PATH_NOT_FOUND)."""
 
 
 class NoDataFiles(S3IOError, ValueError):

@@ -105,7 +105,7 @@ class StreamOptions:
     def from_options(cls, options: Mapping[str, str]) -> StreamOptions:
         """Split off the stream options, parse the rest as a batch read; InvalidConfig names what is wrong."""
         fields, rest = take_options(cls, options)
-        read = ReadOptions.from_options(rest)
+        read = ReadOptions.from_options(rest, also_known=KNOWN_STREAM_OPTIONS)
         if len(read.paths) != 1:
             raise InvalidConfig(
                 f"a stream reads one path (one prefix or glob), got {len(read.paths)}: "
