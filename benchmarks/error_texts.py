@@ -18,6 +18,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -226,7 +227,9 @@ def measure(name: str, env: dict[str, str]) -> dict[str, Any]:
         label = SCENARIOS[name][0]
         args = [sys.executable, "-m", "benchmarks.error_texts", "--child", name, "--env", json.dumps(env)]
     started = time.monotonic()
-    done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=child_env, cwd=ROOT)
+    with tempfile.TemporaryDirectory() as elsewhere:  # a command runs where a user would: not in the checkout
+        cwd = elsewhere if name in COMMANDS else ROOT
+        done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=child_env, cwd=cwd)
     seconds = round(time.monotonic() - started, 1)
     summary: dict[str, Any] = {}
     for line in done.stdout.splitlines():

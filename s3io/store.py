@@ -36,6 +36,7 @@ from s3io.s3a import store_options
 from s3io.settings import (
     Settings,
     add_arguments,
+    declared_options,
     from_args,
     loose_key,
     option,
@@ -312,6 +313,46 @@ def store_option_names() -> tuple[str, ...]:
         *(option_name(n) for n in EngineConfig.field_names()),
         *ENGINE_ALIASES,
     )
+
+
+_CREDENTIAL_FIELDS = frozenset(
+    {"anonymous", "access_key_id", "secret_access_key", "session_token", "credential_providers"}
+)
+
+
+def store_field(key: str) -> str | None:
+    """The field a store option sets ("endpoint", "policy.max_attempts", "engine.max_concurrency"; the credential
+    options are one field, "credentials"), or None for an option that is not a store's."""
+    loose = loose_key(str(key))
+    hit = declared_options(StoreConfig).get(loose)
+    if hit is not None:
+        return "credentials" if hit[0] in _CREDENTIAL_FIELDS else hit[0]
+    for cls, aliases in ((Policy, {}), (EngineConfig, ENGINE_ALIASES)):
+        names = {loose_key(n): n for n in cls.field_names()}
+        names.update({loose_key(alias): names[loose_key(target)] for alias, target in aliases.items()})
+        if loose in names:
+            return f"{cls.KIND}.{names[loose]}"
+    return None
+
+
+def layered_options(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Options from several sources, weakest first (the environment's, a session's, a read's own): a stronger source
+    replaces a weaker one's store setting field by field (an option and its aliases are one field; so are all the
+    credential options, so keys never mix with another source's anonymous access); other options pass through."""
+    chosen: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {}
+    for layer in layers:
+        given: dict[str, dict[str, Any]] = {}
+        for key, value in layer.items():
+            name = store_field(key)
+            if name is None:
+                out[key] = value
+            else:
+                given.setdefault(name, {})[key] = value
+        chosen.update(given)
+    for entries in chosen.values():
+        out.update(entries)
+    return out
 
 
 def _credential_fields(credentials: Credentials | str) -> dict[str, Any]:

@@ -27,7 +27,12 @@ def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool =
 
     The session's default parallelism (Spark's default ``minPartitionNum``), time zone, partition type inference
     and case sensitivity are captured now, since Python workers cannot read them; every task of a read checks them
-    against the running session and fails, naming the setting, if one was changed since (register again).
+    against the running session and fails, naming the setting, if one was changed since (register again). So are
+    the session's S3A settings (``spark.hadoop.fs.s3a.*``, ``fs.s3a.*`` and the Hadoop configuration's: endpoint,
+    region, credentials, path style, timeouts, attempts, connections, per-bucket ones; see s3io.s3a, and a warning
+    names each one s3io cannot honour) and its ``spark.sql.files.*`` settings (ignoreCorruptFiles,
+    ignoreMissingFiles, maxPartitionBytes, openCostInBytes, minPartitionNum) and ``spark.sql.parquet.mergeSchema``:
+    each is the default of the read option of the same name, and a read's own option wins.
 
     ``filter_pushdown=True`` registers the reader with ``pushFilters`` (partition filters prune files, data
     filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``. It raises
@@ -56,7 +61,13 @@ def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool =
                 "Spark, exactly), and prune partitions by path (load('s3://bucket/table/year=2024/') with "
                 ".option('basePath', 's3://bucket/table/')) or with a glob"
             )
+    from spark_ext.spark_settings import file_settings, s3a_settings, warn_unhonoured
+
+    s3a = s3a_settings(spark)
+    warn_unhonoured(s3a)
     defaults = SessionDefaults(
+        s3a=tuple(sorted(s3a.items())),
+        files=tuple(sorted(file_settings(spark).items())),
         default_parallelism=_default_parallelism(spark),
         time_zone=_time_zone(spark),
         partition_column_type_inference=_bool_conf(spark, "spark.sql.sources.partitionColumnTypeInference.enabled"),

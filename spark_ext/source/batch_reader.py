@@ -26,9 +26,11 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from s3io import blocking
+from spark_ext.planning.filter_eval import may_match, pruning_predicates
 from spark_ext.planning.filters import Predicate, split_filters
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.read_options import ReadOptions
+from spark_ext.planning.sql_filter import Node
 from spark_ext.source.driver_side import (
     ColumnPlan,
     data_predicates_for,
@@ -56,6 +58,7 @@ class ScanState:
     row_groups: dict[str, tuple[int, ...]]  # row-group sizes of files whose footer planning already read
     data_schema: StructType | None  # the files' schema, when planning inferred it
     session_settings: tuple[SessionSetting, ...] = ()  # checked by every task against the running session
+    row_filter: Node | None = None  # the filter option, bound to the read's columns (columns: its extras included)
 
 
 class S3ParquetReader(DataSourceReader):
@@ -77,6 +80,12 @@ class S3ParquetReader(DataSourceReader):
         state = self._require_state()
         started = time.monotonic()
         selected = prune_partitions(state.partitions.files, state.partitions, self._partition_predicates)
+        data_predicates = self._data_predicates
+        if state.row_filter is not None:
+            names = state.partitions.names
+            selected = [f for f in selected if may_match(state.row_filter, dict(zip(names, f.values, strict=True)))]
+            declared = pruning_predicates(state.row_filter, set(state.columns.file_names))
+            data_predicates += data_predicates_for(declared, state.columns)
 
         async def plan() -> Any:
             async with make_client(state.options) as client:
@@ -96,8 +105,9 @@ class S3ParquetReader(DataSourceReader):
             partition_schema=state.columns.partition_schema,
             target_schema=state.columns.target_schema,
             output_names=state.columns.output_names,
-            predicates=self._data_predicates,
+            predicates=data_predicates,
             session_settings=state.session_settings,
+            row_filter=state.row_filter,
         )
         partitions = [S3ParquetPartition(i, tuple(pieces), spec) for i, pieces in enumerate(packing.partitions)]
         self.last_plan = {
@@ -108,7 +118,8 @@ class S3ParquetReader(DataSourceReader):
             "min_partitions": packing.min_partitions,
             "split_files": packing.split_files,
             "partition_predicates": list(self._partition_predicates),
-            "data_predicates": list(self._data_predicates),
+            "data_predicates": list(data_predicates),
+            "filter": state.options.row_filter.text if state.options.row_filter else None,
             "seconds": round(time.monotonic() - started, 3),
         }
         logger.info("s3parquet plan: %s", self.last_plan)
