@@ -26,6 +26,7 @@ from s3io.blocking import DEFAULT_MAX_BUFFERED, background_loop
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.dataset.partitions import HIVE, Partitioning, Partitions, check_partitioning, discover
 from s3io.engine import EngineConfig, RangeEngine
+from s3io.errors import readable_errors, readable_iteration
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE
 from s3io.parquet.predicates import to_expression, validate
 from s3io.parquet.schema import file_schema as parquet_schema
@@ -136,6 +137,7 @@ def iter_batches_async(
 # ----------------------------------------------------------------------------------------- blocking API
 
 
+@readable_errors
 def read_parquet(
     url_or_urls: URLs, columns: Sequence[str] | None = None, filters: Filters = None, **arguments: Unpack[ReadArguments]
 ) -> pa.Table:
@@ -162,7 +164,7 @@ def iter_batches(
     it. Use ``contextlib.closing(...)`` to close it deterministically.
     """
     read = _Read("iter_batches", url_or_urls, columns, filters, DEFAULT_BATCH_SIZE, arguments)
-    return background_loop().iterate(read.batches, max_buffered=max_buffered)
+    return readable_iteration(background_loop().iterate(read.batches, max_buffered=max_buffered))
 
 
 async def _collect(read: _Read) -> pa.Table:

@@ -5,6 +5,15 @@ Messages never contain credentials, signatures or request headers.
 
 from __future__ import annotations
 
+import functools
+import os
+import types
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+FULL_TRACEBACK_VARIABLE = "S3IO_FULL_TRACEBACK"  # set to 1: public calls keep every frame and chained cause
+
 
 class S3IOError(Exception):
     """Base class of every error s3io raises on purpose."""
@@ -57,6 +66,13 @@ class S3IOError(Exception):
             cause = self.cause if isinstance(self.cause, str) else _describe(self.cause)
             parts.append(f"last cause: {cause}")
         return "; ".join(parts)
+
+    def with_fix(self, fix: str) -> S3IOError:
+        """Say how to fix it, in the message's first line (once); returns self."""
+        if fix not in self.message:
+            self.message = f"{self.message} ({fix})"
+            self.args = (self._render(),)
+        return self
 
     def with_context(self, **context: object) -> S3IOError:
         """Fill in context (object, attempts, elapsed) that a lower layer did not know; returns self."""
@@ -168,3 +184,49 @@ class CorruptFile(S3IOError, ValueError):
 
 class SchemaMismatch(S3IOError, ValueError):
     """Two files give one column incompatible types; the message names both files and the column."""
+
+
+# ----------------------------------------------------------------------------------------- what a person reads
+
+
+def concise(exc: S3IOError, *, keep: int = 1) -> S3IOError:
+    """``exc`` as a public call raises it: its traceback cut to the ``keep``-th frame (the boundary's, at the line
+    of the call that failed) and the innermost one (where it was raised), with no chained cause printed (the message
+    names it). The event-loop, retry and cleanup frames between them are what made tracebacks of 40 to 70 lines
+    point at ``loop.stop()`` or ``await client.close()``. ``S3IO_FULL_TRACEBACK=1`` keeps everything."""
+    if os.environ.get(FULL_TRACEBACK_VARIABLE, "") not in ("", "0"):
+        return exc
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    kept = [*frames[keep : keep + 1], *frames[keep + 1 :][-1:]]
+    chain = None
+    for entry in reversed(kept):
+        chain = types.TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    exc.__cause__ = None
+    exc.__suppress_context__ = True
+    return exc.with_traceback(chain)
+
+
+def readable_errors(fn: F, *, fix: Callable[[S3IOError], S3IOError] | None = None) -> F:
+    """A public entry point whose S3IOErrors are ``concise`` (see there), after ``fix`` (which may say how to fix the
+    error in the caller's own terms); other exceptions are left alone."""
+
+    @functools.wraps(fn)
+    def public_call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except S3IOError as exc:
+            raise concise(fix(exc) if fix is not None else exc) from None
+
+    return public_call  # type: ignore[return-value]
+
+
+def readable_iteration(items: Iterator[Any], *, fix: Callable[[S3IOError], S3IOError] | None = None) -> Iterator[Any]:
+    """``items``, whose S3IOErrors are ``concise`` (after ``fix``) when they end the iteration (a task's batches)."""
+    try:
+        yield from items
+    except S3IOError as exc:
+        raise concise(fix(exc) if fix is not None else exc) from None

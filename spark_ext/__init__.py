@@ -1,5 +1,6 @@
 """spark_ext: Spark on top of s3io. ``register(spark)`` makes ``spark.read.format("s3parquet")`` available;
-``compact(spark, url, ...)`` rewrites small parquet files into large ones.
+``session()`` starts a session whose Python workers can run it, registered; ``compact(spark, url, ...)`` rewrites
+small parquet files into large ones.
 
 Importing this package imports neither pyspark nor the data source; ``register`` does.
 """
@@ -10,15 +11,16 @@ from typing import Any
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register"]
+__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register", "session"]
 
 
 def __getattr__(name: str) -> Any:
-    """``spark_ext.compact`` (callable: ``spark_ext.compact(spark, url, ...)``) is imported on first use."""
-    if name == "compact":
-        import spark_ext.compact
+    """``spark_ext.compact`` (callable: ``spark_ext.compact(spark, url, ...)``) and ``spark_ext.session`` (callable:
+    ``spark_ext.session()`` starts a session whose workers run s3parquet) are imported on first use."""
+    if name in ("compact", "session"):
+        import importlib
 
-        return spark_ext.compact
+        return importlib.import_module(f"spark_ext.{name}")
     raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")
 
 

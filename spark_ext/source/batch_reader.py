@@ -42,6 +42,7 @@ from spark_ext.source.driver_side import (
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
+from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
 
 logger = logging.getLogger("spark_ext.source")
 
@@ -74,6 +75,7 @@ class S3ParquetReader(DataSourceReader):
         # Pickled into every task, which needs only its InputPartition: leave the listing behind.
         return {"_state": None, "_partition_predicates": [], "_data_predicates": (), "last_plan": None}
 
+    @spark_facing
     def partitions(self) -> Sequence[InputPartition]:
         """Prune partition directories, fetch footers of files worth splitting, bin-pack: one InputPartition
         per Spark task, each carrying its FilePieces and the read's settings."""
@@ -127,7 +129,7 @@ class S3ParquetReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of one partition with exactly the declared schema, in piece order."""
-        return read_partition(partition)
+        return spark_facing_iteration(read_partition(partition))
 
     def _require_state(self) -> ScanState:
         if self._state is None:
@@ -138,6 +140,7 @@ class S3ParquetReader(DataSourceReader):
 class S3ParquetPushdownReader(S3ParquetReader):
     """Reader with filter pushdown: partition filters pruned exactly at planning, data filters prune row groups."""
 
+    @spark_facing
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Keep the filters on partition columns (evaluated exactly on the directories' values); use data-column
         filters for row-group pruning but return them, with everything else, for Spark to apply."""

@@ -48,6 +48,7 @@ from spark_ext.source.driver_side import (
 from spark_ext.source.pruned_listing import narrow_to_filter
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.spark_arrow_types import spark_arrow_schema
+from spark_ext.source.user_errors import spark_facing
 from spark_ext.spark_settings import FILE_SETTINGS, quietly
 from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
 
@@ -88,6 +89,7 @@ class S3ParquetDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
+    @spark_facing
     def __init__(self, options: Mapping[str, str]) -> None:
         super().__init__(options)  # type: ignore[arg-type]
         completed, self.session_settings = with_session_defaults(options, self.session_defaults)
@@ -108,6 +110,7 @@ class S3ParquetDataSource(DataSource):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redact(dict(self.options))!r})"
 
+    @spark_facing
     def schema(self) -> StructType:
         """Data columns from the footers (a summary file or the first file, or all with mergeSchema), then the
         partition columns, as Spark's parquet reader infers them. A stream keeps the schema it first inferred."""
@@ -147,6 +150,7 @@ class S3ParquetDataSource(DataSource):
             state["_listed"] = listing_from_columns(state["_listed"])
         self.__dict__.update(state)
 
+    @spark_facing
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream reader for ``schema`` (see spark_ext.stream.stream_reader); ``streamName`` is required."""
         from spark_ext.stream.stream_reader import S3ParquetStreamReader  # the stream reader builds on this package
@@ -159,6 +163,7 @@ class S3ParquetDataSource(DataSource):
             session_settings=tuple(s for s in self.session_settings if s.option == "caseSensitive"),
         )
 
+    @spark_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader for ``schema`` (ours, or the user's: its columns are the ones read)."""
         if self.stream_options is not None:
