@@ -281,7 +281,10 @@ def store_options(settings: Mapping[str, str], bucket: str | None) -> dict[str, 
         elif row.to is None:
             _warn(key, row.doc)
         else:
-            options.update(row.to(value, {k.lower(): v for k, v in effective.items()}))
+            try:
+                options.update(row.to(value, {k.lower(): v for k, v in effective.items()}))
+            except InvalidConfig as exc:  # named as the user wrote it, not as the option it becomes
+                raise InvalidConfig(f"{FS_S3A}{key}: {exc.message.split(': ', 1)[-1]}") from None
     return options
 
 
