@@ -124,10 +124,13 @@ COMMANDS = {  # scenarios that are a command line, not a function: (label, argv 
     ),
     "no_pyspark_python": (
         "a script run with the venv's python, PYSPARK_PYTHON unset, no register()",
-        ["-c", "from pyspark.sql import SparkSession as S; "
-         "s = S.builder.master('local[1]').config('spark.ui.enabled', 'false')"
-         ".config('spark.driver.host', '127.0.0.1').config('spark.driver.bindAddress', '127.0.0.1').getOrCreate(); "
-         "s.read.format('s3parquet').option('endpoint', '{endpoint}').load('s3://{bucket}/table/')"],
+        [
+            "-c",
+            "from pyspark.sql import SparkSession as S; "
+            "s = S.builder.master('local[1]').config('spark.ui.enabled', 'false')"
+            ".config('spark.driver.host', '127.0.0.1').config('spark.driver.bindAddress', '127.0.0.1').getOrCreate(); "
+            "s.read.format('s3parquet').option('endpoint', '{endpoint}').load('s3://{bucket}/table/')",
+        ],
         {"PYSPARK_PYTHON": None, "PYSPARK_DRIVER_PYTHON": None, "PYTHONPATH": None, "PATH": "/usr/bin:/bin"},
     ),
 }
@@ -151,8 +154,18 @@ def run_scenario(name: str, env: dict[str, str]) -> int:
         }
         print("SUMMARY " + json.dumps(summary), flush=True)
         return 1
-    print("SUMMARY " + json.dumps({"type": "(no error)", "first_line": "", "message_lines": 0,
-                                   "seconds": round(time.monotonic() - started, 1)}), flush=True)
+    print(
+        "SUMMARY "
+        + json.dumps(
+            {
+                "type": "(no error)",
+                "first_line": "",
+                "message_lines": 0,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
@@ -240,8 +253,14 @@ def measure(name: str, env: dict[str, str]) -> dict[str, Any]:
         errors = [line for line in stderr if _ERROR_LINE.search(line) and "Py4JJavaError" not in line]
         first = errors[0] if errors else stderr[0] if stderr else ""
         summary = {"type": "-", "first_line": first, "message_lines": None, "seconds": seconds}
-    return {"name": name, "label": label, "exit": done.returncode, "stderr_lines": len(stderr), **summary,
-            "stdout_tail": done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []}
+    return {
+        "name": name,
+        "label": label,
+        "exit": done.returncode,
+        "stderr_lines": len(stderr),
+        **summary,
+        "stdout_tail": done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else [],
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -268,8 +287,10 @@ def main(argv: list[str]) -> int:
         first = row["first_line"].replace("|", "\\|")[:200]
         head = f"`{row['type']}`: " if row["type"] not in ("-", "(no error)") else ""
         tail = f" (stdout: {row['stdout_tail'][0][:100]})" if row["stdout_tail"] else ""
-        print(f"| {row['label']} | {head}{first}{tail} | {row['message_lines']} | {row['stderr_lines']} | "
-              f"{row['exit']} | {row['seconds']} |")
+        print(
+            f"| {row['label']} | {head}{first}{tail} | {row['message_lines']} | {row['stderr_lines']} | "
+            f"{row['exit']} | {row['seconds']} |"
+        )
     return 0
 
 

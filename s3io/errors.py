@@ -189,11 +189,11 @@ class SchemaMismatch(S3IOError, ValueError):
 # ----------------------------------------------------------------------------------------- what a person reads
 
 
-def concise(exc: S3IOError, *, keep: int = 1) -> S3IOError:
+def concise(exc: S3IOError, *, keep: int | None = 1) -> S3IOError:
     """``exc`` as a public call raises it: its traceback cut to the ``keep``-th frame (the boundary's, at the line
-    of the call that failed) and the innermost one (where it was raised), with no chained cause printed (the message
-    names it). The event-loop, retry and cleanup frames between them are what made tracebacks of 40 to 70 lines
-    point at ``loop.stop()`` or ``await client.close()``. ``S3IO_FULL_TRACEBACK=1`` keeps everything."""
+    of the call that failed; None: none) and the innermost one (where it was raised), with no chained cause printed
+    (the message names it). The event-loop, retry and cleanup frames between them are what made tracebacks of 40
+    to 70 lines point at ``loop.stop()`` or ``await client.close()``. ``S3IO_FULL_TRACEBACK=1`` keeps everything."""
     if os.environ.get(FULL_TRACEBACK_VARIABLE, "") not in ("", "0"):
         return exc
     frames = []
@@ -201,7 +201,7 @@ def concise(exc: S3IOError, *, keep: int = 1) -> S3IOError:
     while tb is not None:
         frames.append(tb)
         tb = tb.tb_next
-    kept = [*frames[keep : keep + 1], *frames[keep + 1 :][-1:]]
+    kept = frames[-1:] if keep is None else [*frames[keep : keep + 1], *frames[keep + 1 :][-1:]]
     chain = None
     for entry in reversed(kept):
         chain = types.TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
@@ -225,8 +225,9 @@ def readable_errors(fn: F, *, fix: Callable[[S3IOError], S3IOError] | None = Non
 
 
 def readable_iteration(items: Iterator[Any], *, fix: Callable[[S3IOError], S3IOError] | None = None) -> Iterator[Any]:
-    """``items``, whose S3IOErrors are ``concise`` (after ``fix``) when they end the iteration (a task's batches)."""
+    """``items``, whose S3IOErrors are ``concise`` (after ``fix``) when they end the iteration (a task's batches):
+    the frame that raised them only, since a generator's frame may point at its cleanup."""
     try:
         yield from items
     except S3IOError as exc:
-        raise concise(fix(exc) if fix is not None else exc) from None
+        raise concise(fix(exc) if fix is not None else exc, keep=None) from None
