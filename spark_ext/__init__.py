@@ -24,7 +24,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")
 
 
-def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool = True) -> type:
+def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: bool = True) -> type:
     """Register the ``s3parquet`` data source with ``spark`` (a SparkSession; PySpark >= 4.1) and return its class.
 
     The session's default parallelism (Spark's default ``minPartitionNum``), time zone, partition type inference
@@ -40,7 +40,9 @@ def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool =
     filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``. It raises
     UnsafeFilterPushdown on a Spark that shares one pushed-down read plan between all scans of a DataFrame
     (PySpark 4.3: a union, self-join, temp view or cache of a filtered DataFrame would silently read only the
-    filtered rows; see ``spark_ext.source.pushdown_safety``). Prune partitions by path instead
+    filtered rows; see ``spark_ext.source.pushdown_safety``). The default (None) pushes filters down where the
+    running Spark keeps each scan's plan to itself, and not where it mixes them. Declare the pruning instead
+    (``.option("filter", "day >= '2026-01-02'")``, safe on every Spark), or prune by path
     (``load("s3://b/t/year=2024/")`` with ``basePath``, or globs).
 
     ``check_workers`` (default) runs one tiny task first: if Spark's Python workers cannot import the project (a
@@ -53,15 +55,18 @@ def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool =
 
         run_check(spark)
 
-    if filter_pushdown:
+    if filter_pushdown is not False:
         from spark_ext.source.pushdown_safety import UnsafeFilterPushdown, pushdown_refusal
 
         refusal = pushdown_refusal(spark)
-        if refusal is not None:
+        if filter_pushdown is None:
+            filter_pushdown = refusal is None  # automatic: only where each scan keeps its own pushed plan
+        elif refusal is not None:
             raise UnsafeFilterPushdown(
                 f"filter_pushdown=True is refused: {refusal}. Register without it (filters are then applied by "
-                "Spark, exactly), and prune partitions by path (load('s3://bucket/table/year=2024/') with "
-                ".option('basePath', 's3://bucket/table/')) or with a glob"
+                "Spark, exactly), and declare the pruning with .option('filter', \"year = 2024\") (partitions, "
+                "row groups and rows, safe on every Spark), or prune by path (load('s3://bucket/table/year=2024/') "
+                "with .option('basePath', 's3://bucket/table/'))"
             )
     from spark_ext.spark_settings import file_settings, s3a_settings, warn_unhonoured
 

@@ -701,3 +701,17 @@ async def test_an_unreadable_lock_says_to_delete_it_instead_of_promising_a_takeo
     lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
     with pytest.raises(LockHeld, match=r"cannot be judged.*never taken over.*delete s3://.*/_s3io_compaction/LOCK"):
         await lock.acquire()
+
+
+def test_the_command_line_exits_1_on_a_prefix_with_no_objects_and_its_help_says_the_wait_is_twice(
+    s3_endpoint: Any, bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spark_ext.compact.__main__ import main
+
+    url = URL_OF.format(bucket=bucket)
+    assert main(["--master", "none", "--no-progress", "--endpoint-url", s3_endpoint.url, url]) == 1
+    assert f"compact: PathNotFound: Path does not exist: {url}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "waits it twice" in help_text and "plus twice the grace period" in help_text, help_text
