@@ -158,3 +158,11 @@ def test_s3a_and_s3n_paths_work_in_the_api_the_cli_and_compaction(
 
     report = spark_ext.compact(None, f"s3a://{bucket}/t/", store=store, dry_run=True)
     assert report.status == "dry_run" and report.files_before == 1, report.to_text()
+
+
+def test_the_coming_from_s3a_page_lists_every_key_of_the_table() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "coming-from-s3a.md").read_text()
+    missing = [key for key in ROWS if f"`fs.s3a.{key}`" not in page]
+    assert not missing, f"docs/coming-from-s3a.md does not list {missing}: add a row for each"
