@@ -21,7 +21,7 @@ from s3io.engine.tasks import map_bounded
 from s3io.errors import NotFound, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from s3io.table.data_files import ListedFile, is_summary_file, select_files
+from s3io.table.data_files import ListedFile, is_hidden_name, is_summary_file, select_files
 from s3io.table.layout import CONTROL_DIR, FINAL_PREFIX, JOURNAL_DIR, logical_key
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.urls import S3Path
@@ -95,6 +95,18 @@ async def list_visible(
         )
         out.append(PathFiles(path, tuple(files), tuple(listed)))
     return out
+
+
+async def list_subdirectories(client: S3Client, bucket: str, prefix: str) -> tuple[bool, list[str]]:
+    """(whether the directory ``prefix`` holds a visible file, the key prefixes of its visible subdirectories): one
+    delimited listing, for a reader that walks partition directories before listing files. Hidden names (the
+    compaction's ``_s3io_compaction/`` and ``_s3io_staging/`` among them) are left out; a compaction never adds or
+    removes a partition directory, so the journal has nothing to say here."""
+    files, directories = False, []
+    async for objects, prefixes in client.list_pages(bucket, prefix, delimiter="/"):
+        files = files or any(not is_hidden_name(o.key[len(prefix) :]) for o in objects)
+        directories += [p for p in prefixes if not is_hidden_name(p[len(prefix) :].rstrip("/"))]
+    return files, directories
 
 
 def about_path(exc: S3IOError, path: S3Path) -> S3IOError:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from s3io.engine.tasks import map_bounded
 from s3io.s3.client import S3Client
-from s3io.table.data_files import is_hidden_name
+from s3io.table import list_subdirectories
 from s3io.urls import parse_s3_url
 from spark_ext.planning.filter_eval import may_match
 from spark_ext.planning.partition_types import infer_column, parse_time_zone, unescape_path_name
@@ -52,7 +52,9 @@ async def _matching_directories(client: S3Client, bucket: str, root: str, option
     leaves: list[str] = []
     types: dict[str, object] = {}
     for depth in range(MAX_DEPTH + 1):
-        listings = await map_bounded(lambda item: _directory(client, bucket, item[0]), level, LIST_CONCURRENCY)
+        listings = await map_bounded(
+            lambda item: list_subdirectories(client, bucket, item[0]), level, LIST_CONCURRENCY
+        )
         children: list[tuple[str, dict[str, str]]] = []
         for (prefix, raws), (files, directories) in zip(level, listings, strict=True):
             partitions = [(d, _column(d[len(prefix) :])) for d in directories]
@@ -69,15 +71,6 @@ async def _matching_directories(client: S3Client, bucket: str, root: str, option
     if leaves == [root]:
         return None
     return leaves
-
-
-async def _directory(client: S3Client, bucket: str, prefix: str) -> tuple[bool, list[str]]:
-    """(whether it holds a visible file, its visible subdirectories' prefixes): one delimited listing."""
-    files, directories = False, []
-    async for objects, prefixes in client.list_pages(bucket, prefix, delimiter="/"):
-        files = files or any(not is_hidden_name(o.key[len(prefix) :]) for o in objects)
-        directories += [p for p in prefixes if not is_hidden_name(p[len(prefix) :].rstrip("/"))]
-    return files, directories
 
 
 def _column(segment: str) -> tuple[str, str] | None:
