@@ -52,9 +52,7 @@ async def _matching_directories(client: S3Client, bucket: str, root: str, option
     leaves: list[str] = []
     types: dict[str, object] = {}
     for depth in range(MAX_DEPTH + 1):
-        listings = await map_bounded(
-            lambda item: list_subdirectories(client, bucket, item[0]), level, LIST_CONCURRENCY
-        )
+        listings = await map_bounded(lambda item: list_subdirectories(client, bucket, item[0]), level, LIST_CONCURRENCY)
         children: list[tuple[str, dict[str, str]]] = []
         for (prefix, raws), (files, directories) in zip(level, listings, strict=True):
             partitions = [(d, _column(d[len(prefix) :])) for d in directories]
