@@ -29,6 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_SECONDS = 600
+_NAMED_ERROR = re.compile(r"^[A-Za-z_][\w.]*\.[A-Z]\w*: ")  # module.path.ErrorType: message
 _ERROR_LINE = re.compile(r"(Error|Exception|error)\b[:\]]")
 
 
@@ -149,6 +150,7 @@ def run_scenario(name: str, env: dict[str, str]) -> int:
         summary = {
             "type": type(exc).__name__,
             "first_line": message.splitlines()[0] if message else "",
+            "error_line": _error_line(message),
             "message_lines": len(message.splitlines()),
             "seconds": round(time.monotonic() - started, 1),
         }
@@ -167,6 +169,14 @@ def run_scenario(name: str, env: dict[str, str]) -> int:
         flush=True,
     )
     return 0
+
+
+def _error_line(message: str) -> str:
+    """The line of a message that names the error (``s3io.errors.NotFound: ...`` inside Spark's wrapper), else its
+    first line."""
+    lines = message.splitlines()
+    named = [line for line in lines if _NAMED_ERROR.match(line)]
+    return named[-1] if named else (lines[0] if lines else "")
 
 
 # --------------------------------------------------------------------------------------------- the servers
@@ -281,14 +291,15 @@ def main(argv: list[str]) -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
-    print("| bad input | first line of the error | message lines | stderr lines | exit | s |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| bad input | first line | the line naming the error | message lines | stderr lines | exit | s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
-        first = row["first_line"].replace("|", "\\|")[:200]
+        first = row["first_line"].replace("|", "\\|")[:120]
+        named = row.get("error_line", row["first_line"]).replace("|", "\\|")[:240]
         head = f"`{row['type']}`: " if row["type"] not in ("-", "(no error)") else ""
         tail = f" (stdout: {row['stdout_tail'][0][:100]})" if row["stdout_tail"] else ""
         print(
-            f"| {row['label']} | {head}{first}{tail} | {row['message_lines']} | {row['stderr_lines']} | "
+            f"| {row['label']} | {head}{first}{tail} | {named} | {row['message_lines']} | {row['stderr_lines']} | "
             f"{row['exit']} | {row['seconds']} |"
         )
     return 0
