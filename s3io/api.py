@@ -27,6 +27,7 @@ from s3io.blocking import DEFAULT_MAX_BUFFERED, background_loop
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.dataset.partitions import HIVE, Partitioning, Partitions, check_partitioning, discover
 from s3io.engine import EngineConfig, RangeEngine
+from s3io.errors import readable_errors, readable_iteration
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE
 from s3io.parquet.predicates import to_expression, validate
 from s3io.parquet.schema import file_schema as parquet_schema
@@ -159,6 +160,7 @@ def iter_batches_async(
 # ----------------------------------------------------------------------------------------- blocking API
 
 
+@readable_errors
 def read_parquet(
     url_or_urls: URLs, columns: Sequence[str] | None = None, filters: Filters = None, **arguments: Unpack[ReadArguments]
 ) -> pa.Table:
@@ -185,7 +187,7 @@ def iter_batches(
     it. Use ``contextlib.closing(...)`` to close it deterministically.
     """
     read = _Read("iter_batches", url_or_urls, columns, filters, DEFAULT_BATCH_SIZE, arguments)
-    return background_loop().iterate(read.batches, max_buffered=max_buffered)
+    return readable_iteration(background_loop().iterate(read.batches, max_buffered=max_buffered))
 
 
 def write_parquet(data: Any, url: str, **arguments: Any) -> WriteReport:
@@ -368,7 +370,7 @@ async def _list_files(client: S3Client, paths: Sequence[S3Path], *, journal: boo
     files: list[ListedFile] = []
     for found in await list_visible(client, paths, journal=journal):
         if not found.files:
-            raise errors.NotFound(
+            raise errors.PathNotFound(
                 f"no parquet files match {found.path.url} (a prefix is listed recursively; names starting with "
                 "'_' or '.' are ignored)",
                 bucket=found.path.bucket,

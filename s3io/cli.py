@@ -30,6 +30,7 @@ POLICY_FLAGS = {  # the policy fields every command line of the project takes as
     "attempt_timeout": "cap on one attempt ('none' for no cap)",
     "operation_timeout": "cap on one operation across all its retries",
     "max_attempts": "attempts per operation, including the first",
+    "first_contact_attempts": "attempts before an endpoint that never answered is reported unreached ('none': off)",
     "tcp_user_timeout": "TCP_USER_TIMEOUT: how long sent data may stay unacknowledged",
     "max_connections": "connection pool size",
     "checksums": "S3 checksums: when_supported (send and verify), required (Content-MD5 only) or off",

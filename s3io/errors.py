@@ -5,6 +5,15 @@ Messages never contain credentials, signatures or request headers.
 
 from __future__ import annotations
 
+import functools
+import os
+import types
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+FULL_TRACEBACK_VARIABLE = "S3IO_FULL_TRACEBACK"  # set to 1: public calls keep every frame and chained cause
+
 
 class S3IOError(Exception):
     """Base class of every error s3io raises on purpose."""
@@ -64,6 +73,13 @@ class S3IOError(Exception):
         self.args = (self._render(),)
         return self
 
+    def with_fix(self, fix: str) -> S3IOError:
+        """Say how to fix it, in the message's first line (once); returns self."""
+        if fix not in self.message:
+            self.message = f"{self.message} ({fix})"
+            self.args = (self._render(),)
+        return self
+
     def with_context(self, **context: object) -> S3IOError:
         """Fill in context (object, attempts, elapsed) that a lower layer did not know; returns self."""
         for name, value in context.items():
@@ -84,6 +100,11 @@ class InvalidConfig(S3IOError, ValueError):
 
 class NotFound(S3IOError, FileNotFoundError):
     """The bucket or object does not exist (404). Never retried."""
+
+
+class PathNotFound(NotFound):
+    """A path given to a reader or a job matches no object at all (Spark's PATH_NOT_FOUND); the message names the
+    path as the user wrote it."""
 
 
 class AccessDenied(S3IOError, PermissionError):
@@ -112,6 +133,16 @@ class ServerError(S3IOError):
 
 class TransportError(S3IOError, ConnectionError):
     """Connections kept failing (reset, refused, broken pipe) until the retries ran out."""
+
+
+class EndpointUnreachable(TransportError):
+    """The endpoint never answered (connection refused, no such host, no first byte) on a first contact, for the
+    few attempts ``Policy.first_contact_attempts`` gives it: a wrong URL or port, or a network that does not reach
+    it. An endpoint that has answered before keeps the full retries."""
+
+
+class EndpointNotS3(InvalidConfig):
+    """The endpoint answered, but not as S3 does (an error that is not S3's XML): the URL names another server."""
 
 
 class Truncated(S3IOError):
@@ -159,3 +190,50 @@ class CorruptFile(S3IOError, ValueError):
 
 class SchemaMismatch(S3IOError, ValueError):
     """Two files give one column incompatible types; the message names both files and the column."""
+
+
+# ----------------------------------------------------------------------------------------- what a person reads
+
+
+def concise(exc: S3IOError, *, keep: int | None = 1) -> S3IOError:
+    """``exc`` as a public call raises it: its traceback cut to the ``keep``-th frame (the boundary's, at the line
+    of the call that failed; None: none) and the innermost one (where it was raised), with no chained cause printed
+    (the message names it). The event-loop, retry and cleanup frames between them are what made tracebacks of 40
+    to 70 lines point at ``loop.stop()`` or ``await client.close()``. ``S3IO_FULL_TRACEBACK=1`` keeps everything."""
+    if os.environ.get(FULL_TRACEBACK_VARIABLE, "") not in ("", "0"):
+        return exc
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    kept = frames[-1:] if keep is None else [*frames[keep : keep + 1], *frames[keep + 1 :][-1:]]
+    chain = None
+    for entry in reversed(kept):
+        chain = types.TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    exc.__cause__ = None
+    exc.__suppress_context__ = True
+    return exc.with_traceback(chain)
+
+
+def readable_errors(fn: F, *, fix: Callable[[S3IOError], S3IOError] | None = None) -> F:
+    """A public entry point whose S3IOErrors are ``concise`` (see there), after ``fix`` (which may say how to fix the
+    error in the caller's own terms); other exceptions are left alone."""
+
+    @functools.wraps(fn)
+    def public_call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except S3IOError as exc:
+            raise concise(fix(exc) if fix is not None else exc) from None
+
+    return public_call  # type: ignore[return-value]
+
+
+def readable_iteration(items: Iterator[Any], *, fix: Callable[[S3IOError], S3IOError] | None = None) -> Iterator[Any]:
+    """``items``, whose S3IOErrors are ``concise`` (after ``fix``) when they end the iteration (a task's batches):
+    the frame that raised them only, since a generator's frame may point at its cleanup."""
+    try:
+        yield from items
+    except S3IOError as exc:
+        raise concise(fix(exc) if fix is not None else exc, keep=None) from None

@@ -6,6 +6,11 @@ Defaults, and the anchors they come from:
   progress for 5 s on S3 is a dead connection, not a slow one (slow drips keep making progress).
 - attempt_timeout off: a large range may legitimately take long; the stall timer catches dead bodies.
 - operation_timeout 180 s and max_attempts 10: object_store's retry defaults (10 retries, 3 min).
+- first_contact_attempts 2: an endpoint this process has never had an answer from (refused, no such host, no first
+  byte) is reported as never reached after 2 attempts (~0.1 s when refused, ~2 x (connect + first byte) timeouts when
+  silent), not after max_attempts and 3 minutes: a wrong URL or port is the likely cause. Once the endpoint has
+  answered (in this process, or on the driver that planned a Spark task: ``StoreConfig.after_contact``), every
+  operation keeps max_attempts, so an outage mid-job is ridden out. None: no first-contact limit.
 - backoff 100 ms doubling to 15 s with full jitter: object_store's BackoffConfig.
 - retry budget 500 tokens, 5 per retry, 10 per timeout retry, 1 back per success: the AWS SDKs' "standard"
   retry quota, so a storm of 503s does not multiply load.
@@ -57,6 +62,7 @@ class Policy(Settings):
     attempt_timeout: float | None = None
     operation_timeout: float = 180.0
     max_attempts: int = 10
+    first_contact_attempts: int | None = 2
     backoff_base: float = 0.1
     backoff_cap: float = 15.0
     retry_budget: int = 500
@@ -80,6 +86,11 @@ class Policy(Settings):
             )
         if self.max_attempts < 1:
             raise InvalidConfig(f"{_option('max_attempts')}: must be at least 1, got {self.max_attempts!r}")
+        if self.first_contact_attempts is not None and self.first_contact_attempts < 1:
+            raise InvalidConfig(
+                f"{_option('first_contact_attempts')}: must be at least 1 or 'none', "
+                f"got {self.first_contact_attempts!r}"
+            )
         if self.backoff_base < 0 or self.backoff_cap < self.backoff_base:
             raise InvalidConfig(
                 f"{_option('backoff_cap')}: must be >= {_option('backoff_base')} >= 0, "
@@ -102,6 +113,9 @@ class Policy(Settings):
 
     @classmethod
     def parse_option(cls, name: str, value: object, *, label: str) -> object:
+        if name == "first_contact_attempts":
+            text = str(value).strip().lower()
+            return None if text in ("none", "off") else parse_int(value, name=label)  # type: ignore[arg-type]
         if name in _INT_FIELDS:
             return parse_int(value, name=label)  # type: ignore[arg-type]
         if name == "checksums":

@@ -36,10 +36,12 @@ from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.encryption import Encryption, parse_algorithm, parse_customer_key, parse_kms_key_id
+from s3io.s3a import store_options
 from s3io.settings import (
     Settings,
     add_arguments,
     declared_option,
+    declared_options,
     env_options,
     from_args,
     loose_key,
@@ -49,7 +51,7 @@ from s3io.settings import (
     take_options,
     unknown_option,
 )
-from s3io.transport.credentials import ANONYMOUS, Credentials
+from s3io.transport.credentials import ANONYMOUS, PROVIDER_NAMES, Credentials
 from s3io.transport.endpoint import ADDRESSING_STYLES, resolve_endpoint, resolved_location
 from s3io.transport.proxy import DIRECT, parse_proxy_setting, resolved_proxy_setting
 from s3io.transport.transport import Transport
@@ -92,6 +94,18 @@ def parse_addressing(value: Any, name: str) -> str:
         raise InvalidConfig(
             f"{name}: expected auto, path or virtual (or true / false for path-style or virtual-hosted), got {value!r}"
         ) from None
+
+
+def parse_providers(value: Any, name: str) -> tuple[str, ...]:
+    """Comma-separated names of botocore's credential providers (``env``, ``iam-role``, ``container-role``, ...)."""
+    names = tuple(dict.fromkeys(part.strip().lower() for part in str(value).split(",") if part.strip()))
+    unknown = [n for n in names if n not in PROVIDER_NAMES]
+    if not names or unknown:
+        raise InvalidConfig(
+            f"{name}: expected comma-separated names of botocore's credential providers ({', '.join(PROVIDER_NAMES)})"
+            f", got {value!r}"
+        )
+    return names
 
 
 def parse_secret(value: Any, name: str) -> str:
@@ -201,6 +215,9 @@ class StoreConfig:
         env="S3IO_CA_BUNDLE",
         help="PEM file of the CAs TLS trusts (default: $AWS_CA_BUNDLE, the profile's ca_bundle, the system's)",
     )
+    credential_providers: tuple[str, ...] | None = option(
+        "credentialProviders", parse_providers, default=None, help="which of botocore's credential providers to ask"
+    )
     policy: Policy = field(default_factory=Policy)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -216,6 +233,11 @@ class StoreConfig:
         implied = self.encryption.algorithm  # the settings go together, or InvalidConfig says how they do not
         if implied != self.sse:  # a KMS key id means aws:kms, a customer key SSE-C: said in the field too
             object.__setattr__(self, "sse", implied)
+        if self.credential_providers is not None and (self.anonymous or self.access_key_id is not None):
+            raise InvalidConfig(
+                "credentialProviders: names where credentials come from, which conflicts with anonymous or "
+                "accessKeyId/secretAccessKey; give one or the other"
+            )
 
     # ------------------------------------------------------------------ what it makes
 
@@ -232,6 +254,7 @@ class StoreConfig:
             proxy=self.proxy,
             ca_bundle=self.ca_bundle,
             transport=transport,
+            credential_providers=self.credential_providers,
         )
 
     @property
@@ -261,6 +284,14 @@ class StoreConfig:
             proxy=resolved_proxy_setting(self.proxy, located.scheme, located.host),
             ca_bundle=bundle[0] if bundle is not None else None,
         )
+
+    def after_contact(self) -> StoreConfig:
+        """This value for work planned after the endpoint answered (a Spark task, a planning step after the listing):
+        every operation keeps ``policy.max_attempts``, even in a process that never talked to the endpoint itself
+        (``Policy.first_contact_attempts`` is for a first contact only)."""
+        if self.policy.first_contact_attempts is None:
+            return self
+        return self.replace(policy=self.policy.replace(first_contact_attempts=None))
 
     def replace(self, **changes: Any) -> StoreConfig:
         """A copy with some fields changed (validated again)."""
@@ -326,6 +357,31 @@ class StoreConfig:
         return cls(**fields, policy=Policy.resolve(policy_values), engine=EngineConfig.resolve(engine_values)), rest
 
     @classmethod
+    def from_s3a(
+        cls, settings: Mapping[str, str], *, bucket: str | None = None, base: StoreConfig | None = None
+    ) -> StoreConfig:
+        """The store a Hadoop/Spark configuration's S3A settings describe for ``bucket`` (``fs.s3a.*`` and
+        ``spark.hadoop.fs.s3a.*`` keys, per-bucket ones included: see s3io.s3a), over ``base``'s fields (default:
+        the defaults and the S3IO_* variables); other keys are ignored, S3A keys s3io cannot honour are warned about."""
+        return cls.with_options(store_options(settings, bucket), base=base)
+
+    @classmethod
+    def with_options(cls, values: Mapping[str, Any], *, base: StoreConfig | None = None) -> StoreConfig:
+        """``values`` (store options, any spelling) over ``base`` (default: ``from_options({})``)."""
+        if base is None:
+            return cls.from_options(values)
+        changes, rest = take_options(cls, values)
+        policy_values, rest = _take_settings(Policy, rest, {})
+        engine_values, rest = _take_settings(EngineConfig, rest, ENGINE_ALIASES)
+        if rest:
+            raise unknown_option(str(next(iter(rest))), store_option_names(), kind="store option")
+        return base.replace(
+            **changes,
+            policy=Policy.from_mapping(policy_values, base=base.policy),
+            engine=EngineConfig.from_mapping(engine_values, base=base.engine),
+        )
+
+    @classmethod
     def from_options(cls, values: Mapping[str, Any]) -> StoreConfig:
         """``take_options``, where an option it does not know is an InvalidConfig naming the known ones."""
         store, rest = cls.take_options(values)
@@ -382,6 +438,46 @@ def _parsed_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
         for name, value in settings.items()
         if value is not None
     }
+
+
+_CREDENTIAL_FIELDS = frozenset(
+    {"anonymous", "access_key_id", "secret_access_key", "session_token", "credential_providers"}
+)
+
+
+def store_field(key: str) -> str | None:
+    """The field a store option sets ("endpoint", "policy.max_attempts", "engine.max_concurrency"; the credential
+    options are one field, "credentials"), or None for an option that is not a store's."""
+    loose = loose_key(str(key))
+    hit = declared_options(StoreConfig).get(loose)
+    if hit is not None:
+        return "credentials" if hit[0] in _CREDENTIAL_FIELDS else hit[0]
+    for cls, aliases in ((Policy, {}), (EngineConfig, ENGINE_ALIASES)):
+        names = {loose_key(n): n for n in cls.field_names()}
+        names.update({loose_key(alias): names[loose_key(target)] for alias, target in aliases.items()})
+        if loose in names:
+            return f"{cls.KIND}.{names[loose]}"
+    return None
+
+
+def layered_options(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Options from several sources, weakest first (the environment's, a session's, a read's own): a stronger source
+    replaces a weaker one's store setting field by field (an option and its aliases are one field; so are all the
+    credential options, so keys never mix with another source's anonymous access); other options pass through."""
+    chosen: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {}
+    for layer in layers:
+        given: dict[str, dict[str, Any]] = {}
+        for key, value in layer.items():
+            name = store_field(key)
+            if name is None:
+                out[key] = value
+            else:
+                given.setdefault(name, {})[key] = value
+        chosen.update(given)
+    for entries in chosen.values():
+        out.update(entries)
+    return out
 
 
 def _credential_fields(credentials: Credentials | str) -> dict[str, Any]:

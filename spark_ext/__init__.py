@@ -1,6 +1,7 @@
 """spark_ext: Spark on top of s3io. ``register(spark)`` makes ``spark.read.format("s3parquet")`` (and
-``df.write``/``writeStream.format("s3parquet")``) available; ``compact(spark, url, ...)`` rewrites small parquet
-files into large ones; ``write(df, url, partition_by=..., target_file_size=...)`` writes right-sized files.
+``df.write``/``writeStream.format("s3parquet")``) available; ``session()`` starts a session whose Python workers can
+run it, registered; ``compact(spark, url, ...)`` rewrites small parquet files into large ones;
+``write(df, url, partition_by=..., target_file_size=...)`` writes right-sized files.
 
 Importing this package imports neither pyspark nor the data source; ``register`` does.
 """
@@ -11,15 +12,17 @@ from typing import Any
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register", "write"]
+__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register", "session", "write"]
 
 
 def __getattr__(name: str) -> Any:
-    """``spark_ext.compact`` (callable: ``spark_ext.compact(spark, url, ...)``) is imported on first use."""
-    if name == "compact":
-        import spark_ext.compact
+    """``spark_ext.compact`` (callable: ``spark_ext.compact(spark, url, ...)``), ``spark_ext.session`` (callable:
+    ``spark_ext.session()`` starts a session whose workers run s3parquet) and ``spark_ext.write`` are imported on
+    first use."""
+    if name in ("compact", "session"):
+        import importlib
 
-        return spark_ext.compact
+        return importlib.import_module(f"spark_ext.{name}")
     if name == "write":
         from spark_ext.writer.helper import write
 
@@ -27,18 +30,25 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")
 
 
-def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool = True) -> type:
+def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: bool = True) -> type:
     """Register the ``s3parquet`` data source with ``spark`` (a SparkSession; PySpark >= 4.1) and return its class.
 
     The session's default parallelism (Spark's default ``minPartitionNum``), time zone, partition type inference
     and case sensitivity are captured now, since Python workers cannot read them; every task of a read checks them
-    against the running session and fails, naming the setting, if one was changed since (register again).
+    against the running session and fails, naming the setting, if one was changed since (register again). So are
+    the session's S3A settings (``spark.hadoop.fs.s3a.*``, ``fs.s3a.*`` and the Hadoop configuration's: endpoint,
+    region, credentials, path style, timeouts, attempts, connections, per-bucket ones; see s3io.s3a, and a warning
+    names each one s3io cannot honour) and its ``spark.sql.files.*`` settings (ignoreCorruptFiles,
+    ignoreMissingFiles, maxPartitionBytes, openCostInBytes, minPartitionNum) and ``spark.sql.parquet.mergeSchema``:
+    each is the default of the read option of the same name, and a read's own option wins.
 
     ``filter_pushdown=True`` registers the reader with ``pushFilters`` (partition filters prune files, data
     filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``. It raises
     UnsafeFilterPushdown on a Spark that shares one pushed-down read plan between all scans of a DataFrame
     (PySpark 4.3: a union, self-join, temp view or cache of a filtered DataFrame would silently read only the
-    filtered rows; see ``spark_ext.source.pushdown_safety``). Prune partitions by path instead
+    filtered rows; see ``spark_ext.source.pushdown_safety``). The default (None) pushes filters down where the
+    running Spark keeps each scan's plan to itself, and not where it mixes them. Declare the pruning instead
+    (``.option("filter", "day >= '2026-01-02'")``, safe on every Spark), or prune by path
     (``load("s3://b/t/year=2024/")`` with ``basePath``, or globs).
 
     ``check_workers`` (default) runs one tiny task first: if Spark's Python workers cannot import the project (a
@@ -51,17 +61,26 @@ def register(spark: Any, *, filter_pushdown: bool = False, check_workers: bool =
 
         run_check(spark)
 
-    if filter_pushdown:
+    if filter_pushdown is not False:
         from spark_ext.source.pushdown_safety import UnsafeFilterPushdown, pushdown_refusal
 
         refusal = pushdown_refusal(spark)
-        if refusal is not None:
+        if filter_pushdown is None:
+            filter_pushdown = refusal is None  # automatic: only where each scan keeps its own pushed plan
+        elif refusal is not None:
             raise UnsafeFilterPushdown(
                 f"filter_pushdown=True is refused: {refusal}. Register without it (filters are then applied by "
-                "Spark, exactly), and prune partitions by path (load('s3://bucket/table/year=2024/') with "
-                ".option('basePath', 's3://bucket/table/')) or with a glob"
+                "Spark, exactly), and declare the pruning with .option('filter', \"year = 2024\") (partitions, "
+                "row groups and rows, safe on every Spark), or prune by path (load('s3://bucket/table/year=2024/') "
+                "with .option('basePath', 's3://bucket/table/'))"
             )
+    from spark_ext.spark_settings import file_settings, s3a_settings, warn_unhonoured
+
+    s3a = s3a_settings(spark)
+    warn_unhonoured(s3a)
     defaults = SessionDefaults(
+        s3a=tuple(sorted(s3a.items())),
+        files=tuple(sorted(file_settings(spark).items())),
         default_parallelism=_default_parallelism(spark),
         time_zone=_time_zone(spark),
         partition_column_type_inference=_bool_conf(spark, "spark.sql.sources.partitionColumnTypeInference.enabled"),

@@ -1,13 +1,22 @@
-"""A local SparkSession that works offline and finds this project's Python on its workers.
+"""``spark_ext.session()``: a SparkSession whose Python workers can run s3parquet, with the source registered.
 
-Measured on PySpark 4.3: workers start whatever ``python3`` is first on PATH unless PYSPARK_PYTHON is set,
-and would then miss pyarrow and spark_ext; the UI and a non-loopback driver address are not needed locally.
+Measured on PySpark 4.3: workers start whatever ``python3`` is first on PATH unless PYSPARK_PYTHON is set, not the
+driver's interpreter. A script run with a virtual environment's python but without PYSPARK_PYTHON (and without
+``spark_ext.register``) therefore fails at ``load()`` with ``[DATA_SOURCE_NOT_FOUND] Failed to find the data source:
+s3parquet``: the workers' Python, where Spark looks sources up, has no s3io-spark installed. ``session()`` sets
+PYSPARK_PYTHON (and PYSPARK_DRIVER_PYTHON) to the running interpreter for a local master, where the workers run on
+this machine (on a cluster, the executors' Python is the cluster's to set: ``spark.pyspark.python``), and registers
+the source, whose check (``spark_ext.worker_check``) names the interpreter to set if the workers still cannot run it.
+
+This module is callable (``spark_ext.session(...)``), as ``spark_ext.compact`` is, and stays importable
+(``from spark_ext.session import LOCAL_CONF, local_session``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,18 +31,42 @@ LOCAL_CONF = {
 }
 
 
-def local_session(master: str = "local[*]", app_name: str = "s3io", conf: Mapping[str, str] | None = None) -> Any:
-    """Start (or get) a SparkSession with ``s3parquet`` registered; the caller stops it."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+def session(
+    master: str | None = "local[*]", app_name: str = "s3io", conf: Mapping[str, str] | None = None, **register: Any
+) -> Any:
+    """Start (or get) a SparkSession on ``master`` (None: the one spark-submit or the environment gives) with
+    ``conf``, s3parquet registered (``register``: ``spark_ext.register``'s keywords); the caller stops it. A local
+    master gets this interpreter for its Python workers, unless PYSPARK_PYTHON says otherwise."""
+    local = master is not None and master.startswith("local")
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import spark_ext
 
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in {**(LOCAL_CONF if local else {}), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_ext.register(spark)
+    if local:
+        spark.sparkContext.setLogLevel("ERROR")
+    spark_ext.register(spark, **register)
     return spark
+
+
+def local_session(master: str = "local[*]", app_name: str = "s3io", conf: Mapping[str, str] | None = None) -> Any:
+    """A local session that works offline (loopback driver, no UI), s3parquet registered: ``session`` on ``master``."""
+    return session(master, app_name, conf)
+
+
+class _CallableModule(types.ModuleType):
+    """Makes ``spark_ext.session(...)`` call ``session`` while this stays an importable module."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return session(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

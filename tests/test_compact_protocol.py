@@ -49,6 +49,7 @@ from s3io.compaction import (
 from s3io.compaction import rewrite as rewrite_module
 from s3io.compaction.errors import InputChanged, VerificationFailed
 from s3io.compaction.rewrite import RewriteSettings
+from s3io.errors import PathNotFound
 from s3io.table import conditional, layout, read_journal
 from s3io.table.journal import COMMITTED, DONE, PUBLISHED
 
@@ -577,12 +578,24 @@ async def test_bad_inputs_get_clear_report_entries_and_are_left_untouched(
     assert sorted(ids) == sorted(original.column("id").to_pylist())
 
 
-async def test_an_empty_prefix_reports_nothing_to_do_and_leaves_nothing_behind(
+@pytest.mark.parametrize("dry_run", [False, True])
+async def test_a_prefix_with_no_objects_is_path_not_found_and_leaves_nothing_behind(
+    client: S3Client, s3_client: Any, bucket: str, dry_run: bool
+) -> None:
+    """As a reader of it: a typo in a scheduled job's URL fails the job (it used to report nothing to do)."""
+    url = URL_OF.format(bucket=bucket)
+    with pytest.raises(PathNotFound, match=f"Path does not exist: {url}"):
+        await compact_prefix(client, url, TEST_OPTIONS.replace(dry_run=dry_run))
+    assert all_keys(s3_client, bucket) == []
+
+
+async def test_a_prefix_holding_only_non_data_objects_reports_nothing_to_do(
     client: S3Client, s3_client: Any, bucket: str
 ) -> None:
+    s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}_SUCCESS", Body=b"")
     report = await compact_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
     assert report.status == "nothing_to_do" and report.files_before == 0 and report.files_after == 0
-    assert all_keys(s3_client, bucket) == []
+    assert all_keys(s3_client, bucket) == [f"{PREFIX}_SUCCESS"]
 
 
 def test_schema_of_the_support_table_is_stable() -> None:
@@ -688,3 +701,17 @@ async def test_an_unreadable_lock_says_to_delete_it_instead_of_promising_a_takeo
     lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
     with pytest.raises(LockHeld, match=r"cannot be judged.*never taken over.*delete s3://.*/_s3io_compaction/LOCK"):
         await lock.acquire()
+
+
+def test_the_command_line_exits_1_on_a_prefix_with_no_objects_and_its_help_says_the_wait_is_twice(
+    s3_endpoint: Any, bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spark_ext.compact.__main__ import main
+
+    url = URL_OF.format(bucket=bucket)
+    assert main(["--master", "none", "--no-progress", "--endpoint-url", s3_endpoint.url, url]) == 1
+    assert f"compact: PathNotFound: Path does not exist: {url}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "waits it twice" in help_text and "plus twice the grace period" in help_text, help_text

@@ -37,11 +37,13 @@ STANDALONE = [b for b in _docs_python_blocks() if not USES_SPARK.search(b.code)]
 
 @pytest.fixture(scope="module")
 def example_data(s3_endpoint) -> Iterator[str]:
-    """The bucket the examples name, holding the files they read: events/, a.parquet and 2024-01-01/."""
+    """The bucket the examples name, holding the files they read: events/, a.parquet, 2024-01-01/ and landing/ (too
+    few files to compact: the compaction examples plan nothing)."""
     client = boto3_client(s3_endpoint.url)
     client.create_bucket(Bucket="bucket")
     table = pa.table({"id": pa.array(range(10), pa.int64()), "ts": pa.array(range(10), pa.timestamp("s"))})
-    for key in ("events/part-0.parquet", "events/part-1.parquet", "a.parquet", "2024-01-01/part-0.parquet"):
+    keys = ("events/part-0.parquet", "events/part-1.parquet", "a.parquet", "2024-01-01/part-0.parquet")
+    for key in (*keys, "landing/part-0.parquet"):
         sink = io.BytesIO()
         pq.write_table(table, sink)
         client.put_object(Bucket="bucket", Key=key, Body=sink.getvalue())

@@ -83,7 +83,7 @@ S3IO_LAYERS = (
     {"resilience"},
     {"s3"},
     {"engine"},
-    {"store"},
+    {"store", "s3a"},
     {"parquet"},
     {"dataset"},
     {"table"},

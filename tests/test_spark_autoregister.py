@@ -66,3 +66,85 @@ def test_a_fresh_session_reads_s3parquet_without_register(tmp_path, s3_endpoint,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ROWS [0, 1, 2, 3, 4]" in result.stdout
+
+
+def _without_pyspark_python(path: str = "/usr/bin:/bin") -> dict[str, str]:
+    """A script's environment as a user's shell gives it: no PYSPARK_PYTHON, the venv not on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in (*FRESH_ENV_DROP, "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = path
+    return env
+
+
+@pytest.mark.timeout(240)
+def test_spark_ext_session_reads_where_a_plain_session_would_not_find_the_source(
+    tmp_path, s3_endpoint, bucket, s3_client
+) -> None:
+    """The venv's python without PYSPARK_PYTHON: Spark's workers would run the system python3, which has no
+    s3io-spark (DATA_SOURCE_NOT_FOUND); ``spark_ext.session()`` gives them this interpreter and registers."""
+    import pyarrow as pa
+
+    put_parquet(s3_client, bucket, "helper/a.parquet", pa.table({"id": list(range(3))}))
+    script = textwrap.dedent(
+        f"""
+        import spark_ext
+        spark = spark_ext.session("local[1]", "helper")
+        try:
+            df = spark.read.format("s3parquet").option("endpoint", {s3_endpoint.url!r}).load("s3a://{bucket}/helper/")
+            print("ROWS", sorted(r.id for r in df.collect()))
+        finally:
+            spark.stop()
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=_without_pyspark_python(),
+        capture_output=True,
+        text=True,
+        timeout=220,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ROWS [0, 1, 2]" in result.stdout
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(
+    not os.path.exists(SYSTEM_PYTHON)
+    or subprocess.run([SYSTEM_PYTHON, "-c", "import pyarrow"], capture_output=True, timeout=60).returncode == 0,
+    reason=f"needs {SYSTEM_PYTHON} without pyarrow (a worker Python that cannot run the source)",
+)
+def test_a_worker_python_that_sees_the_package_but_cannot_run_it_is_named_at_load(
+    tmp_path, s3_endpoint, bucket
+) -> None:
+    """Workers on the system python3 with the checkout on their path: the registration module finds pyarrow missing
+    and registers a stand-in whose load() names the interpreter and the fix (Spark would say DATA_SOURCE_NOT_FOUND)."""
+    from pathlib import Path
+
+    checkout = str(Path(__file__).resolve().parent.parent)
+    script = textwrap.dedent(
+        f"""
+        from pyspark.sql import SparkSession
+        builder = SparkSession.builder.master("local[1]").appName("stand-in")
+        for key, value in {dict(LOCAL_CONF)!r}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        try:
+            spark.read.format("s3parquet").option("endpoint", {s3_endpoint.url!r}).load("s3://{bucket}/x/")
+        except Exception as exc:
+            print("ERROR", str(exc).replace(chr(10), " "))
+        finally:
+            spark.stop()
+        """
+    )
+    env = _without_pyspark_python()
+    env["PYSPARK_PYTHON"] = SYSTEM_PYTHON
+    env["PYTHONPATH"] = checkout
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=220
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"s3parquet cannot run in Spark's Python workers: they run {SYSTEM_PYTHON}" in result.stdout, result.stdout
+    assert "No module named 'pyarrow'" in result.stdout and "spark_ext.session()" in result.stdout

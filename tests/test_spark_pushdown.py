@@ -100,7 +100,7 @@ SHAPES = {
 
 
 @pytest.mark.parametrize("python_pushdown", ["true", "false"], indirect=True)
-@pytest.mark.parametrize("filter_pushdown", [False, True], ids=["register", "register_filter_pushdown"])
+@pytest.mark.parametrize("filter_pushdown", [None, True], ids=["register", "register_filter_pushdown"])
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_every_shape_over_one_dataframe_gives_the_builtin_readers_answer(
     spark, years, python_pushdown, filter_pushdown, shape
@@ -123,9 +123,10 @@ def test_register_refuses_filter_pushdown_naming_the_risk(spark) -> None:
     with pytest.raises(UnsafeFilterPushdown) as caught:
         spark_ext.register(spark, filter_pushdown=True)
     message = str(caught.value)
-    for risk in ("union or self-join", "temp view", "cache()", "basePath"):
+    for risk in ("union or self-join", "temp view", "cache()", "basePath", ".option('filter'"):
         assert risk in message, message
     assert spark.read.format("s3parquet") is not None  # the default source stays registered
+    assert spark_ext.register(spark).filter_pushdown is False  # automatic: off where Spark mixes scans
 
 
 def test_pushdown_is_allowed_only_where_each_scan_keeps_its_own_read_plan() -> None:

@@ -47,7 +47,7 @@ from s3io.compaction.report import (
 )
 from s3io.compaction.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
 from s3io.compaction.store_probe import probe_store
-from s3io.errors import InvalidConfig, NotFound, S3IOError
+from s3io.errors import InvalidConfig, NotFound, PathNotFound, S3IOError
 from s3io.s3.capabilities import StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
@@ -106,10 +106,24 @@ async def compact_prefix(
     options = options or CompactionOptions()
     crash = resolve(crash_at)
     bucket, prefix = layout.parse_prefix(url)
+    await require_objects(client, bucket, prefix)
     job = _Job(client, url, bucket, prefix, options, crash, progress, clock, sleep, external=execute_groups is not None)
     if options.dry_run:
         return await job.dry_run()
     return await job.run(execute_groups or in_process_executor(client, options.max_concurrent_groups))
+
+
+async def require_objects(client: S3Client, bucket: str, prefix: str) -> None:
+    """PathNotFound when nothing at all is stored under the prefix (one LIST of one key), as a reader of it would
+    raise: a typo in a scheduled job's URL fails it instead of reporting nothing to do, and writes nothing there."""
+    objects, prefixes, _ = await client.list_page(bucket, prefix, max_keys=1)
+    if not objects and not prefixes:
+        raise PathNotFound(
+            f"Path does not exist: s3://{bucket}/{prefix} (no object under it; check the bucket and the prefix)",
+            operation="list",
+            bucket=bucket,
+            key=prefix,
+        )
 
 
 async def recover_prefix(

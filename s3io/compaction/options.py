@@ -104,7 +104,9 @@ class CompactionOptions:
         _seconds,
         default=60.0,
         flag="--grace-period",
-        help="delay before inputs are deleted (default 60s)",
+        help="how long a reader that listed the old files may take to finish reading them (default 60s). The job "
+        "waits it twice: after committing, before it publishes the outputs and deletes the inputs, and again before "
+        "it deletes its staging copies; so a run holds the prefix's lock for its rewrite time plus 2x this",
     )
     lock_ttl: float = option("lockTtl", _seconds, default=120.0)
     clock_skew: float = option("clockSkew", _seconds, default=2.0)

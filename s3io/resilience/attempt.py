@@ -3,7 +3,9 @@
 The deadline sits inside the retry (every attempt gets fresh timers) and the operation deadline caps
 every attempt and every backoff sleep: the loop never sleeps past it. Retryability comes only from
 ``retryable.classify``; the retry budget is spent just before a backoff sleep, so a denied retry ends the
-operation with RetryBudgetExhausted instead of adding load. ExpiredToken (or a 400 naming no code, as a HEAD's
+operation with RetryBudgetExhausted instead of adding load. An endpoint that has never answered this process gets
+``Policy.first_contact_attempts`` attempts, then EndpointUnreachable (see ``s3io.resilience.first_contact``): the
+one place a wrong endpoint is told from an outage. ExpiredToken (or a 400 naming no code, as a HEAD's
 must) refreshes credentials once, when there is a refresher; the refresh runs inside the next attempt's watchdog,
 so a credential source that hangs (credential_process, SSO, instance metadata) ends at the operation deadline.
 """
@@ -23,8 +25,16 @@ from s3io import errors
 from s3io.metrics import Metrics
 from s3io.policy import Policy
 from s3io.resilience.deadline import Alarm, Watchdog
+from s3io.resilience.first_contact import EndpointContact
 from s3io.resilience.retry_budget import RetryBudget
-from s3io.resilience.retryable import Verdict, classify, from_wire
+from s3io.resilience.retryable import (
+    Verdict,
+    answered_without_http,
+    classify,
+    from_wire,
+    got_answer,
+    no_answer_reason,
+)
 from s3io.resilience.slots import Slots
 
 T = TypeVar("T")
@@ -67,8 +77,11 @@ class AttemptRunner:
         metrics: Metrics,
         *,
         refresh_credentials: Callable[[], Awaitable[None]] | None = None,
+        contact: EndpointContact | None = None,
     ) -> None:
+        """``contact``: the endpoint whose first contact ``policy.first_contact_attempts`` limits (None: no limit)."""
         self.policy = policy
+        self.contact = contact
         self.metrics = metrics
         self.budget = RetryBudget(policy.retry_budget)
         self._refresh_credentials = refresh_credentials
@@ -98,6 +111,8 @@ class AttemptRunner:
                         assert self._refresh_credentials is not None
                         await self._refresh_credentials()
                     result = await attempt(watchdog)
+                    if self.contact is not None:
+                        self.contact.mark_answered()
                 except BaseException as exc:
                     typed = self._attempt_failed(watchdog, exc)
                     if typed is exc:
@@ -138,7 +153,15 @@ class AttemptRunner:
 
     def _attempt_failed(self, watchdog: Watchdog, exc: BaseException) -> BaseException:
         """What a failed attempt raises: DeadlineExceeded if our timer cancelled it, wire errors as typed
-        s3io errors (their ``__cause__`` set), anything else as it is. Timeouts are counted here."""
+        s3io errors (their ``__cause__`` set), anything else as it is. Timeouts are counted here, and an attempt that
+        had an answer marks the endpoint as reached."""
+        phase = watchdog.phase
+        typed = self._typed(watchdog, exc)
+        if self.contact is not None and (phase == "stall" or got_answer(typed)):
+            self.contact.mark_answered()
+        return typed
+
+    def _typed(self, watchdog: Watchdog, exc: BaseException) -> BaseException:
         timeout = watchdog.close(exc)
         if timeout is not None:
             self.metrics.timeout(timeout.phase)
@@ -161,6 +184,7 @@ class AttemptRunner:
         verdict = classify(exc)
         if not verdict.retry:
             return None
+        self._check_first_contact(exc, state)
         if verdict.refresh_credentials and (state.refreshed_credentials or self._refresh_credentials is None):
             return None
         retry_state.attempt_number = state.attempts
@@ -183,6 +207,32 @@ class AttemptRunner:
                 attempts=state.attempts,
             ) from exc
         return self._refresh_then(sleep, verdict, state, exc)
+
+    def _check_first_contact(self, exc: errors.S3IOError, state: OperationState) -> None:
+        """Raise EndpointUnreachable when the endpoint has never answered this process and the first contact has had
+        its ``first_contact_attempts`` (an endpoint that answered once keeps every retry)."""
+        limit, contact = self.policy.first_contact_attempts, self.contact
+        if limit is None or contact is None or state.attempts < limit or contact.answered:
+            return
+        elapsed = asyncio.get_running_loop().time() - state.started
+        if answered_without_http(exc):
+            raise errors.EndpointNotS3(
+                f"endpoint {contact.endpoint} answered, but not in HTTP ({exc.cause or exc}): it is not an S3 "
+                "endpoint; check the endpoint URL, its scheme (http/https) and port",
+                operation=state.name,
+                bucket=state.bucket,
+                key=state.key,
+            ) from exc
+        raise errors.EndpointUnreachable(
+            f"endpoint {contact.endpoint} was never reached: {state.attempts} attempt(s) in {elapsed:.1f} s got no "
+            f"answer ({no_answer_reason(exc)}); check the endpoint URL and port (option endpoint, fs.s3a.endpoint, "
+            "--endpoint-url or AWS_ENDPOINT_URL) and that this machine can reach it. A first contact gets "
+            f"firstContactAttempts={limit} attempt(s); an endpoint that has answered gets "
+            f"maxAttempts={self.policy.max_attempts}",
+            operation=state.name,
+            bucket=state.bucket,
+            key=state.key,
+        ) from exc
 
     def _refresh_then(self, sleep: float, verdict: Verdict, state: OperationState, exc: BaseException) -> float:
         self.metrics.retry(verdict.reason)

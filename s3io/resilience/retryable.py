@@ -22,8 +22,11 @@ from __future__ import annotations
 import asyncio
 import datetime
 import errno
+import os
 import re
+import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
@@ -134,15 +137,24 @@ def error_for_status(
     *,
     server_date: str | None = None,
     clock_offset: float = 0.0,
+    foreign: str | None = None,
+    endpoint: str | None = None,
     **context: object,
 ) -> errors.S3IOError:
     """The typed error for an HTTP error response (or an <Error> inside a 200); ``server_date``: the answer's Date
     header, which tells a 403 caused by the clock (this machine's, plus ``clock_offset``, the correction the
-    client signs with) from others."""
-    text = (message or f"HTTP {status}") + _clock_hint(status, code, server_date, clock_offset)
+    client signs with) from others. ``foreign``: what the answer's body was when it is not S3's error document
+    (``foreign_answer``): a 4xx of that kind comes from another server than S3, and says so (EndpointNotS3)."""
     kwargs = dict(context, status=status, code=code)
     if status == PROXY_AUTHENTICATION_REQUIRED:  # the forward proxy's answer, not S3's: no retry mends it
         return errors.InvalidConfig(PROXY_CREDENTIALS_NEEDED, **kwargs)
+    if foreign is not None and 400 <= status < 500:
+        return errors.EndpointNotS3(
+            f"the endpoint {endpoint or ''} answered HTTP {status} with {foreign}, not with S3's XML error: it is not "
+            "an S3 endpoint (or a proxy in between refused the request); check the endpoint URL and port",
+            **kwargs,
+        )
+    text = (message or f"HTTP {status}") + _fix_hint(code) + _clock_hint(status, code, server_date, clock_offset)
     if code in THROTTLE_CODES or status in (429, 503) or code == "ServiceUnavailable":
         return errors.Throttled(f"throttled: {text}", **kwargs)
     if status in (500, 502, 504) or code in ("InternalError",):
@@ -160,6 +172,34 @@ def error_for_status(
             "or the object is encrypted with SSE-C and the request did not carry its key (give sseCustomerKey)"
         )
     return errors.RequestError(f"request failed: {text}", **kwargs)
+
+
+# What to check for the S3 error codes a person meets when the settings are wrong (appended to S3's message).
+_FIXES = {
+    "NoSuchBucket": "check the bucket name, the endpoint and the account",
+    "InvalidAccessKeyId": "the store knows no such access key: check accessKeyId (fs.s3a.access.key, "
+    "AWS_ACCESS_KEY_ID) and that the endpoint is the store the key belongs to",
+    "SignatureDoesNotMatch": "the secret key does not match the access key: check secretAccessKey "
+    "(fs.s3a.secret.key, AWS_SECRET_ACCESS_KEY)",
+    "AccessDenied": "the credentials may not do this: check the bucket policy and the credentials' permissions",
+    "InvalidToken": "the session token is not valid: check sessionToken (fs.s3a.session.token, AWS_SESSION_TOKEN)",
+}
+
+
+def _fix_hint(code: str | None) -> str:
+    fix = _FIXES.get(code or "")
+    return f" ({fix})" if fix else ""
+
+
+def foreign_answer(headers: Mapping[str, str], body: bytes) -> str | None:
+    """What an error answer's body is, in a few words, when it has one and it is not an S3 XML document (S3 answers
+    every error to a request with a body in XML; a HEAD's answer has none, so nothing can be told from it)."""
+    text = body.lstrip()[:200]
+    if not text or text.startswith(b"<?xml") or text.startswith(b"<Error"):
+        return None
+    kind = headers.get("Content-Type") or "no Content-Type"
+    shown = " ".join(text.decode("utf-8", "replace").split())[:60]
+    return f"a {kind} body ({shown!r})"
 
 
 def _clock_hint(status: int, code: str | None, server_date: str | None, offset: float) -> str:
@@ -196,6 +236,34 @@ def _kernel_timeout(exc: BaseException) -> OSError | None:
             return cause
         cause, seen = cause.__cause__ or cause.__context__, seen + 1
     return None
+
+
+def got_answer(exc: BaseException) -> bool:
+    """Whether an attempt that failed with ``exc`` had an answer from the server (a status, or an answer that
+    contradicts the request): the endpoint was reached."""
+    return isinstance(exc, errors.S3IOError) and (
+        exc.status is not None or isinstance(exc, errors.ProtocolError | errors.ChecksumMismatch | errors.Truncated)
+    )
+
+
+def answered_without_http(exc: errors.S3IOError) -> bool:
+    """Whether a failed attempt got bytes that are not HTTP (aiohttp's parser refused them): a server, but not S3."""
+    return isinstance(exc, errors.TransportError) and isinstance(
+        exc.__cause__ or exc.cause, aiohttp.ClientResponseError | HttpProcessingError
+    )
+
+
+def no_answer_reason(exc: errors.S3IOError) -> str:
+    """Why an attempt got no answer, in a few words: "connection refused", a DNS error, "no first byte in 10 s"."""
+    if isinstance(exc, errors.DeadlineExceeded):
+        return f"no {exc.phase.replace('_', ' ')} within its timeout"
+    cause = exc.__cause__ or exc.cause
+    os_error = getattr(cause, "os_error", cause)
+    if isinstance(os_error, socket.gaierror):
+        return f"the host name did not resolve: {os_error.strerror}"
+    if isinstance(os_error, OSError) and os_error.errno:
+        return os.strerror(os_error.errno).lower()
+    return str(cause or exc.message)
 
 
 def from_wire(exc: BaseException, **context: object) -> BaseException:

@@ -27,7 +27,8 @@ from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import WHEN_SUPPORTED, Policy
 from s3io.resilience.attempt import AttemptRunner
 from s3io.resilience.deadline import Watchdog
-from s3io.resilience.retryable import clock_correction, error_for_status
+from s3io.resilience.first_contact import EndpointContact
+from s3io.resilience.retryable import clock_correction, error_for_status, foreign_answer
 from s3io.s3 import xml
 from s3io.s3.capabilities import VERDICTS, EtagForm, endpoint_key
 from s3io.s3.checksum_refusals import Feature
@@ -86,13 +87,15 @@ class S3Client:
         proxy: str | None = None,
         ca_bundle: str | None = None,
         transport: Transport | None = None,
+        credential_providers: tuple[str, ...] | None = None,
     ) -> None:
         """``encryption``: what writes ask S3 to encrypt with, and the SSE-C key reads send (s3io.s3.encryption);
         ``requester_pays``: every request says the requester pays (``x-amz-request-payer``); ``proxy``: a forward
         proxy URL, "direct", or None for the environment's (s3io.transport.proxy); ``ca_bundle``: the CAs TLS trusts
-        (None: AWS_CA_BUNDLE, the profile's, else the default store; s3io.transport.trust). ``transport``: how
-        requests reach the wire (default: aiohttp's pool, ``AiohttpTransport``, through ``proxy``, trusting
-        ``ca_bundle``); a ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
+        (None: AWS_CA_BUNDLE, the profile's, else the default store; s3io.transport.trust); ``credential_providers``:
+        with ``credentials`` None, which of botocore's providers to ask (None: all). ``transport``: how requests
+        reach the wire (default: aiohttp's pool, ``AiohttpTransport``, through ``proxy``, trusting ``ca_bundle``); a
+        ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
         self.policy = policy if policy is not None else Policy.from_env()
         self.endpoint = resolve_endpoint(endpoint_url, region, addressing)
         if encryption.algorithm == SSE_C and self.endpoint.scheme != "https":
@@ -107,9 +110,11 @@ class S3Client:
         self._requester_pays = requester_pays
         self._endpoint_key = endpoint_key(self.endpoint)  # where the store's probed capabilities are kept
         self.metrics = Metrics()
-        self._credentials = CredentialProvider(credentials, self.endpoint.region)
+        self._credentials = CredentialProvider(credentials, self.endpoint.region, providers=credential_providers)
         refresh = self._credentials.refresh if self._credentials.refreshable else None  # else a retry changes nothing
-        self._runner = AttemptRunner(self.policy, self.metrics, refresh_credentials=refresh)
+        self._runner = AttemptRunner(
+            self.policy, self.metrics, refresh_credentials=refresh, contact=EndpointContact(self._endpoint_key)
+        )
         if transport is None:
             route = Route(
                 proxy_for(proxy, self.endpoint.scheme, self.endpoint.host),
@@ -231,6 +236,8 @@ class S3Client:
                     message,
                     server_date=response.headers.get("Date"),
                     clock_offset=self._clock_offset,
+                    foreign=None if code is not None else foreign_answer(response.headers, response.body),
+                    endpoint=self._endpoint_key,
                     bucket=bucket,
                     key=key or None,
                 )

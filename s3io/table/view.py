@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from s3io.engine.tasks import map_bounded
+from s3io.errors import NotFound, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from s3io.table.data_files import ListedFile, is_summary_file, select_files
-from s3io.table.layout import FINAL_PREFIX, logical_key
+from s3io.table.data_files import ListedFile, is_hidden_name, is_summary_file, select_files
+from s3io.table.layout import CONTROL_DIR, FINAL_PREFIX, JOURNAL_DIR, logical_key
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.urls import S3Path
 
@@ -62,7 +63,13 @@ async def list_visible(
     jobs = [(index, path, prefix) for index, path in enumerate(paths) for prefix in path.listing_prefixes]
 
     async def list_prefix(job: tuple[int, S3Path, str]) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
-        """(the raw listing, what a reader reads of it)."""
+        """(the raw listing, what a reader reads of it); an error of the listing names the path as given."""
+        try:
+            return await list_one(job)
+        except S3IOError as exc:
+            raise about_path(exc, job[1]) from exc.__cause__
+
+    async def list_one(job: tuple[int, S3Path, str]) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
         _, path, prefix = job
         after = start_after(prefix) if start_after is not None else None
         if not journal:
@@ -88,6 +95,39 @@ async def list_visible(
         )
         out.append(PathFiles(path, tuple(files), tuple(listed)))
     return out
+
+
+async def list_subdirectories(client: S3Client, bucket: str, prefix: str) -> tuple[bool, list[str]]:
+    """(whether the directory ``prefix`` holds a visible file, the key prefixes of its visible subdirectories): one
+    delimited listing, for a reader that walks partition directories before listing files. Hidden names (the
+    compaction's ``_s3io_compaction/`` and ``_s3io_staging/`` among them) are left out; a compaction never adds or
+    removes a partition directory, so the journal has nothing to say here."""
+    files, directories = False, []
+    async for objects, prefixes in client.list_pages(bucket, prefix, delimiter="/"):
+        files = files or any(not is_hidden_name(o.key[len(prefix) :]) for o in objects)
+        directories += [p for p in prefixes if not is_hidden_name(p[len(prefix) :].rstrip("/"))]
+    return files, directories
+
+
+def about_path(exc: S3IOError, path: S3Path) -> S3IOError:
+    """An error of listing ``path`` as its reader should read it: a missing bucket is named with the path the user
+    gave (not the journal prefix that was listed first), and so is any error of listing a journal."""
+    if isinstance(exc, NotFound) and exc.code == "NoSuchBucket":
+        return NotFound(
+            f"bucket {path.bucket!r} does not exist (reading {path.url}): check the bucket name, the endpoint and the "
+            "account",
+            operation=exc.operation,
+            bucket=path.bucket,
+            key=path.key,
+            status=exc.status,
+            code=exc.code,
+            attempts=exc.attempts,
+            elapsed=exc.elapsed,
+        )
+    if exc.key is not None and exc.key.endswith(CONTROL_DIR + JOURNAL_DIR):
+        exc.bucket, exc.key = path.bucket, path.key
+        exc.args = (exc._render(),)
+    return exc
 
 
 def is_compaction_output(file: ListedFile) -> bool:

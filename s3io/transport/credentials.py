@@ -46,7 +46,23 @@ SELECTING_VARIABLES = (
     "AWS_SHARED_CREDENTIALS_FILE",
 )
 _chain_lock = threading.Lock()
-_chain: tuple[tuple[str | None, ...], object | None] | None = None  # (selection, chain), replaced as one value
+# by the providers the chain is made of (None: botocore's whole chain): (selection, resolved chain), replaced whole
+_chains: dict[tuple[str, ...] | None, tuple[tuple[str | None, ...], object | None]] = {}
+# botocore's providers, by the names its credential resolver gives them (their METHOD)
+PROVIDER_NAMES = (
+    "env",
+    "assume-role",
+    "assume-role-with-web-identity",
+    "sso",
+    "shared-credentials-file",
+    "custom-process",
+    "config-file",
+    "ec2-credentials-file",
+    "boto-config",
+    "container-role",
+    "iam-role",
+    "login",
+)
 
 
 def _chain_selection() -> tuple[str | None, ...]:
@@ -59,23 +75,31 @@ def _refresh_needed(creds: object | None) -> bool:
     return bool(check and check())
 
 
-def _current_chain() -> object | None:
+def _current_chain(providers: tuple[str, ...] | None = None) -> object | None:
     """The chain resolved for the current environment, or None (unresolved, or resolved for other variables)."""
-    entry = _chain  # read without the lock: one reference to a tuple that is never changed in place
+    entry = _chains.get(providers)  # read without the lock: one reference to a tuple that is never changed in place
     return entry[1] if entry is not None and entry[0] == _chain_selection() else None
 
 
-def _provider_chain(fresh: bool = False) -> object | None:
+def _provider_chain(fresh: bool = False, providers: tuple[str, ...] | None = None) -> object | None:
     """The chain for the current environment; resolves it (blocking: call from a worker thread) when absent, resolved
-    for other selecting variables, or ``fresh``."""
-    global _chain
+    for other selecting variables, or ``fresh``. ``providers``: only these of botocore's (None: all, in its order)."""
     with _chain_lock:
         selection = _chain_selection()
-        if _chain is None or _chain[0] != selection or fresh:
+        entry = _chains.get(providers)
+        if entry is None or entry[0] != selection or fresh:
             import botocore.session
 
-            _chain = (selection, botocore.session.get_session().get_credentials())
-        return _chain[1]
+            session = botocore.session.get_session()
+            if providers is None:
+                entry = (selection, session.get_credentials())
+            else:
+                from botocore.credentials import CredentialResolver
+
+                chosen = [p for p in session.get_component("credential_provider").providers if p.METHOD in providers]
+                entry = (selection, CredentialResolver(chosen).load_credentials())
+            _chains[providers] = entry
+        return entry[1]
 
 
 def _in_thread(fn: Callable[[], None]) -> asyncio.Future[None]:
@@ -117,7 +141,10 @@ class CredentialProvider:
     for the others. The event loop never waits on a lock: the process-wide chain is read without one.
     """
 
-    def __init__(self, credentials: Credentials | str | None, region: str) -> None:
+    def __init__(
+        self, credentials: Credentials | str | None, region: str, *, providers: tuple[str, ...] | None = None
+    ) -> None:
+        """``providers``: with ``credentials`` None, which of botocore's providers the chain is made of (None: all)."""
         if isinstance(credentials, str) and credentials != ANONYMOUS:
             raise InvalidConfig(
                 f"credentials: expected an s3io.Credentials value, None (the provider chain) or 'anonymous', got a "
@@ -129,6 +156,7 @@ class CredentialProvider:
                 f"a {type(credentials).__name__}"
             )
         self._explicit = credentials
+        self._providers = providers
         self._region = region
         self._botocore_creds = None
         self._signer: Signer | None = None
@@ -163,7 +191,7 @@ class CredentialProvider:
             return None
         if self._signer is not None and not self._needs_refresh():
             return self._signer
-        chain = _current_chain()  # without the lock: the loop must never wait on it
+        chain = _current_chain(self._providers)  # without the lock: the loop must never wait on it
         if self._resolving is None and chain is not None and not _refresh_needed(chain):
             self._use(chain)  # the process already resolved the chain: no I/O, no thread
         else:
@@ -196,7 +224,11 @@ class CredentialProvider:
     def _resolve(self, fresh: bool = False) -> None:
         """Blocking: resolve (or re-resolve) the chain and take its current credentials. Runs in a worker thread."""
         try:
-            creds = self._botocore_creds if self._botocore_creds is not None and not fresh else _provider_chain(fresh)
+            creds = (
+                self._botocore_creds
+                if self._botocore_creds is not None and not fresh
+                else _provider_chain(fresh, self._providers)
+            )
             self._use(creds)
         except InvalidConfig:
             raise
@@ -207,6 +239,11 @@ class CredentialProvider:
             ) from exc
 
     def _use(self, creds: object | None) -> None:
+        if creds is None and self._providers is not None:
+            raise InvalidConfig(
+                f"no AWS credentials found by the providers {', '.join(self._providers)} (credentialProviders, or "
+                "fs.s3a.aws.credentials.provider): check the source they read, or name other providers"
+            )
         if creds is None:
             raise InvalidConfig(
                 "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, configure a profile, "

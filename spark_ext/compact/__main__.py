@@ -1,7 +1,7 @@
 """``python -m spark_ext.compact s3://bucket/prefix/``: compact small parquet files with Spark, print the report.
 
 Exit status: 0 when the job finished (or had nothing to do, or was a dry run); 1 when it could not finish
-(lock held, refused, partial); 2 for bad usage or configuration.
+(lock held, refused, partial) or the path holds no object (PathNotFound); 2 for bad usage or configuration.
 """
 
 from __future__ import annotations
@@ -19,12 +19,25 @@ from s3io.store import StoreConfig, add_store_arguments
 from spark_ext.compact.job import compact
 
 FINISHED = ("ok", "nothing_to_do", "dry_run")
+DESCRIPTION = """\
+Rewrite many small parquet files under an S3 prefix into few large ones, safely for readers that use s3io.
+
+What a run does: checks that something is stored under the prefix (nothing at all is an error, exit 1, as it is for
+a reader); takes the prefix's lock (a lease, renewed while the job runs); lists the prefix; plans groups of small
+files per Hive partition directory; rewrites each group into one file (on Spark, one task per group; --master none:
+in this process) and commits it in the journal; waits --grace-period; publishes the outputs and deletes the inputs;
+waits --grace-period again; deletes its staging copies and journal entries; releases the lock. A run therefore holds
+the lock for its rewrite time plus twice the grace period (2 minutes with the default 60s). Readers that use s3io
+see either the inputs or the outputs, never both; a job killed at any point is finished or rolled back by the next
+run (or --recover). Exit status: 0 done (or nothing to do, or a dry run); 1 could not finish or the path does not
+exist; 2 bad usage or configuration."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m spark_ext.compact",
-        description="Rewrite many small parquet files under an S3 prefix into few large ones, safely.",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("url", help="s3://bucket/prefix/ (Hive partition directories are compacted separately)")
     CompactionOptions.add_arguments(parser)

@@ -44,7 +44,8 @@ def compact(
     Options are a ``CompactionOptions`` or its fields as keywords (``target_file_size=128 << 20``,
     ``min_input_files=5``, ``max_concurrent_groups=4``, ``grace_period=60``, ``dry_run=True``, ...). The store is
     ``store`` (an s3io.store.StoreConfig), with ``policy``, ``endpoint_url``, ``region``, ``credentials`` and
-    ``addressing`` over it; the tasks use the endpoint and region this process resolves.
+    ``addressing`` over it (with a session and no ``store``: the session's S3A settings, as s3parquet reads take
+    them); the tasks use the endpoint and region this process resolves.
     """
     _refuse_in_a_worker_importing_main()
     options = (options or CompactionOptions()).replace(**option_values)
@@ -53,6 +54,10 @@ def compact(
             f"processes={options.processes} runs groups in worker processes of this machine, but a Spark session "
             "was given, whose executors run them: pass spark=None to use worker processes, or drop processes"
         )
+    if store is None and spark is not None:  # the session's S3A settings, under the keywords
+        from spark_ext.spark_settings import session_store
+
+        store = session_store(spark, url)
     located = StoreConfig.from_kwargs(
         store, policy=policy, endpoint_url=endpoint_url, region=region, credentials=credentials, addressing=addressing
     ).pinned()  # tasks use the store this process plans on
@@ -62,10 +67,11 @@ def compact(
             if recover:
                 return await recover_prefix(client, url, options, crash_at=crash_at)
             executor = None
+            workers = located.after_contact()  # they start after this process reached the store
             if spark is not None:
-                executor = spark_executor(spark, located, options.max_concurrent_groups)
+                executor = spark_executor(spark, workers, options.max_concurrent_groups)
             elif options.processes:
-                executor = process_executor(located, options.processes, options.max_concurrent_groups)
+                executor = process_executor(workers, options.processes, options.max_concurrent_groups)
             return await compact_prefix(
                 client, url, options, execute_groups=executor, crash_at=crash_at, progress=progress
             )

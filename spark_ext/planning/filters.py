@@ -108,7 +108,7 @@ def _positive(flt: Filter, column: str) -> list[Predicate] | None:
     if isinstance(flt, IsNotNull):
         return [(column, "is not null", None)]
     if isinstance(flt, StringStartsWith) and isinstance(flt.value, str):
-        return _prefix_range(column, flt.value)
+        return prefix_range(column, flt.value)
     return None
 
 
@@ -125,7 +125,7 @@ def _negative(flt: Filter, column: str) -> list[Predicate] | None:
     return [(column, _NEGATED[op], value)]
 
 
-def _prefix_range(column: str, prefix: str) -> list[Predicate]:
+def prefix_range(column: str, prefix: str) -> list[Predicate]:
     """``a LIKE 'p%'`` as ``a >= p AND a < next(p)``: exact, as strings compare by code point in Spark and here."""
     if not prefix:
         return [(column, "is not null", None)]
@@ -186,13 +186,13 @@ def _holds(actual: object, op: str, value: object) -> bool:
     if actual is None:
         return False
     if op == "in":
-        return any(v is not None and _compare(actual, v) == 0 for v in value)  # type: ignore[attr-defined]
+        return any(v is not None and compare_values(actual, v) == 0 for v in value)  # type: ignore[attr-defined]
     if op == "not in":
         items = list(value)  # type: ignore[call-overload]
-        return all(v is not None for v in items) and all(_compare(actual, v) != 0 for v in items)
+        return all(v is not None for v in items) and all(compare_values(actual, v) != 0 for v in items)
     if value is None:
         return False
-    order = _compare(actual, value)
+    order = compare_values(actual, value)
     return {
         "=": order == 0,
         "!=": order != 0,
@@ -203,7 +203,7 @@ def _holds(actual: object, op: str, value: object) -> bool:
     }[op]
 
 
-def _compare(a: object, b: object) -> int:
+def compare_values(a: object, b: object) -> int:
     """Three-way comparison with Spark's float order: NaN equals NaN and is above every other number."""
     a_nan, b_nan = _is_nan(a), _is_nan(b)
     if a_nan or b_nan:

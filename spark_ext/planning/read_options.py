@@ -27,8 +27,9 @@ errors (a typo must not silently fall back to a default). Defaults, and where th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from s3io.errors import InvalidConfig
@@ -37,6 +38,7 @@ from s3io.store import StoreConfig, store_option_names
 from s3io.units import parse_bool, parse_int, parse_size
 from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
 from spark_ext.planning.partition_types import parse_time_zone
+from spark_ext.planning.sql_filter import RowFilter, parse_filter
 
 MiB = 1024 * 1024
 DEFAULT_OPEN_COST_IN_BYTES = 64 * 1024  # see the module doc: a concurrent GET, not a local file open
@@ -101,6 +103,26 @@ def _optional_text(value: Any, name: str) -> str | None:
     return str(value).strip() or None
 
 
+def _modified_time(value: Any, name: str) -> str:
+    """A timestamp as Spark's modifiedBefore / modifiedAfter take it ("2026-01-02T13:00:00"); checked now, resolved
+    in the read's time zone by ``modified_bounds``."""
+    _instant(str(value), "UTC", name)
+    return str(value).strip()
+
+
+def _instant(text: str, zone: str, name: str) -> float:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidConfig(
+            f"{name}: expected a timestamp such as '2026-01-02T13:00:00' (in the session time zone, or with an "
+            f"offset), got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=parse_time_zone(zone))
+    return moment.timestamp()
+
+
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
     """The parsed options of one read: each field declares its option (s3io.settings.option); where the store is,
@@ -129,19 +151,31 @@ class ReadOptions:
     int96_rebase_mode: str = option("int96RebaseMode", _rebase_mode, default="CORRECTED")
     # Spark's JVM default zone: legacy timestamps are rebased in it
     jvm_time_zone: str | None = option("jvmTimeZone", _optional_text, default=None)
+    # only files modified strictly before / after these times (Spark's file-source options; in timeZone)
+    modified_before: str | None = option("modifiedBefore", _modified_time, default=None)
+    modified_after: str | None = option("modifiedAfter", _modified_time, default=None)
+    # a predicate in Spark's SQL: prunes partition directories before listing, row groups, and filters rows exactly
+    row_filter: RowFilter | None = option("filter", parse_filter, default=None)  # noqa: RUF009 (a frozen value)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
-        """Parse Spark's options dict; raises InvalidConfig naming the option, the value and the accepted form."""
+    def from_options(cls, options: Mapping[str, str], *, also_known: Sequence[str] = ()) -> ReadOptions:
+        """Parse Spark's options dict; raises InvalidConfig naming the option, the value and the accepted form.
+        ``also_known``: options the caller takes itself (a stream's), offered too when a name is misspelt."""
         known = {loose_key(name) for name in KNOWN_OPTIONS}
         for key in options:
             if loose_key(str(key)) not in known:
-                raise unknown_option(str(key), KNOWN_OPTIONS)
+                raise unknown_option(str(key), (*KNOWN_OPTIONS, *also_known))
         store, rest = StoreConfig.take_options(options)
         fields, rest = take_options(cls, rest)
         located = {loose_key(str(key)): value for key, value in rest.items()}
         return cls(paths=_paths(located.get("path"), located.get("paths")), store=store, **fields)
+
+    def modified_bounds(self) -> tuple[float | None, float | None]:
+        """(modifiedAfter, modifiedBefore) as POSIX times, naive timestamps read in ``timeZone``, as Spark does."""
+        after = _instant(self.modified_after, self.time_zone, "modifiedAfter") if self.modified_after else None
+        before = _instant(self.modified_before, self.time_zone, "modifiedBefore") if self.modified_before else None
+        return after, before
 
     def min_partitions(self, default_parallelism: int) -> int:
         """minPartitionNum if given, else Spark's default: the default parallelism (at least 1)."""
@@ -166,6 +200,18 @@ def redact(options: Mapping[str, object]) -> dict[str, object]:
         else:
             out[key] = value
     return out
+
+
+def read_bucket(options: Mapping[str, str]) -> str | None:
+    """The bucket a read's options name (its first path's), for S3A's per-bucket settings; None when the paths are
+    missing or malformed (parsing them later says so) or name several buckets (InvalidConfig, if they do)."""
+    located = {loose_key(str(key)): value for key, value in options.items()}
+    try:
+        paths = _paths(located.get("path"), located.get("paths"))
+    except InvalidConfig:
+        return None
+    buckets = sorted({p.bucket for p in paths})
+    return buckets[0] if len(buckets) == 1 else None
 
 
 def _paths(path: str | None, paths: str | None) -> tuple[S3Path, ...]:

@@ -26,9 +26,11 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from s3io import blocking
+from spark_ext.planning.filter_eval import may_match, pruning_predicates
 from spark_ext.planning.filters import Predicate, split_filters
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.read_options import ReadOptions
+from spark_ext.planning.sql_filter import Node
 from spark_ext.source.driver_side import (
     ColumnPlan,
     data_predicates_for,
@@ -40,6 +42,7 @@ from spark_ext.source.driver_side import (
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
+from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
 
 logger = logging.getLogger("spark_ext.source")
 
@@ -56,6 +59,7 @@ class ScanState:
     row_groups: dict[str, tuple[int, ...]]  # row-group sizes of files whose footer planning already read
     data_schema: StructType | None  # the files' schema, when planning inferred it
     session_settings: tuple[SessionSetting, ...] = ()  # checked by every task against the running session
+    row_filter: Node | None = None  # the filter option, bound to the read's columns (columns: its extras included)
 
 
 class S3ParquetReader(DataSourceReader):
@@ -71,12 +75,19 @@ class S3ParquetReader(DataSourceReader):
         # Pickled into every task, which needs only its InputPartition: leave the listing behind.
         return {"_state": None, "_partition_predicates": [], "_data_predicates": (), "last_plan": None}
 
+    @spark_facing
     def partitions(self) -> Sequence[InputPartition]:
         """Prune partition directories, fetch footers of files worth splitting, bin-pack: one InputPartition
         per Spark task, each carrying its FilePieces and the read's settings."""
         state = self._require_state()
         started = time.monotonic()
         selected = prune_partitions(state.partitions.files, state.partitions, self._partition_predicates)
+        data_predicates = self._data_predicates
+        if state.row_filter is not None:
+            names = state.partitions.names
+            selected = [f for f in selected if may_match(state.row_filter, dict(zip(names, f.values, strict=True)))]
+            declared = pruning_predicates(state.row_filter, set(state.columns.file_names))
+            data_predicates += data_predicates_for(declared, state.columns)
 
         async def plan() -> Any:
             async with make_client(state.options) as client:
@@ -96,8 +107,9 @@ class S3ParquetReader(DataSourceReader):
             partition_schema=state.columns.partition_schema,
             target_schema=state.columns.target_schema,
             output_names=state.columns.output_names,
-            predicates=self._data_predicates,
+            predicates=data_predicates,
             session_settings=state.session_settings,
+            row_filter=state.row_filter,
         )
         partitions = [S3ParquetPartition(i, tuple(pieces), spec) for i, pieces in enumerate(packing.partitions)]
         self.last_plan = {
@@ -108,7 +120,8 @@ class S3ParquetReader(DataSourceReader):
             "min_partitions": packing.min_partitions,
             "split_files": packing.split_files,
             "partition_predicates": list(self._partition_predicates),
-            "data_predicates": list(self._data_predicates),
+            "data_predicates": list(data_predicates),
+            "filter": state.options.row_filter.text if state.options.row_filter else None,
             "seconds": round(time.monotonic() - started, 3),
         }
         logger.info("s3parquet plan: %s", self.last_plan)
@@ -116,7 +129,7 @@ class S3ParquetReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of one partition with exactly the declared schema, in piece order."""
-        return read_partition(partition)
+        return spark_facing_iteration(read_partition(partition))
 
     def _require_state(self) -> ScanState:
         if self._state is None:
@@ -127,6 +140,7 @@ class S3ParquetReader(DataSourceReader):
 class S3ParquetPushdownReader(S3ParquetReader):
     """Reader with filter pushdown: partition filters pruned exactly at planning, data filters prune row groups."""
 
+    @spark_facing
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Keep the filters on partition columns (evaluated exactly on the directories' values); use data-column
         filters for row-group pruning but return them, with everything else, for Spark to apply."""

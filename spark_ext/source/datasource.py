@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from pyspark.sql.datasource import (
@@ -36,12 +36,15 @@ from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from s3io import blocking
 from s3io.errors import InvalidConfig
+from s3io.s3a import FS_S3A, SPARK_HADOOP, is_s3a_key, store_options
 from s3io.settings import loose_key
+from s3io.store import layered_options, store_field
 from s3io.table.data_files import ListedFile, listing_columns, listing_from_columns
 from spark_ext.planning.hive import PartitionSpec
-from spark_ext.planning.read_options import ReadOptions, redact
+from spark_ext.planning.read_options import ReadOptions, read_bucket, redact
 from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.driver_side import (
+    bind_row_filter,
     discover,
     infer_file_schema,
     list_files,
@@ -52,8 +55,12 @@ from spark_ext.source.driver_side import (
     source_schema,
     summary_files,
 )
+from spark_ext.source.pruned_listing import narrow_to_filter
 from spark_ext.source.session_check import SessionSetting
-from spark_ext.stream.stream_options import StreamOptions, has_stream_options
+from spark_ext.source.spark_arrow_types import spark_arrow_schema
+from spark_ext.source.user_errors import spark_facing
+from spark_ext.spark_settings import FILE_SETTINGS, quietly
+from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
 from spark_ext.writer.options import has_write_options
 
 NAME = "s3parquet"
@@ -71,6 +78,9 @@ class SessionDefaults:
     datetime_rebase_mode: str | None = None  # spark.sql.parquet.datetimeRebaseModeInRead
     int96_rebase_mode: str | None = None  # spark.sql.parquet.int96RebaseModeInRead
     jvm_time_zone: str | None = None  # the driver JVM's default time zone (legacy timestamps are rebased in it)
+    # the session's S3A settings (fs.s3a.<key>, value): spark_ext.spark_settings; secrets among them, so not shown
+    s3a: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    files: tuple[tuple[str, str], ...] = ()  # the spark.sql.files.* settings the session sets (spark_settings)
 
 
 class S3ParquetDataSource(DataSource):
@@ -90,6 +100,7 @@ class S3ParquetDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
+    @spark_facing
     def __init__(self, options: Mapping[str, str]) -> None:
         super().__init__(options)  # type: ignore[arg-type]
         completed, self.session_settings = with_session_defaults(options, self.session_defaults)
@@ -103,18 +114,25 @@ class S3ParquetDataSource(DataSource):
             self.stream_options = _stream_options(completed)
             self._read_options = self.stream_options.read
         elif not (has_write_options(completed) or _made_for_a_write()):
+            self._read_options = self._parsed_read_options()
             self._listing()  # at load(), as Spark lists files when the DataFrame is created
+            # the endpoint answered: what is planned from here on (footers, tasks) keeps every retry
+            self._read_options = replace(self._read_options, store=self._read_options.store.after_contact())
+
+    def _parsed_read_options(self) -> ReadOptions:
+        return pin_location(ReadOptions.from_options(self._completed, also_known=KNOWN_STREAM_OPTIONS))
 
     @property
     def read_options(self) -> ReadOptions:
         """The options of a read, parsed on first use (a write's options are not a read's)."""
         if self._read_options is None:
-            self._read_options = pin_location(ReadOptions.from_options(self._completed))
+            self._read_options = self._parsed_read_options()
         return self._read_options
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redact(dict(self.options))!r})"
 
+    @spark_facing
     def schema(self) -> StructType:
         """Data columns from the footers (a summary file or the first file, or all with mergeSchema), then the
         partition columns, as Spark's parquet reader infers them. A stream keeps the schema it first inferred."""
@@ -137,7 +155,9 @@ class S3ParquetDataSource(DataSource):
                     return await infer_file_schema(planning_reader(client, options), files, summaries, options)
 
             self._data_schema, self._row_groups = blocking.run(infer())
-        return source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
+        schema = source_schema(self._data_schema, spec, options.columns, case_sensitive=options.case_sensitive)
+        bind_row_filter(options, schema, spec, self._data_schema)  # an unknown column or a bad literal fails load()
+        return schema
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the source from the worker that ran schema() to the one that plans: the listing travels
@@ -152,18 +172,21 @@ class S3ParquetDataSource(DataSource):
             state["_listed"] = listing_from_columns(state["_listed"])
         self.__dict__.update(state)
 
+    @spark_facing
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The writer of ``df.write.format("s3parquet").mode(...).save(path)`` (spark_ext.writer.batch)."""
         from spark_ext.writer.batch import batch_writer  # the write side builds on s3io.write
 
         return batch_writer(dict(self.options), schema, overwrite, self.session_defaults.time_zone)
 
+    @spark_facing
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """The sink of ``df.writeStream.format("s3parquet").start(path)`` (spark_ext.writer.stream)."""
         from spark_ext.writer.batch import stream_sink
 
         return stream_sink(dict(self.options), schema, overwrite, self.session_defaults.time_zone)
 
+    @spark_facing
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream reader for ``schema`` (see spark_ext.stream.stream_reader); ``streamName`` is required."""
         from spark_ext.stream.stream_reader import S3ParquetStreamReader  # the stream reader builds on this package
@@ -176,6 +199,7 @@ class S3ParquetDataSource(DataSource):
             session_settings=tuple(s for s in self.session_settings if s.option == "caseSensitive"),
         )
 
+    @spark_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader for ``schema`` (ours, or the user's: its columns are the ones read)."""
         if self.stream_options is not None:
@@ -186,11 +210,14 @@ class S3ParquetDataSource(DataSource):
         options = self.read_options
         listed = self._listing()
         partitions = discover(listed, options, schema)
+        row_filter, read_struct = bind_row_filter(options, schema, partitions, self._data_schema)
+        columns = plan_columns(read_struct, partitions, case_sensitive=options.case_sensitive)
         state = ScanState(
             options=options,
             schema=schema,
             partitions=partitions,
-            columns=plan_columns(schema, partitions, case_sensitive=options.case_sensitive),
+            columns=replace(columns, target_schema=spark_arrow_schema(schema)),  # the filter's extra columns dropped
+            row_filter=row_filter,
             default_parallelism=self.default_parallelism(),
             row_groups=dict(self._row_groups),
             data_schema=self._data_schema,
@@ -222,11 +249,13 @@ class S3ParquetDataSource(DataSource):
         if self._listed is None:
             options = self.read_options
 
-            async def listing() -> list[ListedFile]:
+            async def listing() -> tuple[ReadOptions, list[ListedFile]]:
                 async with make_client(options) as client:
-                    return await list_files(client, options)
+                    narrowed = await narrow_to_filter(client, options)  # only the directories the filter may match
+                    return narrowed, await list_files(client, narrowed)
 
-            self._listed = tuple(blocking.run(listing()))
+            self.read_options, listed = blocking.run(listing())
+            self._listed = tuple(listed)
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
 
@@ -267,12 +296,32 @@ _SESSION_SETTINGS = (  # (option, Spark setting, SessionDefaults field, the valu
 )
 
 
+# The session's settings that change what a read returns, each checked by every task (a read option wins over it).
+_CHECKED_FILE_OPTIONS = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false", "mergeSchema": "false"}
+# S3A keys that decide which store is read and as whom, and the store field a read's own option sets instead.
+_CHECKED_S3A = {
+    "endpoint": "endpoint",
+    "endpoint.region": "region",
+    "path.style.access": "addressing",
+    "aws.credentials.provider": "credentials",
+    "access.key": "credentials",
+    "secret.key": "credentials",
+    "session.token": "credentials",
+}
+_SECRET_S3A = ("access.key", "secret.key", "session.token")
+
+
 def with_session_defaults(
     options: Mapping[str, str], defaults: SessionDefaults
 ) -> tuple[dict[str, str], tuple[SessionSetting, ...]]:
     """The options, plus the session's settings where the options do not set them; and those settings, which
-    each task checks against the running session (see ``session_check``)."""
-    out = dict(options)
+    each task checks against the running session (see ``session_check``).
+
+    Store settings come, field by field, from the read's options (s3io's names, or S3A's ``fs.s3a.*``), else the
+    session's S3A settings (``spark.hadoop.fs.s3a.*`` and the Hadoop configuration), else the environment
+    (``AWS_*``, ``S3IO_*``: resolved where the client is made); S3A's per-bucket settings for the read's bucket."""
+    own_s3a = {k: v for k, v in options.items() if is_s3a_key(k)}
+    out = {k: v for k, v in options.items() if not is_s3a_key(k)}
     given = {loose_key(key) for key in out}
     used = []
     for option, conf, attribute, fallback in _SESSION_SETTINGS:
@@ -284,21 +333,48 @@ def with_session_defaults(
         used.append(SessionSetting(conf, option, value))
     if defaults.jvm_time_zone is not None and "jvmtimezone" not in given:
         out["jvmTimeZone"] = defaults.jvm_time_zone  # not a session setting: the JVM's, fixed when it started
+    files = dict(defaults.files)
+    for conf, option in FILE_SETTINGS.items():
+        if option.lower() in given:
+            continue
+        if conf in files:
+            out[option] = files[conf]
+        if option in _CHECKED_FILE_OPTIONS:
+            used.append(SessionSetting(conf, option, files.get(conf, _CHECKED_FILE_OPTIONS[option])))
+    bucket = read_bucket(out)
+    own = store_options(own_s3a, bucket)
+    chosen = {store_field(k) for k in (*out, *own)}
+    out = layered_options(quietly(dict(defaults.s3a), bucket), own, out)
+    used += _s3a_checks(dict(defaults.s3a), bucket, chosen)
     return out, tuple(used)
+
+
+def _s3a_checks(session: Mapping[str, str], bucket: str | None, chosen: set[str | None]) -> list[SessionSetting]:
+    """The S3A settings that decide the store, as each task checks them (``spark.hadoop.fs.s3a.*``, the only form a
+    task sees), unless the read's own options chose that field."""
+    checks = []
+    for key, field_name in _CHECKED_S3A.items():
+        if field_name in chosen:
+            continue
+        names = [key] + ([f"bucket.{bucket}.{key}"] if bucket else [])
+        for name in names:
+            conf, value = SPARK_HADOOP + FS_S3A + name, session.get(FS_S3A + name)
+            if key in _SECRET_S3A:
+                checks.append(SessionSetting.of_secret(conf, key, value))
+            else:
+                checks.append(SessionSetting(conf, field_name, value or ""))
+    return checks
 
 
 def relevant_settings(settings: Sequence[SessionSetting], partitions: PartitionSpec) -> tuple[SessionSetting, ...]:
     """The settings that change this read's result: the time zone only with timestamp partition columns, type
-    inference only with partition columns, case sensitivity and the rebase modes always."""
+    inference only with partition columns, the others (case sensitivity, rebase modes, files, store) always."""
     timestamps = any(isinstance(c.data_type, TimestampType | TimestampNTZType) for c in partitions.columns)
-    keep = {
-        "caseSensitive",
-        "datetimeRebaseMode",
-        "int96RebaseMode",
-        *(["timeZone"] if timestamps else []),
-        *(["partitionColumnTypeInference"] * bool(partitions.columns)),
+    drop = {
+        *([] if timestamps else ["timeZone"]),
+        *([] if partitions.columns else ["partitionColumnTypeInference"]),
     }
-    return tuple(s for s in settings if s.option in keep)
+    return tuple(s for s in settings if s.option not in drop)
 
 
 def bound_to_session(

@@ -19,7 +19,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
 from s3io.engine.tasks import map_bounded
-from s3io.errors import CorruptFile, InvalidConfig, NotFound, S3IOError
+from s3io.errors import CorruptFile, InvalidConfig, NotFound, PathNotFound, S3IOError
 from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
 from s3io.s3.client import S3Client
@@ -30,14 +30,11 @@ from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_gro
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
 from spark_ext.planning.read_options import ReadOptions
+from spark_ext.planning.sql_filter import Node, bind, columns_of
 from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
 from spark_ext.source.spark_arrow_types import spark_arrow_schema
 
 FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
-
-
-class PathNotFound(S3IOError, FileNotFoundError):
-    """A path given to load() matches no object at all (Spark's PATH_NOT_FOUND)."""
 
 
 class NoDataFiles(S3IOError, ValueError):
@@ -53,9 +50,10 @@ def pin_location(options: ReadOptions) -> ReadOptions:
     return replace(options, store=options.store.pinned())
 
 
-def make_client(options: ReadOptions) -> S3Client:
-    """The S3Client of a read: its store's endpoint, region, addressing, credentials and policy."""
-    return options.store.client()
+def make_client(options: ReadOptions, *, after_contact: bool = False) -> S3Client:
+    """The S3Client of a read: its store's endpoint, region, addressing, credentials and policy. ``after_contact``:
+    for work a driver planned after reaching the store (a task), which keeps every retry from its first request."""
+    return (options.store.after_contact() if after_contact else options.store).client()
 
 
 def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
@@ -82,6 +80,7 @@ async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]
         path_glob_filter=options.path_glob_filter,
         summaries=True,
     )
+    after, before = options.modified_bounds()
     selected: dict[str, ListedFile] = {}
     for path_files in found:
         if not path_files.exists:
@@ -91,8 +90,17 @@ async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]
                 operation="list",
             )
         for listed in path_files.files:
-            selected.setdefault(listed.info.url, listed)
+            if _modified_within(listed.info, after, before):
+                selected.setdefault(listed.info.url, listed)
     return [selected[url] for url in sorted(selected)]
+
+
+def _modified_within(info: ObjectInfo, after: float | None, before: float | None) -> bool:
+    """Spark's modifiedAfter / modifiedBefore: strictly after / before (a file listed without a time is kept)."""
+    modified = info.last_modified
+    if modified is None:
+        return True
+    return (after is None or modified > after) and (before is None or modified < before)
 
 
 # ----------------------------------------------------------------------------------------------- footers
@@ -276,6 +284,32 @@ def discover(listed: Sequence[ListedFile], options: ReadOptions, schema: StructT
 
 
 # ----------------------------------------------------------------------------------------------- predicates
+
+
+def bind_row_filter(
+    options: ReadOptions, schema: StructType, partitions: PartitionSpec, data_schema: StructType | None
+) -> tuple[Node | None, StructType]:
+    """(the read's ``filter`` bound to its columns, the schema to read: ``schema`` plus the columns the filter needs
+    that ``schema`` leaves out, which are read, used and dropped). Types: the read's schema, else the partition
+    columns', else the files'."""
+    if options.row_filter is None:
+        return None, schema
+
+    def key(name: str) -> str:
+        return name if options.case_sensitive else name.lower()
+
+    fields: dict[str, StructField] = {}
+    for f in (*(data_schema.fields if data_schema is not None else ()), *partitions.spark_schema.fields, *schema):
+        fields[key(f.name)] = f
+    node = bind(
+        options.row_filter,
+        {f.name: f.dataType for f in fields.values()},
+        time_zone=options.time_zone,
+        case_sensitive=options.case_sensitive,
+    )
+    present = {key(f.name) for f in schema.fields}
+    extras = [fields[key(c)] for c in columns_of(node) if key(c) not in present]
+    return node, StructType([*schema.fields, *(StructField(f.name, f.dataType, True) for f in extras)])
 
 
 def data_predicates_for(predicates: Iterable[Predicate], columns: ColumnPlan) -> tuple[tuple[str, str, Any], ...]:

@@ -12,6 +12,7 @@ from pyspark.sql.datasource import InputPartition
 
 from s3io.dataset import FilePiece
 from spark_ext.planning.read_options import ReadOptions
+from spark_ext.planning.sql_filter import Node
 from spark_ext.source.session_check import SessionSetting
 
 DEFAULT_BATCH_SIZE = 65536
@@ -24,7 +25,9 @@ class ReadSpec:
     ``read_schema`` are the data columns as read from files (files' names, read types), ``partition_schema``
     the partition columns appended to them; ``output_names`` renames those columns to the output's names and
     ``target_schema`` is the exact Arrow schema Spark expects. ``predicates`` only prune row groups: Spark
-    re-applies every data filter, so the reader does not filter rows (``exact_filter=False``).
+    re-applies every data filter it pushed, so the reader does not filter rows by them (``exact_filter=False``);
+    ``row_filter`` (the ``filter`` option, which Spark never sees) does filter rows, on the columns it names (read
+    for it if the output leaves them out, then dropped by ``target_schema``).
     """
 
     options: ReadOptions  # client settings, policy, engine config; credentials are kept out of its repr
@@ -35,6 +38,7 @@ class ReadSpec:
     predicates: tuple[tuple[str, str, object], ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
     session_settings: tuple[SessionSetting, ...] = ()  # checked against the running session by every task
+    row_filter: Node | None = None  # the filter option: rows where it is not true are dropped (exact)
 
     def __repr__(self) -> str:
         return (

@@ -10,6 +10,7 @@ the option is what the user asked for.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,24 +25,44 @@ class SessionSettingChanged(S3IOError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SessionSetting:
-    """A session setting the read used: its Spark key, the option that overrides it, and the value used."""
+    """A session setting the read used: its Spark key, the option that overrides it, and the value used ("": none;
+    a ``secret`` one is kept as a digest, never as itself)."""
 
     conf: str
     option: str
     used: str
+    secret: bool = False
+
+    @classmethod
+    def of_secret(cls, conf: str, option: str, value: str | None) -> SessionSetting:
+        return cls(conf, option, digest(value) if value else "", secret=True)
 
     def matches(self, current: str) -> bool:
+        if self.secret:
+            return self.used == (digest(current) if current else "")
         a, b = self.used.strip().lower(), current.strip().lower()
         return a == b or (a in _UTC_NAMES and b in _UTC_NAMES)
+
+
+def digest(value: str) -> str:
+    """A short digest of a secret: tells a changed value from the one used, and reveals nothing of it."""
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
 def check_session(settings: Sequence[SessionSetting], local_property: Callable[[str], str | None]) -> None:
     """Raise SessionSettingChanged for the first setting the running session has set to another value."""
     for setting in settings:
         current = local_property(setting.conf)
+        if current is not None and not setting.matches(current) and setting.secret:
+            raise SessionSettingChanged(
+                f"{setting.conf} is set in the session to another value than this read was planned with (captured "
+                "by spark_ext.register): call spark_ext.register(spark) again after changing it and load the "
+                f"DataFrame again, or pass .option({setting.option!r}, ...) for this read"
+            )
         if current is not None and not setting.matches(current):
             raise SessionSettingChanged(
-                f"{setting.conf} is {current!r} in the session but this read was planned with {setting.used!r} "
+                f"{setting.conf} is {current!r} in the session but this read was planned with "
+                f"{setting.used or '(not set)'!r} "
                 f"(captured by spark_ext.register, or the default): the result would not be what Spark's parquet "
                 f"reader returns. Call spark_ext.register(spark) again after changing the setting and load the "
                 f"DataFrame again, or pass .option({setting.option!r}, ...) to choose the value for this read"

@@ -23,6 +23,7 @@ import pyarrow as pa
 from s3io.blocking import BackgroundLoop
 from s3io.dataset import ParquetReader
 from s3io.engine import RangeEngine
+from spark_ext.planning.filter_eval import arrow_filter
 from spark_ext.source.driver_side import make_client
 from spark_ext.source.legacy_files import legacy_calendar
 from spark_ext.source.partition import S3ParquetPartition
@@ -80,7 +81,7 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
     """Read the partition's pieces through one client, engine and ParquetReader; yield Spark-shaped batches."""
     spec = partition.spec
     options = spec.options
-    client = make_client(options)
+    client = make_client(options, after_contact=True)  # planned by a driver that reached the store
     try:
         engine = RangeEngine(client, options.store.engine)
         reader = ParquetReader(engine)
@@ -95,9 +96,14 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
             batch_size=spec.batch_size,
             conversions=spark_conversions(case_sensitive=options.case_sensitive, calendar=legacy_calendar(options)),
         )
+        row_filter = None
         try:
             async for batch in batches:
-                out = conform_to_spark(batch.rename_columns(list(spec.output_names)), spec.target_schema)
+                named = batch.rename_columns(list(spec.output_names))
+                if spec.row_filter is not None:
+                    row_filter = row_filter if row_filter is not None else arrow_filter(spec.row_filter, named.schema)
+                    named = named.filter(row_filter)
+                out = conform_to_spark(named, spec.target_schema)
                 metrics.rows += out.num_rows
                 metrics.batches += 1
                 yield out

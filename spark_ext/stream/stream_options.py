@@ -105,7 +105,17 @@ class StreamOptions:
     def from_options(cls, options: Mapping[str, str]) -> StreamOptions:
         """Split off the stream options, parse the rest as a batch read; InvalidConfig names what is wrong."""
         fields, rest = take_options(cls, options)
-        read = ReadOptions.from_options(rest)
+        read = ReadOptions.from_options(rest, also_known=KNOWN_STREAM_OPTIONS)
+        if read.row_filter is not None:
+            raise InvalidConfig(
+                "filter: batch reads only for now; filter the stream's DataFrame instead (Spark applies it to each "
+                "micro-batch)"
+            )
+        if read.modified_before or read.modified_after:
+            raise InvalidConfig(
+                "modifiedBefore / modifiedAfter: batch reads only (as in Spark's file sources); a stream reads each "
+                "file once as it lands, and maxFileAge bounds how old a file it still takes may be"
+            )
         if len(read.paths) != 1:
             raise InvalidConfig(
                 f"a stream reads one path (one prefix or glob), got {len(read.paths)}: "

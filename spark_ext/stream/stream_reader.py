@@ -50,6 +50,7 @@ from spark_ext.source.driver_side import discover, make_client, pack, plan_colum
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.task import read_partition
+from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
 from spark_ext.stream.stream_options import StreamOptions
 
 logger = logging.getLogger("spark_ext.stream")
@@ -119,6 +120,7 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return ReadMaxBytes(self.options.max_bytes)
         return ReadAllAvailable()
 
+    @spark_facing
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         batch = _batch_of(start)
         return {"batch": self._run(self._latest(batch, limit))}
@@ -127,19 +129,25 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         runtime = self._runtime
         return None if runtime is None else {"batch": runtime.seen.batch}
 
+    @spark_facing
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return self._run(self._partitions(_batch_of(start), _batch_of(end)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return spark_facing_iteration(self._batches(partition))
+
+    def _batches(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         try:
             yield from read_partition(partition)
         except NotFound as exc:
             exc.add_note(REPLAYED_BATCH_HINT)
             raise
 
+    @spark_facing
     def commit(self, end: dict) -> None:
         self._run(self._commit(_batch_of(end)))
 
+    @spark_facing
     def prepareForTriggerAvailableNow(self) -> None:
         self._run(self._prepare_available_now())
 
