@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from s3io.errors import InvalidConfig
+from s3io.s3.encryption import s3a_options
+from s3io.transport.proxy import s3a_proxy_url
 from s3io.units import parse_bool
 
 FS_S3A = "fs.s3a."
@@ -156,6 +158,39 @@ def _credentials(value: str, settings: Mapping[str, str]) -> dict[str, str]:
     return {"credentialProviders": ",".join(chain)} if chain else {}
 
 
+def _encryption(value: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """S3A's encryption algorithm with its key (the newer names, else the older ones) as sse and its key option."""
+    key = settings.get("encryption.key", settings.get("server-side-encryption.key"))
+    return s3a_options(value, key)
+
+
+def _encryption_key(value: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """A key is taken with its algorithm's row; without an algorithm it says what it lacks."""
+    if settings.get("encryption.algorithm") or settings.get("server-side-encryption-algorithm"):
+        return {}
+    return s3a_options(None, value)
+
+
+def _proxy(value: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """S3A's proxy host, port and credentials as one proxy URL."""
+    url = s3a_proxy_url(
+        value,
+        settings.get("proxy.port"),
+        settings.get("proxy.username"),
+        settings.get("proxy.password"),
+        secured=settings.get("proxy.secured", "false"),
+    )
+    return {"proxy": url} if url is not None else {}
+
+
+def _proxy_part(value: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """The proxy's port or credentials are taken with fs.s3a.proxy.host's row; without a host they say so."""
+    if settings.get("proxy.host"):
+        return {}
+    s3a_proxy_url(None, settings.get("proxy.port"), settings.get("proxy.username"), settings.get("proxy.password"))
+    return {}
+
+
 ROWS: dict[str, Row] = {
     row.key: row
     for row in (
@@ -198,6 +233,16 @@ ROWS: dict[str, Row] = {
         Row("connection.maximum", to("maxConnections"), "maxConnections"),
         Row("retry.interval", to("backoffBase", convert=_duration("ms")), "backoffBase (first retry delay)"),
         Row("impl", lambda value, settings: {}, "nothing to do: s3io is the client"),
+        Row("encryption.algorithm", _encryption, "sse (SSE-S3 = AES256, SSE-KMS = aws:kms, DSSE-KMS, SSE-C)"),
+        Row("server-side-encryption-algorithm", _encryption, "sse (S3A's older name of encryption.algorithm)"),
+        Row("encryption.key", _encryption_key, "sseKmsKeyId (SSE-KMS, DSSE-KMS) or sseCustomerKey (SSE-C)"),
+        Row("server-side-encryption.key", _encryption_key, "S3A's older name of encryption.key"),
+        Row("requester.pays.enabled", to("requesterPays"), "requesterPays"),
+        Row("proxy.host", _proxy, "proxy: http://[username:password@]host[:port] from the proxy.* keys"),
+        Row("proxy.port", _proxy_part, "the proxy URL's port"),
+        Row("proxy.username", _proxy_part, "the proxy URL's user"),
+        Row("proxy.password", _proxy_part, "the proxy URL's password"),
+        Row("proxy.secured", _proxy_part, "false only: TLS to the proxy is refused"),
         *(
             Row(key, None, reason)
             for key, reason in (
@@ -218,19 +263,12 @@ ROWS: dict[str, Row] = {
                 ("list.version", "s3io lists with ListObjectsV2"),
                 ("signing-algorithm", "s3io signs with SigV4"),
                 ("assumed.role.arn", "no AssumedRoleCredentialProvider: configure the role in an AWS profile"),
-                ("encryption.algorithm", "server-side encryption is not configurable yet"),
-                ("encryption.key", "server-side encryption is not configurable yet"),
-                ("server-side-encryption-algorithm", "server-side encryption is not configurable yet"),
-                ("server-side-encryption.key", "server-side encryption is not configurable yet"),
-                ("requester.pays.enabled", "requester-pays buckets are not supported yet"),
-                ("proxy.host", "proxies are not configurable yet"),
-                ("proxy.port", "proxies are not configurable yet"),
-                ("fast.upload", "s3parquet reads; writes are not done through S3A settings"),
-                ("fast.upload.buffer", "s3parquet reads; writes are not done through S3A settings"),
-                ("multipart.size", "s3parquet reads; writes are not done through S3A settings"),
-                ("multipart.threshold", "s3parquet reads; writes are not done through S3A settings"),
-                ("committer.name", "s3parquet reads; writes are not done through S3A settings"),
-                ("buffer.dir", "s3parquet reads; writes are not done through S3A settings"),
+                ("fast.upload", "s3parquet's writer always streams multipart parts from memory"),
+                ("fast.upload.buffer", "s3parquet's writer buffers parts in memory, bounded by its slots"),
+                ("multipart.size", "s3parquet's writer sizes files by targetFileSize and its parts itself"),
+                ("multipart.threshold", "s3parquet's writer sizes files by targetFileSize and its parts itself"),
+                ("committer.name", "s3parquet's writer has one committer: multipart uploads completed at job commit"),
+                ("buffer.dir", "s3parquet's writer does not stage on local disk"),
             )
         ),
     )

@@ -3,6 +3,7 @@ sources (a read's own option over a session's over the environment), without Spa
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 import warnings
@@ -22,6 +23,7 @@ SIMPLE = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 ANONYMOUS = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
 ENVIRONMENT = "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"
 IAM = "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider"
+CUSTOMER_KEY = base64.b64encode(bytes(range(32))).decode()
 
 
 def _store(**s3a: str) -> StoreConfig:
@@ -66,6 +68,25 @@ def _store(**s3a: str) -> StoreConfig:
         ({"fs.s3a.connection.maximum": "17"}, {"policy.max_connections": 17}),
         ({"fs.s3a.retry.interval": "250ms"}, {"policy.backoff_base": 0.25}),
         ({"fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}, {}),
+        (
+            {"fs.s3a.encryption.algorithm": "SSE-KMS", "fs.s3a.encryption.key": "alias/warehouse"},
+            {"sse": "aws:kms", "sse_kms_key_id": "alias/warehouse"},
+        ),
+        ({"fs.s3a.server-side-encryption-algorithm": "AES256"}, {"sse": "AES256"}),
+        (
+            {"fs.s3a.server-side-encryption-algorithm": "SSE-C", "fs.s3a.server-side-encryption.key": CUSTOMER_KEY},
+            {"sse": "SSE-C", "sse_customer_key": CUSTOMER_KEY},
+        ),
+        ({"fs.s3a.requester.pays.enabled": "true"}, {"requester_pays": True}),
+        (
+            {
+                "fs.s3a.proxy.host": "proxy.corp",
+                "fs.s3a.proxy.port": "3128",
+                "fs.s3a.proxy.username": "alice",
+                "fs.s3a.proxy.password": "p:w",
+            },
+            {"proxy": "http://alice:p%3Aw@proxy.corp:3128"},
+        ),
     ],
 )
 def test_each_honoured_s3a_key_becomes_the_store_setting_s3a_means(settings: dict, expected: dict) -> None:
@@ -95,7 +116,7 @@ def test_a_key_s3io_cannot_honour_is_named_in_a_warning_not_dropped_silently() -
         options = store_options(settings, None)
     assert options == {"endpoint": "http://127.0.0.1:9"}
     texts = [str(w.message) for w in caught]
-    assert any("fs.s3a.fast.upload is not honoured" in t and "writes" in t for t in texts), texts
+    assert any("fs.s3a.fast.upload is not honoured" in t and "writer" in t for t in texts), texts
     assert any("fs.s3a.made.up.key is not honoured" in t for t in texts), texts
     assert all(row.doc for row in ROWS.values())  # every row says what it does or why it cannot (docs table)
 
@@ -105,6 +126,14 @@ def test_bad_s3a_values_name_the_key_and_the_accepted_form() -> None:
         _store(connection_timeout="soon")
     with pytest.raises(InvalidConfig, match=r"attempts\.maximum"):
         _store(attempts_maximum="many")
+    with pytest.raises(InvalidConfig, match=r"fs\.s3a\.encryption\.key: a key goes with"):
+        _store(encryption_key="alias/k")
+    with pytest.raises(InvalidConfig, match=r"CSE-KMS is client-side encryption"):
+        _store(encryption_algorithm="CSE-KMS")
+    with pytest.raises(InvalidConfig, match=r"proxy's port or credentials are set, but not its host"):
+        _store(proxy_port="3128")
+    with pytest.raises(InvalidConfig, match=r"fs\.s3a\.proxy\.secured: TLS to the proxy is not supported"):
+        _store(proxy_host="proxy.corp", proxy_secured="true")
     assert hadoop_seconds("5m") == 300.0 and hadoop_seconds("1500") == 1.5
 
 
