@@ -322,6 +322,8 @@ def store_options(settings: Mapping[str, str], bucket: str | None) -> dict[str, 
             try:
                 options.update(row.to(value, {k.lower(): v for k, v in effective.items()}))
             except InvalidConfig as exc:  # named as the user wrote it, not as the option it becomes
+                if exc.message.startswith(FS_S3A):  # the conversion named the S3A key at fault itself
+                    raise InvalidConfig(exc.message) from None
                 raise InvalidConfig(f"{FS_S3A}{key}: {exc.message.split(': ', 1)[-1]}") from None
     return options
 
