@@ -25,6 +25,7 @@ from benchmarks import (
     object_reads,
     request_rate,
     scale,
+    spark_memory,
     spark_small_files,
     streaming,
 )
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "object_reads": object_reads.run,
     "memory_budget": memory_budget.run,
     "spark_small_files": spark_small_files.run,
+    "spark_memory": spark_memory.run,
     "compaction": compaction.run,
     "streaming": streaming.run,
     "scale": scale.run,
