@@ -330,7 +330,8 @@ class S3Client:
                     f"object changed during the read (ETag is no longer {read.etag})", bucket=bucket, key=key
                 ) from exc
             read.check_complete()
-            read.check_checksum()
+            if read.stated is not None:
+                read.check_checksum()
 
         await self._runner.run("get", bucket, key, attempt)
         return read.result()
