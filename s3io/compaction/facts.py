@@ -24,14 +24,16 @@ from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout
+from s3io.table.listing import list_tree
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
 INT96_LAYOUT = "it has INT96 columns, but its leaf columns do not line up with its schema; left as it is"
 
 
 async def list_prefix(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
-    """Every object under ``prefix`` (hidden ones included: recovery and the journal need them)."""
-    return [o async for o in client.list_objects(bucket, prefix)]
+    """Every object under ``prefix`` (hidden ones included: recovery and the journal need them), its directories
+    listed concurrently."""
+    return await list_tree(client, bucket, prefix)
 
 
 async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,10 +54,9 @@ class BatchFinisher:
             data = data.filter(self.expression)
         return data if data.num_rows else None
 
-    def finish_all(self, batches: Iterable[pa.RecordBatch]) -> list[pa.RecordBatch]:
-        out = []
+    def finish_each(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``finish`` of each batch, lazily (a batch at a time), leaving out the ones the filter empties."""
         for batch in batches:
             done = self.finish(batch)
             if done is not None:
-                out.append(done)
-        return out
+                yield done

@@ -6,25 +6,27 @@ tail GET for the footer (a second only when the footer is larger than the tail),
 ranges of the selected columns in the surviving row groups, a few row groups at a time (see ``plan.plan_units``).
 
 Memory: each read unit reserves the bytes it will fetch before its GET is issued, in piece order, and holds them
-until the consumer has taken the unit's batches. Reservations go to a window per iteration (the engine's
-``stream_window``, default the whole budget) and to one budget per reader (the engine's ``memory_budget``), so
-fetched-but-unconsumed data stays within the budget however slow the consumer. Reserving in piece order means
-the unit the consumer waits for was always admitted first: no deadlock. (One task consuming several iterations
-of one reader in lockstep can still starve itself, as with ``RangeEngine.stream``.) Not counted: decoded Arrow
-data (up to DECODE_AHEAD large row groups, the next unit's included, are decoded ahead of being handed over; with
-ignore_corrupt / ignore_missing one whole piece), the footer cache, and small objects kept between ``metadata``
-and the read. Decoding ahead reads only units already fetched, so it never reserves or holds bytes of its own.
+until the consumer has taken the unit's batches; its buffer is dropped when they are given back. Reservations go to
+a window per iteration (the engine's ``stream_window``, default the whole budget) and to one budget per reader (the
+engine's ``memory_budget``), so fetched-but-unconsumed data stays within the budget however slow the consumer.
+Reserving in piece order means the unit the consumer waits for was always admitted first: no deadlock. (One task
+consuming several iterations of one reader in lockstep can still starve itself, as with ``RangeEngine.stream``.)
+Decoded data is not counted but bounded: large row groups decode a batch at a time in worker threads, at most
+DECODE_AHEAD of them at once, each at most BATCHES_AHEAD batches ahead of the consumer (``DecodeAhead``); a small
+object decodes on the event loop a batch per step. So an iteration holds at most the budget (or one unit larger
+than the whole budget, read alone) plus DECODE_AHEAD x (BATCHES_AHEAD + 1) batches (docs/memory.md). Also not
+counted: with ignore_corrupt / ignore_missing one whole piece decoded before any of it is yielded, the footer
+cache, and small objects kept between ``metadata`` and the read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,7 @@ import pyarrow.parquet as pq
 from s3io import errors
 from s3io.dataset.batches import BatchFinisher
 from s3io.dataset.cache import Footer, FooterCache, KeptObjects
+from s3io.dataset.decode_ahead import DecodeAhead
 from s3io.dataset.pieces import FilePiece
 from s3io.dataset.read_units import (
     Predicates,
@@ -63,7 +66,8 @@ log = logging.getLogger("s3io.dataset")
 
 MiB = 1024 * 1024
 DECODE_IN_THREAD_BYTES = 1 * MiB  # units at least this big decode in a worker thread, off the event loop
-DECODE_AHEAD = 2  # large row groups decoded (or decoding) and not yet handed over, across units
+DECODE_AHEAD = 2  # large row groups decoding and not yet handed over in full, across units
+BATCHES_AHEAD = 2  # batches each of them holds decoded ahead of the consumer
 MAX_UNIT_BYTES = 64 * MiB  # row groups are packed into units of at most this many fetched bytes (or one group)
 FOOTER_CONCURRENCY_FACTOR = 4  # schema(merge=True) fetches at most this x max_concurrency footers at once
 
@@ -173,29 +177,46 @@ class _Job:
 
     unit: _Unit
     row_groups: list[int] = field(default_factory=list)
-    work: Callable[[], list[pa.RecordBatch]] | None = None  # None: nothing to decode
+    work: Callable[[], Iterator[pa.RecordBatch]] | None = None  # None: nothing to decode
     last: bool = True  # the unit's last step
-    threaded: bool = False  # decoded in a worker thread, ahead of the consumer
+    threaded: bool = False  # decoded in worker threads, ahead of the consumer
     error: BaseException | None = None
-    future: asyncio.Future[list[pa.RecordBatch]] | None = None  # set: decoding in a worker thread, holds a slot
+    decoding: DecodeAhead | None = None  # set: decoding in worker threads, holds a slot
+    _batches: Iterator[pa.RecordBatch] | None = None  # decoding on the event loop (small objects)
 
-    async def batches(self, run: _Run) -> list[pa.RecordBatch]:
-        """The finished batches (raising the unit's failure); a thread's slot is given back once they are here."""
+    def start(self, run: _Run) -> None:
+        """Start decoding in worker threads (the caller holds a slot for it)."""
+        assert self.work is not None
+        self.decoding = DecodeAhead(self.work(), BATCHES_AHEAD)
+        run.decoders.add(self.decoding)
+
+    async def next_batch(self) -> pa.RecordBatch | None:
+        """The next finished batch, None after the last (raising the unit's failure or a decoding one)."""
         if self.error is not None:
             raise self.error
-        if self.future is None:
-            return self.work() if self.work is not None else []
-        try:
-            return await asyncio.shield(self.future)  # a cancelled consumer still waits for the thread on closing
-        finally:
-            self.future = None
-            run.slots.release()
+        if self.decoding is not None:
+            return await self.decoding.next()
+        if self.work is None:
+            return None
+        if self._batches is None:
+            self._batches = self.work()
+        return next(self._batches, None)
+
+    async def all_batches(self) -> list[pa.RecordBatch]:
+        batches = []
+        while (batch := await self.next_batch()) is not None:
+            batches.append(batch)
+        return batches
 
     async def discard(self, run: _Run) -> None:
-        """Drop the job: wait for its thread, if any (a thread cannot be stopped), and give back its slot."""
-        if self.future is not None:
-            with contextlib.suppress(Exception):
-                await self.batches(run)
+        """Done with the job: stop its decoding, if any (waiting for a thread in progress), give back its slot."""
+        decoding, self.decoding, self._batches, self.work = self.decoding, None, None, None
+        if decoding is not None:
+            run.decoders.discard(decoding)
+            try:
+                await decoding.close()
+            finally:
+                run.slots.release()
 
 
 @dataclass(slots=True)
@@ -211,9 +232,12 @@ class _Run:
     jobs: asyncio.Queue[_Job | None] = field(default_factory=asyncio.Queue)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DECODE_AHEAD))
     feeder: asyncio.Task[None] | None = None
-    threads: set[asyncio.Future[list[pa.RecordBatch]]] = field(default_factory=set)
+    decoders: set[DecodeAhead] = field(default_factory=set)
 
     def release(self, unit: _Unit) -> None:
+        """Give back the unit's bytes and drop its fetched data (the bytes are free only once nothing holds them)."""
+        if unit.task is not None and unit.task.done():
+            unit.task = None
         if unit.lease is not None:
             unit.lease.release()
         if unit.counted:
@@ -227,7 +251,7 @@ class _Run:
     def abort(self) -> list[asyncio.Task[Any]]:
         """Cancel the launcher, the feeder, every unit in flight and every footer prefetch; give back their bytes.
 
-        Decode threads cannot be stopped: the caller waits for ``threads`` (see ``ParquetReader._iterate``).
+        Decode threads cannot be stopped: the caller closes ``decoders`` (see ``ParquetReader._iterate``).
         """
         tasks: list[asyncio.Task[Any]] = []
         for task in (self.launcher, self.feeder):
@@ -463,21 +487,22 @@ class ParquetReader:
                     run.release(unit)
                     continue
                 if not options.buffered:
-                    batches = await job.batches(run)
-                    self._c.row_groups_read += len(job.row_groups)
-                    for batch in batches:
+                    while (batch := await job.next_batch()) is not None:
                         self._c.rows += batch.num_rows
                         self._c.batches += 1
                         yield batch
                         watch.follow()
                         watch.check()
+                    await job.discard(run)
+                    self._c.row_groups_read += len(job.row_groups)
                     if job.last:
                         run.release(unit)
                         if unit.last:
                             self._c.files += 1
+                    job = unit = batch = None  # type: ignore[assignment]  # hold nothing while waiting for the next
                     continue
                 try:
-                    batches = await job.batches(run)
+                    batches = await job.all_batches()
                 except (errors.NotFound, errors.CorruptFile) as exc:
                     if not self._ignorable(exc, options):
                         raise
@@ -486,8 +511,10 @@ class ParquetReader:
                     for other in run.live:  # the piece's later units: their fetches are of no use now
                         if other.index == skipping and other.task is not None:
                             other.task.cancel()
+                    await job.discard(run)
                     run.release(unit)
                     continue
+                await job.discard(run)
                 self._c.row_groups_read += len(job.row_groups)
                 pending.extend(batches)
                 if job.last:
@@ -501,11 +528,12 @@ class ParquetReader:
                             yield batch
                             watch.follow()
                             watch.check()
+                job = unit = batch = batches = ready = None  # type: ignore[assignment]
         finally:
             watch.close()
             await asyncio.gather(*run.abort(), return_exceptions=True)
-            if run.threads:  # a thread cannot be stopped: wait for it (not cancel), and drop what it decoded
-                await asyncio.gather(*run.threads, return_exceptions=True)
+            if run.decoders:  # a thread cannot be stopped: wait for the ones in progress, drop what they decoded
+                await asyncio.gather(*(decoder.close() for decoder in list(run.decoders)), return_exceptions=True)
 
     @staticmethod
     def _ignorable(exc: BaseException, options: _Options) -> bool:
@@ -552,7 +580,7 @@ class ParquetReader:
         adjustment = file_adjustment(options.conversions, metadata, url)
         threaded = size >= DECODE_IN_THREAD_BYTES
 
-        def work(row_groups: list[int]) -> list[pa.RecordBatch]:
+        def work(row_groups: list[int]) -> Iterator[pa.RecordBatch]:
             # A file object of its own per call: two row groups of a unit may decode at once, in two threads.
             source: Any = (
                 pa.BufferReader(pa.py_buffer(data))
@@ -571,7 +599,7 @@ class ParquetReader:
             )
             if adjustment is not None:
                 decoded = (adjustment.apply(batch) for batch in decoded)
-            return finisher.finish_all(decoded)
+            return finisher.finish_each(decoded)
 
         return [
             _Job(unit, row_groups, functools.partial(work, row_groups), last=i == len(groups) - 1, threaded=threaded)
@@ -581,19 +609,19 @@ class ParquetReader:
     async def _feed(self, options: _Options, run: _Run) -> None:
         """Turn units, in order, into jobs for the consumer; large row groups start decoding in worker threads.
 
-        At most DECODE_AHEAD of them are decoded or decoding and not yet handed over, across units: the next
-        unit's first row group decodes while this unit's last one is handed over. Only units already fetched are
-        decoded, whose bytes the budget holds anyway; the decoded batches are not counted (see the module doc).
+        At most DECODE_AHEAD of them are decoding (a batch at a time, at most BATCHES_AHEAD batches ahead of the
+        consumer each) and not yet handed over in full, across units: the next unit's first row group decodes while
+        this unit's last one is handed over. Only units already fetched are decoded, whose bytes the budget holds
+        anyway; the decoded batches are not counted (see the module doc).
         """
         try:
             while (unit := await run.queue.get()) is not None:
                 for job in await self._unit_jobs(unit, options):
                     if job.threaded and job.work is not None:
                         await run.slots.acquire()
-                        job.future = asyncio.ensure_future(asyncio.to_thread(job.work))
-                        run.threads.add(job.future)
-                        job.future.add_done_callback(run.threads.discard)
+                        job.start(run)
                     run.jobs.put_nowait(job)
+                unit = job = None  # type: ignore[assignment]  # hold nothing while waiting for the next unit
         finally:
             run.jobs.put_nowait(None)
 

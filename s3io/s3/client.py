@@ -382,7 +382,8 @@ class S3Client:
                     f"object changed during the read (ETag is no longer {read.etag})", bucket=bucket, key=key
                 ) from exc
             read.check_complete()
-            read.check_checksum()
+            if read.stated is not None:
+                read.check_checksum()
 
         await self._runner.run("get", bucket, key, attempt)
         return read.result()
@@ -477,18 +478,30 @@ class S3Client:
         return await self._runner.run("list", bucket, prefix, attempt)
 
     async def list_pages(
-        self, bucket: str, prefix: str = "", *, delimiter: str | None = None, start_after: str | None = None
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+        page_size: int = 1000,
     ) -> AsyncIterator[tuple[list[ObjectInfo], list[str]]]:
-        """(objects, common prefixes) of each ListObjectsV2 page under ``prefix``, each page its own operation with
-        its own deadline. A server that hands back a continuation token it gave before is looping: ListingLoop
-        after that page, not an endless read. So is one whose page goes back to a key (or prefix) at or before one
-        an earlier page gave (S3 lists in key order), with fresh tokens: ListingLoop before that page; and one that
-        gives page after page of nothing, each saying more follows (``paging.MAX_EMPTY_PAGES`` in a row)."""
+        """(objects, common prefixes) of each ListObjectsV2 page under ``prefix`` (at most ``page_size`` entries,
+        S3's maximum and default 1,000), each page its own operation with its own deadline. A server that hands back
+        a continuation token it gave before is looping: ListingLoop after that page, not an endless read. So is one
+        whose page goes back to a key (or prefix) at or before one an earlier page gave (S3 lists in key order), with
+        fresh tokens: ListingLoop before that page; and one that gives page after page of nothing, each saying more
+        follows (``paging.MAX_EMPTY_PAGES`` in a row)."""
         token: str | None = None
         guard = ListingGuard(bucket, prefix)
         while True:
             objects, prefixes, token = await self.list_page(
-                bucket, prefix, delimiter=delimiter, continuation_token=token, start_after=start_after
+                bucket,
+                prefix,
+                delimiter=delimiter,
+                continuation_token=token,
+                start_after=start_after,
+                max_keys=page_size,
             )
             guard.page([o.key for o in objects] + prefixes)
             yield objects, prefixes
@@ -497,10 +510,17 @@ class S3Client:
             guard.next(token)
 
     async def list_objects(
-        self, bucket: str, prefix: str = "", *, delimiter: str | None = None, start_after: str | None = None
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        delimiter: str | None = None,
+        start_after: str | None = None,
+        page_size: int = 1000,
     ) -> AsyncIterator[ObjectInfo]:
         """Every object under ``prefix``, page by page (``list_pages``: ListingLoop if the server loops)."""
-        async for objects, _ in self.list_pages(bucket, prefix, delimiter=delimiter, start_after=start_after):
+        pages = self.list_pages(bucket, prefix, delimiter=delimiter, start_after=start_after, page_size=page_size)
+        async for objects, _ in pages:
             for obj in objects:
                 yield obj
 

@@ -171,16 +171,21 @@ class RangeRead:
             self.skip -= dropped
             if not chunk:
                 return True
+        more = True
         if self.stop is not None:
             assert self.first is not None
             remaining = self.stop - self.first - self.received
             if len(chunk) >= remaining:
-                if remaining > 0:
-                    self._keep(chunk[:remaining] if len(chunk) > remaining else chunk)
                 self.cut = True  # whether the answer had more is unknown: its size is not learnt from it
-                return False
-        self._keep(chunk)
-        return True
+                if remaining <= 0:
+                    return False
+                chunk, more = chunk[:remaining] if len(chunk) > remaining else chunk, False
+        if self.into is None:  # ``_keep``'s common case inline: a small GET's one chunk comes this way
+            self.chunks.append(chunk)
+            self.received += len(chunk)
+        else:
+            self._keep(chunk)
+        return more
 
     def _keep(self, chunk: bytes) -> None:
         into = self.into

@@ -2,11 +2,12 @@
 
 ``list_visible`` is the one way a reader lists: ``s3io.read_parquet`` / ``iter_batches`` (and their async forms), the
 Spark batch source, the stream and writers all call it. For each listing prefix of each path it reads the journal,
-lists, and resolves the listing against the journal again (``visibility``), then keeps the objects the path
-selects (``data_files.select_files``). A compaction output still in staging is read under its stored key and stands
-for its published name (``ListedFile.logical_key``: partition values, globs and file-name filters use it). A reader
-that must not apply the journal says so (``journal=False``): it then sees the objects as they are, as pyarrow and
-Spark's own parquet reader do, and may read a compacted row twice or miss it.
+lists (``listing.list_tree``: its directories concurrently), and resolves the listing against the journal again
+(``visibility``), then keeps the objects the path selects (``data_files.select_files``). A compaction output still in
+staging is read under its stored key and stands for its published name (``ListedFile.logical_key``: partition values,
+globs and file-name filters use it). A reader that must not apply the journal says so (``journal=False``): it then
+sees the objects as they are, as pyarrow and Spark's own parquet reader do, and may read a compacted row twice or miss
+it.
 
 A stream also needs to tell a compaction output from new data: ``is_compaction_output`` names the files whose
 footer lists the files they replace (``layout.inputs_from_metadata``).
@@ -23,6 +24,7 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table.data_files import ListedFile, is_hidden_name, is_summary_file, select_files
 from s3io.table.layout import CONTROL_DIR, FINAL_PREFIX, JOURNAL_DIR, logical_key
+from s3io.table.listing import list_tree
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.urls import S3Path
 
@@ -73,10 +75,10 @@ async def list_visible(
         _, path, prefix = job
         after = start_after(prefix) if start_after is not None else None
         if not journal:
-            listed = [o async for o in client.list_objects(path.bucket, prefix, start_after=after)]
+            listed = await list_tree(client, path.bucket, prefix, start_after=after)
             return listed, listed
         before = await read_journal_before(client, path.bucket, prefix)
-        listed = [o async for o in client.list_objects(path.bucket, prefix, start_after=after)]
+        listed = await list_tree(client, path.bucket, prefix, start_after=after)
         return listed, await resolve_visible_files(client, path.bucket, prefix, listed, before=before)
 
     listings = await map_bounded(list_prefix, jobs, LIST_CONCURRENCY)

@@ -50,6 +50,7 @@ from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
 from s3io.table.layout import CONTROL_DIR, is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
+from s3io.table.listing import list_tree
 from s3io.table.writes import COMMITTED as WRITE_COMMITTED
 from s3io.table.writes import WriteEntry, apply_writes, is_write_key, read_write_entries, writes_prefix
 
@@ -245,7 +246,7 @@ async def resolve_visible_files(
 async def list_visible_files(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
     """Read the journal, list ``prefix`` recursively, resolve the listing: what a journal-aware reader reads."""
     before = await read_journal_before(client, bucket, prefix)
-    listed = [o async for o in client.list_objects(bucket, prefix)]
+    listed = await list_tree(client, bucket, prefix)
     return await resolve_visible_files(client, bucket, prefix, listed, before=before)
 
 
