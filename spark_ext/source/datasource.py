@@ -254,7 +254,7 @@ class S3ParquetDataSource(DataSource):
                     narrowed = await narrow_to_filter(client, options)  # only the directories the filter may match
                     return narrowed, await list_files(client, narrowed)
 
-            self.read_options, listed = blocking.run(listing())
+            self._read_options, listed = blocking.run(listing())
             self._listed = tuple(listed)
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
