@@ -86,6 +86,48 @@ def test_compaction_on_a_bucket_that_demands_sse_kms_fails_fast_naming_the_setti
     assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", "alias/warehouse")
 
 
+def test_the_writer_on_a_bucket_that_demands_sse_kms_fails_fast_naming_the_setting_and_succeeds_with_it(
+    first_contact: None, s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    s3_client.put_bucket_policy(Bucket=bucket, Policy=deny_unencrypted_policy(bucket))
+    rows = rows_table(0, 120)
+    url = f"s3://{bucket}/w/"
+
+    with pytest.raises(s3io.errors.AccessDenied) as refused:
+        s3io.write_parquet(rows, url, endpoint_url=s3_endpoint.url)
+    text = str(refused.value)
+    assert "asked for no server-side encryption" in text and "set sse (option sse, S3IO_SSE, --sse" in text
+    assert _keys(s3_client, bucket) == []  # nothing written, nothing left
+    assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+    report = s3io.write_parquet(
+        rows, url, endpoint_url=s3_endpoint.url, sse="aws:kms", sse_kms_key_id="alias/warehouse"
+    )
+    assert report.rows == 120
+    written = [k for k in _keys(s3_client, bucket) if k.endswith(".parquet") and "/_s3io" not in k]
+    assert written and all(
+        (h["ServerSideEncryption"], h["SSEKMSKeyId"]) == ("aws:kms", "alias/warehouse")
+        for h in (s3_client.head_object(Bucket=bucket, Key=k) for k in _keys(s3_client, bucket))
+    )
+    assert _sorted(s3io.read_parquet(url, endpoint_url=s3_endpoint.url)).equals(_sorted(rows))
+
+
+def test_sse_c_round_trips_through_write_parquet_and_read_parquet(
+    tls_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    rows = rows_table(0, 80)
+    url = f"s3://{bucket}/w/"
+    settings = {"endpoint_url": tls_endpoint.url, "ca_bundle": tls_endpoint.ca_bundle, "sse_customer_key": KEY_BYTES}
+    s3io.write_parquet(rows, url, **settings)
+    written = [k for k in _keys(s3_client, bucket) if k.endswith(".parquet") and "/_s3io" not in k]
+    assert written
+    for key in written:
+        assert s3_client.head_object(Bucket=bucket, Key=key, **SSE_C_ARGS)["SSECustomerAlgorithm"] == "AES256"
+    assert _sorted(s3io.read_parquet(url, **settings)).equals(_sorted(rows))
+    with pytest.raises(s3io.errors.RequestError, match="stored using a form of Server Side Encryption"):
+        s3io.read_parquet(url, endpoint_url=tls_endpoint.url, ca_bundle=tls_endpoint.ca_bundle)
+
+
 def test_sse_c_round_trips_through_read_parquet_and_compaction_and_the_key_stays_out_of_the_journal_and_report(
     tls_endpoint: Any, bucket: str, s3_client: Any
 ) -> None:

@@ -157,14 +157,15 @@ def test_the_python_api_and_the_cli_need_no_spark(fresh: FreshInstall, quickstar
     assert "size:" in listing and "etag:" in listing
 
 
-def test_spark_reads_and_streams_with_the_source_registered_by_installation(
+def test_spark_reads_streams_and_writes_with_the_source_registered_by_installation(
     with_spark: FreshInstall, quickstart_data: str
 ) -> None:
     batch = block_under("README.md", "### Spark", "python").code
     assert "register(" not in batch  # the read relies on PySpark finding pyspark_s3parquet in the installed wheel
     stream = block_under("README.md", "### Streaming", "python").code
-    output = with_spark.python_block("spark + streaming quickstarts", batch + stream, timeout=400)
-    assert re.findall(r"^\d+", output, re.MULTILINE) == ["60", "60"], output
+    write = block_under("README.md", "### Writing", "python").code
+    output = with_spark.python_block("spark, streaming and writing quickstarts", batch + stream + write, timeout=400)
+    assert re.findall(r"^\d+", output, re.MULTILINE) == ["60", "60", "60"], output
 
 
 def test_spark_submit_on_a_cluster_with_the_installed_wheel(with_spark: FreshInstall, quickstart_data: str) -> None:

@@ -106,8 +106,8 @@ async def compact_prefix(
     options = options or CompactionOptions()
     crash = resolve(crash_at)
     bucket, prefix = layout.parse_prefix(url)
-    await require_objects(client, bucket, prefix)
     job = _Job(client, url, bucket, prefix, options, crash, progress, clock, sleep, external=execute_groups is not None)
+    await require_objects(client, bucket, prefix)  # after the job's request count starts: the report counts it
     if options.dry_run:
         return await job.dry_run()
     return await job.run(execute_groups or in_process_executor(client, options.max_concurrent_groups))

@@ -26,6 +26,10 @@ from s3io.write.task import TaskWriter, WriteSpec
 Data = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]
 
 
+# StoreConfig fields write_parquet takes as keywords, beside the endpoint, region, credentials, policy and engine
+STORE_SETTINGS = ("sse", "sse_kms_key_id", "sse_bucket_key", "sse_customer_key", "requester_pays", "proxy", "ca_bundle")
+
+
 async def write_parquet_async(
     data: Data | Any,
     url: str,
@@ -52,10 +56,13 @@ async def write_parquet_async(
     - ``mode``: "append" (add files), or "overwrite" (replace every data file under ``url``; with
       ``partition_overwrite_mode="dynamic"``, only those of the partition directories written).
     - any other WriteOptions field as a keyword (``compression``, ``grace_period``, ...), or ``options``.
-    - the store: ``store`` (a StoreConfig) and the keywords over it, as for ``read_parquet``.
+    - the store: ``store`` (a StoreConfig) and the keywords over it, as for ``read_parquet``, and the encryption of
+      every object written: ``sse`` ("AES256", "aws:kms", "aws:kms:dsse"), ``sse_kms_key_id``, ``sse_bucket_key``,
+      ``sse_customer_key`` (SSE-C); ``requester_pays``, ``proxy``, ``ca_bundle`` (docs/security.md).
     Journal-aware readers (s3io, the s3parquet source) see all of the write or none of it; see docs/writing.md for
     what a plain reader sees when.
     """
+    store_settings = {name: option_values.pop(name) for name in STORE_SETTINGS if name in option_values}
     changes: dict[str, Any] = dict(option_values)
     changes["mode"] = mode
     if partition_by:
@@ -66,7 +73,13 @@ async def write_parquet_async(
     bucket, prefix = layout.parse_prefix(url)
     batches, first_schema = await _batches(data, schema)
     config = StoreConfig.from_kwargs(
-        store, endpoint_url=endpoint_url, region=region, credentials=credentials, policy=policy, engine=engine
+        store,
+        endpoint_url=endpoint_url,
+        region=region,
+        credentials=credentials,
+        policy=policy,
+        engine=engine,
+        **store_settings,
     )
     spec = WriteSpec(bucket, prefix, layout.new_job_id(), first_schema, parsed)
     async with config.client() as client:
