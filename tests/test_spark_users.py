@@ -19,6 +19,7 @@ from support.faultproxy import FaultProxy
 from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from support.spark_fixtures import parquet_bytes, put_parquet, spark_session  # noqa: F401
 
+import s3io
 import spark_ext
 from s3io.s3a import S3ASettingIgnored
 
@@ -97,6 +98,29 @@ def test_the_sessions_s3a_settings_read_s3a_paths_per_bucket_and_a_read_option_w
     session_conf(f"{hadoop}bucket.{bucket}.endpoint", refused)  # ... changed before the tasks run: never ignored
     with pytest.raises(Exception, match=rf"{re.escape(hadoop)}bucket\.{bucket}\.endpoint is '{re.escape(refused)}'"):
         df.collect()
+
+
+def test_the_sessions_s3a_settings_are_a_writes_store_too_and_its_own_option_wins(
+    spark: Any, s3_endpoint: Any, bucket: str, s3_client: Any, session_conf: Any, refused: str
+) -> None:
+    hadoop = "spark.hadoop.fs.s3a."
+    for key, value in {
+        "endpoint": s3_endpoint.url,
+        "path.style.access": "true",
+        "access.key": FAKE_ACCESS_KEY,
+        "secret.key": FAKE_SECRET_KEY,
+    }.items():
+        session_conf(hadoop + key, value)
+    spark_ext.register(spark)
+    df = spark.createDataFrame([(i, f"d{i % 2}") for i in range(10)], "id long, day string")
+    df.write.format("s3parquet").mode("append").option("partitionBy", "day").save(f"s3a://{bucket}/w/")
+    assert _ids(spark.read.format("s3parquet").load(f"s3a://{bucket}/w/")) == list(range(10))
+
+    session_conf(hadoop + "endpoint", refused)  # the session's endpoint is wrong; the write's own option is right
+    spark_ext.register(spark)
+    df.write.format("s3parquet").mode("append").option("endpoint", s3_endpoint.url).save(f"s3a://{bucket}/w2/")
+    written = s3io.read_parquet(f"s3://{bucket}/w2/", endpoint_url=s3_endpoint.url)
+    assert sorted(written.column("id").to_pylist()) == list(range(10))
 
 
 def test_the_sessions_spark_sql_files_settings_are_the_reads_defaults(

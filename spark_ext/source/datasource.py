@@ -177,14 +177,24 @@ class S3ParquetDataSource(DataSource):
         """The writer of ``df.write.format("s3parquet").mode(...).save(path)`` (spark_ext.writer.batch)."""
         from spark_ext.writer.batch import batch_writer  # the write side builds on s3io.write
 
-        return batch_writer(dict(self.options), schema, overwrite, self.session_defaults.time_zone)
+        return batch_writer(self._write_options(), schema, overwrite, self.session_defaults.time_zone)
 
     @spark_facing
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """The sink of ``df.writeStream.format("s3parquet").start(path)`` (spark_ext.writer.stream)."""
         from spark_ext.writer.batch import stream_sink
 
-        return stream_sink(dict(self.options), schema, overwrite, self.session_defaults.time_zone)
+        return stream_sink(self._write_options(), schema, overwrite, self.session_defaults.time_zone)
+
+    def _write_options(self) -> dict[str, str]:
+        """A write's options over the session's S3A settings for its bucket, store field by store field (as a read's
+        are: ``with_session_defaults``); the session's read settings (spark.sql.files.*, case sensitivity) are a
+        read's, not a write's."""
+        options = dict(self.options)
+        own_s3a = {k: v for k, v in options.items() if is_s3a_key(k)}
+        out = {k: v for k, v in options.items() if not is_s3a_key(k)}
+        bucket = read_bucket(out)
+        return layered_options(quietly(dict(self.session_defaults.s3a), bucket), store_options(own_s3a, bucket), out)
 
     @spark_facing
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
