@@ -59,7 +59,7 @@ async def test_a_store_that_ignores_conditional_writes_is_refused_before_anythin
         assert "conditional delete (DELETE If-Match): DELETE If-Match was ignored" in message
         assert "nothing was compacted and no lock was taken" in message and "Use a store that does" in message
         verdict = VERDICTS.get(lax_store)
-        assert verdict is not None and report.requests == verdict.requests  # the probe and nothing else
+        assert verdict is not None and report.requests == 1 + verdict.requests  # the existence LIST, then the probe
         recovery = await recover_prefix(client, url, TEST_OPTIONS)
         assert recovery.status == "refused" and "does not do what the compaction lock" in recovery.message
         assert recovery.requests == 0  # the verdict is kept: the store is not asked again
@@ -132,7 +132,8 @@ async def test_the_probe_runs_once_per_store_before_the_lock_and_its_verdict_is_
     verdict = VERDICTS.get(fault_proxy.url)
     assert verdict is not None
     locked = min(r.seq for r in fault_proxy.requests if r.path.endswith("_s3io_compaction/LOCK"))
-    probe = [r for r in fault_proxy.requests if r.seq < locked]  # the first thing the first run did
+    exists, *probe = [r for r in fault_proxy.requests if r.seq < locked]  # the first things the first run did
+    assert exists.method == "GET" and "max-keys=1&" in exists.query + "&"  # one LIST: is anything there at all?
     assert len(probe) == verdict.requests
     assert all("_s3io_compaction/probe/" in r.path or r.query == "delete=" for r in probe), probe
     assert [r for r in fault_proxy.requests if "_s3io_compaction/probe/" in r.path and r.seq > locked] == []

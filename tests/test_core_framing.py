@@ -44,11 +44,14 @@ async def _serve(answer: bytes, close_after: bool) -> tuple[asyncio.Server, str,
 async def client_factory() -> AsyncIterator:
     servers: list[asyncio.Server] = []
 
-    async def make(answer: bytes, close_after: bool = False) -> tuple[S3Client, list[bytes]]:
+    async def make(
+        answer: bytes, close_after: bool = False, first_contact_attempts: int | None = 2
+    ) -> tuple[S3Client, list[bytes]]:
         server, url, heads = await _serve(answer, close_after)
         servers.append(server)
         credentials = Credentials("AKIDEXAMPLE", "secret")
-        return S3Client(QUICK_RETRIES, endpoint_url=url, credentials=credentials, region="us-east-1"), heads
+        policy = QUICK_RETRIES.replace(first_contact_attempts=first_contact_attempts)
+        return S3Client(policy, endpoint_url=url, credentials=credentials, region="us-east-1"), heads
 
     yield make
     for server in servers:
@@ -88,12 +91,20 @@ async def test_a_body_delimited_by_the_connection_closing_is_read_to_the_end(cli
 
 
 async def test_a_garbled_status_line_is_a_transport_error_after_the_retries(client_factory) -> None:
-    s3, heads = await client_factory(b"HTTX/9 what\r\n\r\n", close_after=True)
+    s3, heads = await client_factory(b"HTTX/9 what\r\n\r\n", close_after=True, first_contact_attempts=None)
     async with s3:
         with pytest.raises(errors.TransportError, match="malformed HTTP response"):
             await s3.get_object("bucket", "garbled.bin")
     assert len(heads) == s3.policy.max_attempts
     assert heads[0].startswith(b"GET /bucket/garbled.bin HTTP/1.1\r\n")
+
+
+async def test_a_first_contact_that_never_answers_in_http_says_the_endpoint_is_not_s3(client_factory) -> None:
+    s3, heads = await client_factory(b"HTTX/9 what\r\n\r\n", close_after=True)
+    async with s3:
+        with pytest.raises(errors.EndpointNotS3, match=r"answered, but not in HTTP.*it is not an S3 endpoint"):
+            await s3.get_object("bucket", "garbled.bin")
+    assert len(heads) == s3.policy.first_contact_attempts == 2  # not max_attempts: nothing it says will change
 
 
 async def test_receive_size_is_64_kib_for_a_small_answer_and_256_kib_once_a_body_needs_a_second_read(

@@ -216,8 +216,9 @@ class AttemptRunner:
             return
         elapsed = asyncio.get_running_loop().time() - state.started
         if answered_without_http(exc):
+            answer = " ".join(str(exc.cause or exc).split())  # the parser's report, on the message's one line
             raise errors.EndpointNotS3(
-                f"endpoint {contact.endpoint} answered, but not in HTTP ({exc.cause or exc}): it is not an S3 "
+                f"endpoint {contact.endpoint} answered, but not in HTTP ({answer}): it is not an S3 "
                 "endpoint; check the endpoint URL, its scheme (http/https) and port",
                 operation=state.name,
                 bucket=state.bucket,
