@@ -114,9 +114,10 @@ async def compact_prefix(
 
 
 async def require_objects(client: S3Client, bucket: str, prefix: str) -> None:
-    """PathNotFound when nothing at all is stored under the prefix (one LIST of one key), as a reader of it would
+    """PathNotFound when nothing at all is stored under the prefix (one LIST), as a reader of it would
     raise: a typo in a scheduled job's URL fails it instead of reporting nothing to do, and writes nothing there."""
-    objects, prefixes, _ = await client.list_page(bucket, prefix, max_keys=1)
+    # a whole page, not max-keys=1: s3rver answers a truncated page with 500 InternalError (docs/stores.md)
+    objects, prefixes, _ = await client.list_page(bucket, prefix)
     if not objects and not prefixes:
         raise PathNotFound(
             f"Path does not exist: s3://{bucket}/{prefix} (no object under it; check the bucket and the prefix)",

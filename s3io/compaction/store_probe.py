@@ -29,30 +29,40 @@ NEEDED_BY = "the compaction lock and journal"
 StoreNow = Callable[[], Awaitable[float]]
 
 
+NOTHING_DONE = "nothing was compacted and no lock was taken"
+
+
 async def probe_store(
-    client: S3Client, bucket: str, prefix: str, *, monotonic: Callable[[], float] = time.monotonic
+    client: S3Client,
+    bucket: str,
+    prefix: str,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
+    needed_by: str = NEEDED_BY,
+    nothing_done: str = NOTHING_DONE,
 ) -> StoreCapabilities:
     """The store's verdict (see the module doc); ConditionalWritesUnsupported if it lacks a condition compaction
-    needs, CompactionError if it gives no clock."""
+    needs, CompactionError if it gives no clock. ``needed_by`` / ``nothing_done``: what needs the conditions and
+    what was (not) done, in the refusal's words (the writer's commit asks the same of the store)."""
     url = f"s3://{bucket}/{prefix}"
     try:
         verdict = await store_capabilities(client, bucket, probe_prefix(prefix), monotonic=monotonic)
     except MissingCapability as exc:  # the store sent no ETag: no condition can name one
         raise ConditionalWritesUnsupported(
-            f"{url}: {exc.message}; nothing was compacted and no lock was taken. Use a store that returns ETags"
+            f"{url}: {exc.message}; {nothing_done}. Use a store that returns ETags"
         ) from None
     lacking = [gap for capability in NEEDED if (gap := verdict.gap(capability)) is not None]
     if lacking:
         raise ConditionalWritesUnsupported(
-            f"{url}: the store at {verdict.endpoint} does not do what {NEEDED_BY} need: "
+            f"{url}: the store at {verdict.endpoint} does not do what {needed_by} need: "
             + "; ".join(gap.describe() for gap in lacking)
-            + ". Without it two jobs, or a retried request, could overwrite each other's commits, so nothing was "
-            "compacted and no lock was taken. Use a store that does (docs/stores.md says what each store does)"
+            + f". Without it two jobs, or a retried request, could overwrite each other's commits, so {nothing_done}. "
+            "Use a store that does (docs/stores.md says what each store does)"
         )
     if verdict.clock is None:
         raise CompactionError(
-            f"{url}: the store answered a HEAD without Last-Modified; the compaction judges lock expiry on the "
-            "store's clock and cannot run without it"
+            f"{url}: the store answered a HEAD without Last-Modified; {needed_by} judge lock expiry on the "
+            f"store's clock and cannot run without it, so {nothing_done}"
         )
     return verdict
 

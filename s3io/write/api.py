@@ -8,6 +8,7 @@ the files visible at once. It runs on the caller's event loop (encoding in a wor
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ from s3io.transport.credentials import Credentials
 from s3io.write.commit import WriteReport, abort_write, commit_write
 from s3io.write.options import WriteOptions
 from s3io.write.task import TaskWriter, WriteSpec
+
+log = logging.getLogger("s3io.write")
 
 Data = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]
 
@@ -87,9 +90,22 @@ async def write_parquet_async(
             output = await task.write_all(batches)
         try:
             return await commit_write(client, spec, [output])
-        except BaseException:
-            await abort_write(client, spec, [output])
+        except BaseException as failure:
+            await _abort_keeping(failure, client, spec, output)
             raise
+
+
+async def _abort_keeping(failure: BaseException, client: Any, spec: WriteSpec, output: Any) -> None:
+    """Abort the write's uploads; an abort that fails too (a store without AbortMultipartUpload, the network) is
+    logged and noted on the error that made the write fail, which stays the one raised."""
+    try:
+        await abort_write(client, spec, [output])
+    except Exception as abort_error:
+        log.warning("s3io.write: aborting the uploads of %s failed: %s", spec.url, abort_error)
+        failure.add_note(
+            f"aborting the write's uploads failed too ({abort_error}); a later write, compaction or --recover on the "
+            "prefix aborts them once they are older than abandonUploadsAfter"
+        )
 
 
 async def _batches(

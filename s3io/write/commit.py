@@ -153,7 +153,13 @@ async def abort_write(client: S3Client, spec: WriteSpec, outputs: Sequence[TaskO
 async def store_clock(client: S3Client, bucket: str, prefix: str) -> StoreClock:
     """The store's clock, from the store probe that also refuses a store ignoring conditional writes; the verdict is
     kept per endpoint and process (s3io.s3.capabilities.VERDICTS), so a stream's micro-batches probe once."""
-    verdict = await probe_store(client, bucket, prefix)
+    verdict = await probe_store(
+        client,
+        bucket,
+        prefix,
+        needed_by="the write's commit (its journal entry, and an overwrite's lock)",
+        nothing_done="nothing was committed (the write's uploads are aborted)",
+    )
     assert verdict.clock is not None  # probe_store refuses a store that gives none
     return verdict.clock
 
