@@ -5,6 +5,8 @@ everything (not S3), a port that refuses connections and one that accepts and ne
 table and a file that is not parquet, then runs each bad input in a fresh process, as a user's script would, and
 prints a markdown table: the error's type, its first line, the lines of its message, the lines the process wrote
 to stderr (traceback and JVM log included), the exit status and the seconds it took. Traffic stays on loopback.
+``--json`` keeps the rows; ``--compare BEFORE AFTER`` prints one table of two such files (this script run on
+two commits), the counts as ``before → after``.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ def run_scenario(name: str, env: dict[str, str]) -> int:
         summary = {
             "type": type(exc).__name__,
             "first_line": message.splitlines()[0] if message else "",
-            "error_line": _error_line(message),
+            "error_line": _error_line(exc),
             "message_lines": len(message.splitlines()),
             "seconds": round(time.monotonic() - started, 1),
         }
@@ -171,12 +173,14 @@ def run_scenario(name: str, env: dict[str, str]) -> int:
     return 0
 
 
-def _error_line(message: str) -> str:
+def _error_line(exc: BaseException) -> str:
     """The line of a message that names the error (``s3io.errors.NotFound: ...`` inside Spark's wrapper), else its
-    first line."""
-    lines = message.splitlines()
+    first line after the error's type, as Python prints an uncaught error."""
+    lines = str(exc).splitlines()
     named = [line for line in lines if _NAMED_ERROR.match(line)]
-    return named[-1] if named else (lines[0] if lines else "")
+    if named:
+        return named[-1]
+    return f"{type(exc).__module__}.{type(exc).__qualname__}: {lines[0] if lines else ''}"
 
 
 # --------------------------------------------------------------------------------------------- the servers
@@ -259,17 +263,20 @@ def measure(name: str, env: dict[str, str]) -> dict[str, Any]:
         if line.startswith("SUMMARY "):
             summary = json.loads(line[len("SUMMARY ") :])
     stderr = [line for line in done.stderr.splitlines() if line.strip()]
-    if not summary:  # a command: its error is its stderr (or, exit 0, nothing)
+    if not summary and done.returncode == 0:  # a command that did not fail: no error, its first line of output
+        stdout = done.stdout.strip().splitlines()
+        summary = {"type": "(no error)", "first_line": f"exit 0, stdout: {stdout[0] if stdout else ''}"}
+    elif not summary:  # a command that failed: its error is the first line of stderr naming one (the JVM's: ": ...")
         errors = [line for line in stderr if _ERROR_LINE.search(line) and "Py4JJavaError" not in line]
-        first = errors[0] if errors else stderr[0] if stderr else ""
-        summary = {"type": "-", "first_line": first, "message_lines": None, "seconds": seconds}
+        summary = {"type": "-", "first_line": (errors[0] if errors else stderr[0] if stderr else "").lstrip(": ")}
     return {
         "name": name,
         "label": label,
         "exit": done.returncode,
         "stderr_lines": len(stderr),
+        "message_lines": None,
+        "seconds": seconds,
         **summary,
-        "stdout_tail": done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else [],
     }
 
 
@@ -279,9 +286,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--env", help=argparse.SUPPRESS)
     parser.add_argument("--only", action="append", help="run only these scenarios (repeatable)")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE_JSON", "AFTER_JSON"),
+        help="run nothing: print one before/after table from two --json files (the same scenarios on two commits)",
+    )
     args = parser.parse_args(argv)
     if args.child:
         return run_scenario(args.child, json.loads(args.env))
+    if args.compare:
+        before, after = (json.loads(Path(path).read_text()) for path in args.compare)
+        print("\n".join(compare_table(before, after)))
+        return 0
     names = args.only or [*SCENARIOS, *COMMANDS]
     rows = []
     with servers() as env:
@@ -291,18 +308,54 @@ def main(argv: list[str]) -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
-    print("| bad input | first line | the line naming the error | message lines | stderr lines | exit | s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        first = row["first_line"].replace("|", "\\|")[:120]
-        named = row.get("error_line", row["first_line"]).replace("|", "\\|")[:240]
-        head = f"`{row['type']}`: " if row["type"] not in ("-", "(no error)") else ""
-        tail = f" (stdout: {row['stdout_tail'][0][:100]})" if row["stdout_tail"] else ""
-        print(
-            f"| {row['label']} | {head}{first}{tail} | {named} | {row['message_lines']} | {row['stderr_lines']} | "
-            f"{row['exit']} | {row['seconds']} |"
-        )
+    print("\n".join(table(rows)))
     return 0
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """One run's markdown table: per bad input its first line, the line naming the error and the counts."""
+    lines = [
+        "| bad input | first line | the line naming the error | message lines | stderr lines | exit | s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        head = f"{row['type']}: " if row["type"] not in ("-", "(no error)") else ""
+        lines.append(
+            f"| {row['label']} | {_cell(head + row['first_line'], 160)} | {_cell(_named(row), 300)} | "
+            f"{row['message_lines']} | {row['stderr_lines']} | {row['exit']} | {row['seconds']} |"
+        )
+    return lines
+
+
+def compare_table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    """Before and after in one markdown table, the rows of ``after`` in its order (a scenario only one side ran is
+    left out): the line naming the error on each side and each count as ``before → after``."""
+    earlier = {row["name"]: row for row in before}
+    lines = [
+        "| bad input | before: the line naming the error | after: the line naming the error | message lines | "
+        "stderr lines | exit | s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in after:
+        old = earlier.get(row["name"])
+        if old is None:
+            continue
+        counts = " | ".join(
+            f"{'-' if old[key] is None else old[key]} → {'-' if row[key] is None else row[key]}"
+            for key in ("message_lines", "stderr_lines", "exit", "seconds")
+        )
+        lines.append(f"| {row['label']} | {_cell(_named(old), 300)} | {_cell(_named(row), 300)} | {counts} |")
+    return lines
+
+
+def _named(row: dict[str, Any]) -> str:
+    return row.get("error_line") or row["first_line"]
+
+
+def _cell(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, as code in a markdown table cell."""
+    cut = (text if len(text) <= width else text[: width - 1] + "…").replace("|", "\\|")
+    return f"`{cut}`" if cut and "`" not in cut else cut
 
 
 if __name__ == "__main__":
