@@ -232,12 +232,14 @@ def env_options(cls: type, environ: Mapping[str, str] | None = None) -> dict[str
 
 
 def unknown_option(key: str, known: Iterable[str], *, kind: str = "option") -> InvalidConfig:
-    """The error for an option nobody declares: the closest known name, and every known one."""
+    """The error for an option nobody declares: the closest known name where one is close (a line a person reads
+    whole), else every known one."""
     names = sorted(dict.fromkeys(known), key=str.lower)
     by_loose = {loose_key(n): n for n in names}
     close = difflib.get_close_matches(loose_key(key), list(by_loose), n=1, cutoff=0.75)
-    hint = f" (did you mean {by_loose[close[0]]}?)" if close else ""
-    return InvalidConfig(f"unknown {kind} {key!r}{hint}; known options (case-insensitive): {', '.join(names)}")
+    if close:
+        return InvalidConfig(f"unknown {kind} {key!r} (did you mean {by_loose[close[0]]}?); names are case-insensitive")
+    return InvalidConfig(f"unknown {kind} {key!r}; known options (case-insensitive): {', '.join(names)}")
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type, *, defaults: bool = True) -> None:

@@ -282,3 +282,15 @@ def test_a_corrupt_file_raises_naming_it_or_is_skipped(s3_endpoint: Any, bucket:
         )
         assert table.equals(local_read(blobs))
         assert (seen[-1].files_done, seen[-1].files_total) == (5, 5)
+
+
+@pytest.mark.signature_errors_expected
+def test_an_error_listing_the_tables_control_objects_names_the_path_the_user_gave(
+    s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    """The journal-aware listing reads ``_s3io_compaction/`` first; a refusal there is reported for the table."""
+    s3_client.put_object(Bucket=bucket, Key="table/a.parquet", Body=parquet_bytes(make_table(3)))
+    wrong = s3io.Credentials("AKIDWRONGWRONGWRONG0", "not-the-secret")
+    with pytest.raises(s3io.errors.AccessDenied) as refused:
+        s3io.read_parquet(f"s3://{bucket}/table/", endpoint_url=s3_endpoint.url, credentials=wrong)
+    assert f"object=s3://{bucket}/table/;" in str(refused.value) and "_s3io_compaction" not in str(refused.value)

@@ -138,11 +138,16 @@ def test_camel_case_and_snake_case_keys_are_accepted() -> None:
     )
 
 
-def test_unknown_option_lists_the_known_ones_and_suggests() -> None:
+def test_an_unknown_option_suggests_the_close_one_or_lists_the_known_ones() -> None:
     with pytest.raises(InvalidConfig) as info:
         _parse(maxpartitionbyte="1")
     message = str(info.value)
     assert "unknown option 'maxpartitionbyte' (did you mean maxPartitionBytes?)" in message
+    assert len(message) < 200 and "basePath" not in message  # one line a person reads whole
+    with pytest.raises(InvalidConfig) as info:
+        _parse(quux="1")
+    message = str(info.value)
+    assert "unknown option 'quux'; known options (case-insensitive):" in message
     for name in ("basePath", "maxPartitionBytes", "connectTimeout", "stallTimeout", "tcpUserTimeout", "endpoint"):
         assert name in message
 

@@ -23,7 +23,7 @@ from s3io.errors import NotFound, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table.data_files import ListedFile, is_hidden_name, is_summary_file, select_files
-from s3io.table.layout import CONTROL_DIR, FINAL_PREFIX, JOURNAL_DIR, logical_key
+from s3io.table.layout import CONTROL_DIR, FINAL_PREFIX, logical_key
 from s3io.table.listing import list_tree
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.urls import S3Path
@@ -113,7 +113,8 @@ async def list_subdirectories(client: S3Client, bucket: str, prefix: str) -> tup
 
 def about_path(exc: S3IOError, path: S3Path) -> S3IOError:
     """An error of listing ``path`` as its reader should read it: a missing bucket is named with the path the user
-    gave (not the journal prefix that was listed first), and so is any error of listing a journal."""
+    gave (not the journal prefix that was listed first), and so is any error of listing the table's control
+    objects (the journal, the writes, the leases under ``_s3io_compaction/``): the user named the table, not them."""
     if isinstance(exc, NotFound) and exc.code == "NoSuchBucket":
         return NotFound(
             f"bucket {path.bucket!r} does not exist (reading {path.url}): check the bucket name, the endpoint and the "
@@ -126,7 +127,7 @@ def about_path(exc: S3IOError, path: S3Path) -> S3IOError:
             attempts=exc.attempts,
             elapsed=exc.elapsed,
         )
-    if exc.key is not None and exc.key.endswith(CONTROL_DIR + JOURNAL_DIR):
+    if exc.key is not None and CONTROL_DIR in exc.key:
         exc.bucket, exc.key = path.bucket, path.key
         exc.args = (exc._render(),)
     return exc
