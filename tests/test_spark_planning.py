@@ -80,11 +80,14 @@ def _objects(s3_client, bucket: str, prefix: str) -> list[ObjectInfo]:
 # ------------------------------------------------------------------------------------------------ options
 
 
-def test_unknown_option_names_it_and_lists_the_known_ones():
+def test_unknown_option_names_it_and_suggests_the_close_one_or_lists_the_known_ones():
     with pytest.raises(InvalidConfig) as caught:
         S3ParquetDataSource({"path": "s3://bucket/t/", "maxpartitonbytes": "1m"})
     message = str(caught.value)
     assert "maxpartitonbytes" in message and "did you mean maxPartitionBytes" in message
+    with pytest.raises(InvalidConfig) as caught:
+        S3ParquetDataSource({"path": "s3://bucket/t/", "quux": "1"})
+    message = str(caught.value)
     assert "openCostInBytes" in message and "stallTimeout" in message
 
 

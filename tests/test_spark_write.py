@@ -57,6 +57,26 @@ def save(df: Any, url: str, mode: str, options: dict[str, str]) -> None:
     writer.save(url)
 
 
+def stream_ids(spark: Any, endpoint: str, url: str, schema: str, name: str, sink: Path, checkpoint: Path) -> list[int]:
+    """One availableNow run of an s3parquet stream of ``url`` into a parquet sink; the ids the sink holds after it."""
+    query = (
+        spark.readStream.format("s3parquet")
+        .schema(schema)
+        .option("endpoint", endpoint)
+        .option("streamName", name)
+        .load(url)
+        .writeStream.format("parquet")
+        .option("path", str(sink))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with contextlib.suppress(StreamingQueryException):
+        query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+    return sorted(r.id for r in spark.read.parquet(str(sink)).collect())
+
+
 def test_every_type_written_reads_back_equal_in_spark_s3parquet_and_pyarrow(
     spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str, tmp_path: Path
 ) -> None:
@@ -209,22 +229,7 @@ def test_the_s3parquet_stream_reads_what_the_writer_appends_exactly_once(
     url, sink, checkpoint = f"s3://{bucket}/appended/", tmp_path / "sink", tmp_path / "checkpoint"
 
     def stream_once() -> list[int]:
-        query = (
-            spark.readStream.format("s3parquet")
-            .schema("id long, day string")
-            .option("endpoint", s3_endpoint.url)
-            .option("streamName", "reader")
-            .load(url)
-            .writeStream.format("parquet")
-            .option("path", str(sink))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        with contextlib.suppress(StreamingQueryException):
-            query.awaitTermination(300)
-        assert query.exception() is None, query.exception()
-        return sorted(r.id for r in spark.read.parquet(str(sink)).collect())
+        return stream_ids(spark, s3_endpoint.url, url, "id long, day string", "reader", sink, checkpoint)
 
     for n in range(2):
         batch = spark.sql(f"select id + {n * 50} as id, concat('d', id % 2) day from range(50)")
@@ -267,28 +272,13 @@ async def test_spark_readers_do_not_see_a_write_committed_but_not_yet_published(
 
     sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
 
-    def stream_ids() -> list[int]:
-        query = (
-            spark.readStream.format("s3parquet")
-            .schema("id long")
-            .option("endpoint", s3_endpoint.url)
-            .option("streamName", "midway")
-            .load(url)
-            .writeStream.format("parquet")
-            .option("path", str(sink))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        with contextlib.suppress(StreamingQueryException):
-            query.awaitTermination(300)
-        assert query.exception() is None, query.exception()
-        return sorted(r.id for r in spark.read.parquet(str(sink)).collect())
+    def midway_stream_ids() -> list[int]:
+        return stream_ids(spark, s3_endpoint.url, url, "id long", "midway", sink, checkpoint)
 
     assert source_ids() == list(range(10))
-    assert stream_ids() == list(range(10))
+    assert midway_stream_ids() == list(range(10))
     async with make_client(s3_endpoint.url) as client:
         report = await recover_prefix(client, url, CompactionOptions(grace_period=0.2, clock_skew=0.0))
     assert spec.job_id in report.recovery.writes.rolled_forward
     assert source_ids() == [*range(10), *range(100, 105)]
-    assert stream_ids() == [*range(10), *range(100, 105)]
+    assert midway_stream_ids() == [*range(10), *range(100, 105)]
