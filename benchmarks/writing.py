@@ -347,5 +347,6 @@ NOTES = """- "the server's floor" uploads the files `s3io.write_parquet` made (t
   with it (the Spark rows also pay Spark's scheduling and Arrow hand-off).
 - A file count "under a quarter of the target" is the small-file count a later compaction would take as input.
 - Requests of a write: per file one CreateMultipartUpload, its UploadParts and one CompleteMultipartUpload (a
-  POST each); per commit the store probe (6, once per process and prefix every 5 minutes), the entry (claim,
-  commit, publish: 3 PUTs), the listings of uploads and entries, and one GET per entry still in the journal."""
+  POST each); per commit the entry (claim, commit, publish: 3 PUTs), the listings of uploads and entries, and one
+  GET per entry still in the journal. s3io's store probe (about twenty-five small requests, once per endpoint and
+  process) is paid before the first write of a process, and is not in these counts."""
