@@ -2,7 +2,8 @@
 
 Why: a cycle hides as long as some other module happens to be imported first (as the package ``__init__``
 does); a user or a Spark worker importing the module directly then fails with "partially initialized module".
-One child process loads the third-party libraries once, then forks a grandchild per module.
+One child process loads the third-party libraries once, then forks a grandchild per module, one per core at a
+time.
 """
 
 from __future__ import annotations
@@ -20,8 +21,15 @@ try:
     import pyspark.sql  # optional: s3io must import without it, spark_ext needs it
 except ImportError:
     pass
-failures = []
+failures, running = [], {}
+def reap():
+    pid, status = os.wait()
+    if status != 0:
+        failures.append(running[pid])
+    del running[pid]
 for name in sys.argv[1:]:
+    if len(running) >= os.cpu_count():
+        reap()
     pid = os.fork()
     if pid == 0:
         try:
@@ -30,10 +38,10 @@ for name in sys.argv[1:]:
             traceback.print_exc()
             os._exit(1)
         os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        failures.append(name)
-print("FAILED:" + ",".join(failures))
+    running[pid] = name
+while running:
+    reap()
+print("FAILED:" + ",".join(sorted(failures)))
 """
 
 

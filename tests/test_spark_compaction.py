@@ -53,7 +53,9 @@ def test_spark_read_is_exact_while_outputs_are_committed_but_unpublished(spark, 
     assert len(_data_keys(s3_client, bucket)) == 12  # outputs still in staging: plain readers see only the inputs
     assert _spark_view(spark, bucket, s3_endpoint.url) == expected  # the source reads the staged outputs instead
 
-    recovered = spark_ext.compact(spark, f"s3://{bucket}/t/", recover=True, endpoint_url=s3_endpoint.url)
+    recovered = spark_ext.compact(
+        spark, f"s3://{bucket}/t/", recover=True, endpoint_url=s3_endpoint.url, grace_period=0.0
+    )  # the default grace period (waited twice) is not what this test is about
     assert recovered.status in ("ok", "nothing_to_do"), recovered.to_text()
     assert len(_data_keys(s3_client, bucket)) == 2
     assert _spark_view(spark, bucket, s3_endpoint.url) == expected
