@@ -4,6 +4,7 @@ suite."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,17 @@ def _every_request_correctly_signed(request: pytest.FixtureRequest) -> Iterator[
     taken = server.front.take_rejections() if server.front else []
     rejected = [r for r in taken if not r.wrong_region and r.code != "InvalidAccessKeyId"]
     assert not rejected, f"the S3 front refused {len(rejected)} request(s) as S3 would: {rejected[:3]}"
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[str]:
+    """A port bound but never listening: every connection is refused."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
 
 
 @pytest.fixture

@@ -30,17 +30,6 @@ def _list(store: StoreConfig, bucket: str = "b") -> Any:
 
 
 @pytest.fixture
-def refusing_port() -> Iterator[str]:
-    """A port bound but never listening: every connection is refused."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        sock.close()
-
-
-@pytest.fixture
 def silent_port() -> Iterator[str]:
     """A port whose connections the kernel accepts and nobody ever answers."""
     sock = socket.socket()

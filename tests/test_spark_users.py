@@ -6,7 +6,6 @@ Spark's own parquet reader), errors a person reads in a few lines, and the strea
 from __future__ import annotations
 
 import re
-import socket
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, timedelta
 from typing import Any
@@ -46,16 +45,6 @@ def session_conf(spark: Any) -> Iterator[Callable[[str, str], None]]:
         spark_ext.register(spark)
 
 
-@pytest.fixture
-def refused() -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        sock.close()
-
-
 def _ids(df: Any) -> list[int]:
     return sorted(r.id for r in df.collect())
 
@@ -64,7 +53,7 @@ def _ids(df: Any) -> list[int]:
 
 
 def test_the_sessions_s3a_settings_read_s3a_paths_per_bucket_and_a_read_option_wins(
-    spark: Any, s3_endpoint: Any, bucket: str, s3_client: Any, session_conf: Any, refused: str
+    spark: Any, s3_endpoint: Any, bucket: str, s3_client: Any, session_conf: Any, refusing_port: str
 ) -> None:
     put_parquet(s3_client, bucket, "u/a.parquet", pa.table({"id": [1, 2, 3]}))
     url = f"s3a://{bucket}/u/"
@@ -81,27 +70,29 @@ def test_the_sessions_s3a_settings_read_s3a_paths_per_bucket_and_a_read_option_w
         spark_ext.register(spark)
     assert _ids(spark.read.format("s3parquet").load(url)) == [1, 2, 3]  # no endpoint option: the session's
 
-    session_conf(hadoop + "endpoint", refused)  # the global endpoint is wrong; this bucket's own one is right
+    session_conf(hadoop + "endpoint", refusing_port)  # the global endpoint is wrong; this bucket's own one is right
     session_conf(f"{hadoop}bucket.{bucket}.endpoint", s3_endpoint.url)
     spark_ext.register(spark)
     assert _ids(spark.read.format("s3parquet").load(url)) == [1, 2, 3]
-    session_conf(f"{hadoop}bucket.{bucket}.endpoint", refused)
+    session_conf(f"{hadoop}bucket.{bucket}.endpoint", refusing_port)
     spark_ext.register(spark)
     for option in ("endpoint", "fs.s3a.endpoint"):  # a read's own option wins, in either spelling
         assert _ids(spark.read.format("s3parquet").option(option, s3_endpoint.url).load(url)) == [1, 2, 3]
-    with pytest.raises(Exception, match=f"endpoint {re.escape(refused)} was never reached"):
+    with pytest.raises(Exception, match=f"endpoint {re.escape(refusing_port)} was never reached"):
         spark.read.format("s3parquet").load(url)
 
     session_conf(f"{hadoop}bucket.{bucket}.endpoint", s3_endpoint.url)
     spark_ext.register(spark)
     df = spark.read.format("s3parquet").load(url)  # planned with this bucket's endpoint ...
-    session_conf(f"{hadoop}bucket.{bucket}.endpoint", refused)  # ... changed before the tasks run: never ignored
-    with pytest.raises(Exception, match=rf"{re.escape(hadoop)}bucket\.{bucket}\.endpoint is '{re.escape(refused)}'"):
+    session_conf(f"{hadoop}bucket.{bucket}.endpoint", refusing_port)  # ... changed before the tasks run: never ignored
+    with pytest.raises(
+        Exception, match=rf"{re.escape(hadoop)}bucket\.{bucket}\.endpoint is '{re.escape(refusing_port)}'"
+    ):
         df.collect()
 
 
 def test_the_sessions_s3a_settings_are_a_writes_store_too_and_its_own_option_wins(
-    spark: Any, s3_endpoint: Any, bucket: str, s3_client: Any, session_conf: Any, refused: str
+    spark: Any, s3_endpoint: Any, bucket: str, s3_client: Any, session_conf: Any, refusing_port: str
 ) -> None:
     hadoop = "spark.hadoop.fs.s3a."
     for key, value in {
@@ -116,7 +107,7 @@ def test_the_sessions_s3a_settings_are_a_writes_store_too_and_its_own_option_win
     df.write.format("s3parquet").mode("append").option("partitionBy", "day").save(f"s3a://{bucket}/w/")
     assert _ids(spark.read.format("s3parquet").load(f"s3a://{bucket}/w/")) == list(range(10))
 
-    session_conf(hadoop + "endpoint", refused)  # the session's endpoint is wrong; the write's own option is right
+    session_conf(hadoop + "endpoint", refusing_port)  # the session's endpoint is wrong; the write's own option is right
     spark_ext.register(spark)
     df.write.format("s3parquet").mode("append").option("endpoint", s3_endpoint.url).save(f"s3a://{bucket}/w2/")
     written = s3io.read_parquet(f"s3://{bucket}/w2/", endpoint_url=s3_endpoint.url)
