@@ -162,15 +162,16 @@ def large_obstore(env: Env) -> str:
     store, size = _obstore(env), env.sizes.large
     step = -(-size // OBSTORE_PARTS)
 
-    async def main() -> list[Any]:
-        return await asyncio.gather(
+    async def main() -> str:
+        parts = await asyncio.gather(
             *(
                 obstore.get_range_async(store, "large.bin", start=start, end=min(start + step, size))
                 for start in range(0, size, step)
             )
         )
+        return _digest(parts)
 
-    return _digest(asyncio.run(main()))
+    return asyncio.run(main())
 
 
 def large_s3fs(env: Env) -> str:
@@ -210,13 +211,14 @@ def ranges_s3io_fs(env: Env) -> str:
 def ranges_obstore(env: Env) -> str:
     import obstore
 
-    async def main() -> list[Any]:
+    async def main() -> str:
         starts = [a for a, _ in env.ranges]
-        return await obstore.get_ranges_async(
+        ranges = await obstore.get_ranges_async(
             _obstore(env), "large.bin", starts=starts, ends=[b for _, b in env.ranges]
         )
+        return _digest(ranges)
 
-    return _digest(asyncio.run(main()))
+    return asyncio.run(main())
 
 
 def ranges_s3fs(env: Env) -> str:

@@ -5,6 +5,7 @@ unusual page reads the same (or fails the same) as before; boto3's listing is th
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from s3io import Credentials, S3Client, errors
 from s3io.s3 import xml
 from s3io.s3.list_page import NotFastPath, parse_fast
+from s3io.s3.types import ObjectInfo, object_info
+from s3io.s3.xml import collector_paused, parse_list_page
 from s3io.transport.transport import AiohttpTransport, HttpRequest
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -127,6 +130,13 @@ HOSTILE = {
         ITEM.format(key="k", size=1).replace("<StorageClass>", "<Owner><ID>1</ID></Owner><StorageClass>")
     ),
     "empty etag": _page(ITEM.format(key="k", size=1).replace("&quot;abc&quot;", "")),
+    "quoted empty etag": _page(ITEM.format(key="k", size=1).replace("&quot;abc&quot;", "&quot;&quot;")),
+    "etag with a reference inside its quotes": _page(
+        ITEM.format(key="k", size=1).replace("&quot;abc&quot;", "&quot;a&amp;b&quot;")
+    ),
+    "etag quoted on one side": _page(ITEM.format(key="k", size=1).replace("&quot;abc&quot;", "&quot;abc")),
+    "etag in literal quotes": _page(ITEM.format(key="k", size=1).replace("&quot;abc&quot;", '"abc"')),
+    "etag of three quotes": _page(ITEM.format(key="k", size=1).replace("&quot;abc&quot;", "&quot;&quot;&quot;")),
     "prefixes": _page(
         "<CommonPrefixes><Prefix>d%3D1/</Prefix></CommonPrefixes><CommonPrefixes><Prefix>x/</Prefix></CommonPrefixes>"
     ),
@@ -144,7 +154,21 @@ def test_every_page_reads_as_elementtree_reads_it(case: str) -> None:
     assert fast == tree
 
 
-@pytest.mark.parametrize("case", ["common", "pretty-printed", "declaration", "references", "token at the end"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "common",
+        "pretty-printed",
+        "declaration",
+        "references",
+        "token at the end",
+        "quoted empty etag",
+        "etag with a reference inside its quotes",
+        "etag quoted on one side",
+        "etag in literal quotes",
+        "etag of three quotes",
+    ],
+)
 def test_pages_of_the_common_shape_take_the_fast_path(case: str) -> None:
     parse_fast("b", HOSTILE[case])
 
@@ -170,3 +194,34 @@ def test_pages_of_the_common_shape_take_the_fast_path(case: str) -> None:
 def test_pages_of_any_other_shape_go_to_elementtree(case: str) -> None:
     with pytest.raises(NotFastPath):
         parse_fast("b", HOSTILE[case])
+
+
+def test_a_page_is_parsed_with_the_collector_paused_and_a_collector_that_was_off_stays_off() -> None:
+    runs: list[int] = []
+    gc.callbacks.append(lambda phase, info: runs.append(info["generation"]) if phase == "start" else None)
+    try:
+        gc.enable()
+        with collector_paused():
+            assert not gc.isenabled()
+            for _ in range(20_000):  # far past the 700 new objects that start a collection
+                [[]]  # noqa: B018
+            assert runs == []
+        assert gc.isenabled()
+        parse_list_page("b", HOSTILE["common"])
+        with pytest.raises(errors.ProtocolError):
+            parse_list_page("b", HOSTILE["truncated without token"])
+        assert gc.isenabled()  # on again after a page, and after a page that failed
+        gc.disable()
+        parse_list_page("b", HOSTILE["common"])
+        assert not gc.isenabled()  # off stays off
+    finally:
+        gc.callbacks.pop()
+        gc.enable()
+
+
+def test_a_listed_object_is_the_object_info_the_dataclass_makes() -> None:
+    made = object_info("b", "k", 3, '"e"', 1.5)
+    assert made == ObjectInfo("b", "k", 3, '"e"', 1.5) and type(made) is ObjectInfo
+    assert hash(made) == hash(ObjectInfo("b", "k", 3, '"e"', 1.5))
+    with pytest.raises(AttributeError):
+        made.key = "other"  # type: ignore[misc]

@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
-from s3io.engine.buffers import allocate, retained
+from s3io.engine.buffers import allocate, page_in, retained
 from s3io.engine.config import EngineConfig
 from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
@@ -518,7 +518,11 @@ class RangeEngine:
     async def _read_whole(self, obj: ObjectInfo, identity: _Identity) -> Blob:
         """One GET without a Range header, into a buffer of the size we were told (if any), which it must match."""
         size = identity.size
-        into = memoryview(allocate(size)) if size else None
+        into = None
+        if size:
+            buffer = allocate(size)
+            page_in(buffer, [(0, size)])
+            into = memoryview(buffer)
         result = await self._get(obj, WHOLE_OBJECT, identity, exact=False, into=into)
         if size is not None and len(result.data) != size:
             raise errors.Truncated(
@@ -532,7 +536,10 @@ class RangeEngine:
         One fixed set of workers (as many as parts may be in flight, never more) takes the parts of every span in
         turn: a read of many small spans starts a few tasks, not max_concurrency per span."""
         part_size = self.config.part_size
-        views = [memoryview(allocate(end - start)) for start, end in spans]
+        buffers = [allocate(end - start) for start, end in spans]
+        for buffer, (start, end) in zip(buffers, spans, strict=True):
+            page_in(buffer, [(offset - start, stop - start) for offset, stop in iter_parts(start, end, part_size)])
+        views = [memoryview(buffer) for buffer in buffers]
         parts = [
             (view[offset - start : stop - start], offset, stop)
             for (start, end), view in zip(spans, views, strict=True)

@@ -26,6 +26,23 @@ class ObjectInfo:
         return ObjectInfo, (self.bucket, self.key, self.size, self.etag, self.last_modified)
 
 
+_new = object.__new__
+_SETTERS = tuple(ObjectInfo.__dict__[name].__set__ for name in ("bucket", "key", "size", "etag", "last_modified"))
+
+
+def object_info(bucket: str, key: str, size: int, etag: str | None, last_modified: float | None) -> ObjectInfo:
+    """``ObjectInfo(...)`` for a listing's millions: the frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__`` (0.63 us here), the slots' own setters take 0.37 us."""
+    info = _new(ObjectInfo)
+    set_bucket, set_key, set_size, set_etag, set_modified = _SETTERS
+    set_bucket(info, bucket)
+    set_key(info, key)
+    set_size(info, size)
+    set_etag(info, etag)
+    set_modified(info, last_modified)
+    return info
+
+
 @dataclass(frozen=True, slots=True)
 class GetResult:
     """Bytes of a GET (whole object or a range) and the identity of the object they came from."""

@@ -18,6 +18,7 @@ any depth) and everything under them: declared partition pruning builds on eithe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from s3io.engine.tasks import map_bounded
 from s3io.s3.client import S3Client
@@ -28,6 +29,7 @@ LIST_CONCURRENCY = 16  # listings in flight per prefix; a quarter of the client'
 PAGE_SIZE = 1000  # keys a page holds: S3's maximum and default
 MAX_DEPTH = 8  # directory levels walked, at most, looking for enough directories to list at once
 DELIMITER = "/"
+_KEY = attrgetter("key")
 
 Include = Callable[[str], bool]
 
@@ -65,7 +67,7 @@ async def list_tree(
         if len(frontier) >= concurrency or not frontier:
             break
     found.extend(await _list_whole(client, bucket, frontier, concurrency, page_size))
-    found.sort(key=_key)
+    found.sort(key=_KEY)
     return keep.objects(found)
 
 
@@ -80,7 +82,7 @@ async def list_directories(
     """Every object under each of ``directories`` (key prefixes, none inside another), listed concurrently; in key
     order."""
     found = await _list_whole(client, bucket, [(d, None) for d in directories], concurrency, page_size)
-    found.sort(key=_key)
+    found.sort(key=_KEY)
     return found
 
 
@@ -120,14 +122,13 @@ async def _list_whole(
 ) -> list[ObjectInfo]:
     async def whole(job: tuple[str, str | None]) -> list[ObjectInfo]:
         directory, after = job
-        return [o async for o in client.list_objects(bucket, directory, start_after=after, page_size=page_size)]
+        found: list[ObjectInfo] = []
+        async for objects, _ in client.list_pages(bucket, directory, start_after=after, page_size=page_size):
+            found += objects  # a page at a time: an object at a time through an async generator costs ~0.5 us each
+        return found
 
     listings = await map_bounded(whole, directories, concurrency)
     return [o for listing in listings for o in listing]
-
-
-def _key(obj: ObjectInfo) -> str:
-    return obj.key
 
 
 class _Filter:

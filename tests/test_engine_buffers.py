@@ -1,0 +1,91 @@
+"""The buffer a read lands in: the heap for small sizes; above that a mapping whose windows the pager thread faults
+in ahead of the bytes (without holding the event loop), or one populated when made where the kernel cannot."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import multiprocessing
+import sys
+import time
+
+import pytest
+
+from s3io.engine.buffers import MAPPED_MIN, POPULATES_AHEAD, allocate, page_in
+
+MiB = 1024 * 1024
+needs_mincore = pytest.mark.skipif(sys.platform != "linux", reason="counts resident pages with Linux's mincore")
+needs_advice = pytest.mark.skipif(not POPULATES_AHEAD, reason="needs MADV_POPULATE_WRITE (Linux 5.14+)")
+
+
+def _resident_kib(buffer: mmap.mmap) -> int:
+    """KiB of ``buffer``'s pages that are resident, by ``mincore`` over exactly its range (smaps would show the
+    mapping the kernel merged it into)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    pages = -(-len(buffer) // mmap.PAGESIZE)
+    vector = (ctypes.c_ubyte * pages)()
+    address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    assert libc.mincore(address, len(buffer), vector) == 0, ctypes.get_errno()
+    return sum(byte & 1 for byte in vector) * mmap.PAGESIZE // 1024
+
+
+def _resident_within(buffer: mmap.mmap, kib: int, seconds: float) -> int:
+    """Poll until ``buffer`` has ``kib`` resident (the pager works in the background), at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while (resident := _resident_kib(buffer)) < kib and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return resident
+
+
+def test_small_buffers_come_from_the_heap() -> None:
+    buffer = allocate(MAPPED_MIN - 1)
+    assert isinstance(buffer, bytearray) and len(buffer) == MAPPED_MIN - 1
+    page_in(buffer, [(0, len(buffer))])  # nothing to do for the heap
+
+
+@needs_mincore
+def test_a_buffer_populated_when_made_is_resident_at_once() -> None:
+    buffer = allocate(8 * MiB, populate_ahead=False)
+    assert isinstance(buffer, mmap.mmap) and _resident_kib(buffer) == 8 * 1024
+
+
+@needs_mincore
+@needs_advice
+def test_the_pager_faults_in_only_the_windows_asked_for_and_the_bytes_written_stay() -> None:
+    buffer = allocate(64 * MiB)
+    assert isinstance(buffer, mmap.mmap) and len(buffer) == 64 * MiB
+    assert _resident_kib(buffer) == 0  # nothing paid on the event loop before the first GET
+    view = memoryview(buffer)
+    view[16 * MiB : 16 * MiB + 3] = b"abc"  # a part that landed before the pager reached its window
+    page_in(buffer, [(16 * MiB, 24 * MiB), (40 * MiB + 100, 48 * MiB)])  # an unaligned start: its page included
+    assert _resident_within(buffer, 16 * 1024, seconds=30) == 16 * 1024  # and not a page more
+    assert bytes(view[16 * MiB : 16 * MiB + 3]) == b"abc"
+    view.release()
+
+
+def _page_in_after_fork(result: multiprocessing.Queue) -> None:
+    buffer = allocate(8 * MiB)
+    assert isinstance(buffer, mmap.mmap)
+    page_in(buffer, [(0, 8 * MiB)])
+    result.put(_resident_within(buffer, 8 * 1024, seconds=30))
+
+
+@needs_mincore
+@needs_advice
+def test_a_forked_child_pages_in_with_a_pager_of_its_own() -> None:
+    parent = allocate(4 * MiB)
+    page_in(parent, [(0, 4 * MiB)])  # the parent's pager thread exists; a forked child does not have it
+    assert isinstance(parent, mmap.mmap) and _resident_within(parent, 4 * 1024, seconds=30) == 4 * 1024
+    context = multiprocessing.get_context("fork")
+    result = context.Queue()
+    child = context.Process(target=_page_in_after_fork, args=(result,))
+    child.start()
+    try:
+        assert result.get(timeout=60) == 8 * 1024
+    finally:
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    assert child.exitcode == 0
