@@ -294,3 +294,24 @@ def test_an_error_listing_the_tables_control_objects_names_the_path_the_user_gav
     with pytest.raises(s3io.errors.AccessDenied) as refused:
         s3io.read_parquet(f"s3://{bucket}/table/", endpoint_url=s3_endpoint.url, credentials=wrong)
     assert f"object=s3://{bucket}/table/;" in str(refused.value) and "_s3io_compaction" not in str(refused.value)
+
+
+@pytest.mark.signature_errors_expected
+@pytest.mark.parametrize("api", ["blocking", "async"])
+def test_a_read_with_wrong_credentials_leaves_no_request_behind_when_it_raises(
+    s3_endpoint: Any, moto_server: Any, bucket: str, s3_client: Any, api: str
+) -> None:
+    """A read starts several listings at once (the journal of each ancestor directory, then the Hive directories);
+    with wrong credentials only the first is sent, so no refused request reaches the store after the call raised."""
+    for day in range(1, 7):
+        s3_client.put_object(Bucket=bucket, Key=f"lake/events/day={day}/a.parquet", Body=parquet_bytes(make_table(2)))
+    moto_server.front.take_rejections()
+    url, wrong = f"s3://{bucket}/lake/events/", s3io.Credentials("AKIDWRONGWRONGWRONG0", "not-the-secret")
+    with pytest.raises(s3io.errors.AccessDenied, match="unknown access key"):
+        if api == "blocking":
+            s3io.read_parquet(url, endpoint_url=s3_endpoint.url, credentials=wrong)
+        else:
+            asyncio.run(s3io.read_parquet_async(url, endpoint_url=s3_endpoint.url, credentials=wrong))
+    assert [r.code for r in moto_server.front.take_rejections()] == ["InvalidAccessKeyId"]
+    time.sleep(0.5)  # a request sent before the raise is refused within milliseconds; none was sent, so none can be
+    assert moto_server.front.take_rejections() == []
