@@ -7,7 +7,9 @@ import contextlib
 import io
 import threading
 import time
+from collections import Counter
 from typing import Any
+from urllib.parse import parse_qs
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -294,6 +296,20 @@ def test_an_error_listing_the_tables_control_objects_names_the_path_the_user_gav
     with pytest.raises(s3io.errors.AccessDenied) as refused:
         s3io.read_parquet(f"s3://{bucket}/table/", endpoint_url=s3_endpoint.url, credentials=wrong)
     assert f"object=s3://{bucket}/table/;" in str(refused.value) and "_s3io_compaction" not in str(refused.value)
+
+
+def test_the_journals_of_several_paths_are_read_once_before_their_listings_and_once_after(
+    bucket: str, s3_client: Any, fault_proxy: FaultProxy
+) -> None:
+    """Two tables side by side share their ancestors' journals: each control folder is listed twice in all (before
+    and after the listings, as for one table), not once per table."""
+    for name in ("a", "b"):
+        s3_client.put_object(Bucket=bucket, Key=f"lake/{name}/x.parquet", Body=parquet_bytes(make_table(3)))
+    urls = [f"s3://{bucket}/lake/a/", f"s3://{bucket}/lake/b/"]
+    assert s3io.read_parquet(urls, endpoint_url=fault_proxy.url).num_rows == 6
+    lists = Counter(parse_qs(r.query).get("prefix", [""])[0] for r in fault_proxy.requests if "list-type" in r.query)
+    control = ("lake/a/", "lake/b/", "lake/", "")
+    assert lists == {"lake/a/": 1, "lake/b/": 1, **{f"{root}_s3io_compaction/": 2 for root in control}}, lists
 
 
 @pytest.mark.signature_errors_expected
