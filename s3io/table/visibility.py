@@ -176,20 +176,41 @@ def _listed(listing: dict[str, ObjectInfo], ref: ObjectRef) -> bool:
 __all__ = [
     "JournalSnapshot",
     "apply_journal",
+    "directory_of",
     "list_visible_files",
     "logical_key",
     "read_journal_before",
+    "read_journals",
     "resolve_visible_files",
 ]
 
 
 async def read_journal_before(client: S3Client, bucket: str, prefix: str, *, concurrency: int = 16) -> JournalSnapshot:
     """Read the journals that cover ``prefix`` (one LIST per root), before listing it: see the module doc."""
-    directory = _directory(prefix)
-    infos, write_infos = await _journal_infos(client, bucket, directory)
-    entries = await _read_entries(client, bucket, infos, {}, concurrency)
-    writes = await read_write_entries(client, bucket, write_infos, concurrency=concurrency)
-    roots = journal_roots(directory)
+    return await read_journals(client, bucket, [directory_of(prefix)], concurrency=concurrency)
+
+
+async def read_journals(
+    client: S3Client,
+    bucket: str,
+    directories: Iterable[str],
+    *,
+    known: JournalSnapshot | None = None,
+    concurrency: int = 16,
+) -> JournalSnapshot:
+    """The compaction journals and write entries rooted at each of ``directories`` and at each of their ancestors
+    (one LIST per root, however many directories share it); an entry ``known`` with the listed ETag is not fetched
+    again. Read before listing the directories and again after (``known``: the read before), for
+    ``resolve_visible_files``."""
+    roots = list(dict.fromkeys(root for directory in directories for root in journal_roots(directory)))
+    found = await gather_all(_control_objects(client, bucket, root) for root in roots)
+    objects = [info for group in found for info in group]
+    infos = [o for o in objects if is_journal_key(o.key)]
+    earlier = {e.key: e for e in known.entries} if known is not None else {}
+    entries = await _read_entries(client, bucket, infos, earlier, concurrency)
+    known_writes = {e.key: e for e in known.writes} if known is not None else None
+    write_infos = [o for o in objects if is_write_key(o.key)]
+    writes = await read_write_entries(client, bucket, write_infos, known=known_writes, concurrency=concurrency)
     return JournalSnapshot(
         tuple(entries),
         tuple(journal_prefix(root) for root in roots),
@@ -205,31 +226,32 @@ async def resolve_visible_files(
     listed_files: Iterable[ObjectInfo],
     *,
     before: JournalSnapshot | None = None,
+    after: JournalSnapshot | None = None,
     concurrency: int = 16,
 ) -> list[ObjectInfo]:
     """Apply the compaction journal to a listing of ``prefix`` taken just before this call (and after ``before``).
 
-    Reads the journals of compactions rooted at ``prefix`` and at each of its ancestors (one LIST each, now), plus
-    the journal entries of compactions rooted below ``prefix`` that ``listed_files`` shows (pass the raw recursive
-    listing, hidden keys included, to honour those; each is read again now); entries unchanged since ``before`` are
-    not read again. Hidden keys never appear in the result. Sorted by key.
+    Reads the journals of compactions rooted at ``prefix`` and at each of its ancestors (one LIST each, now; or
+    takes ``after``, ``read_journals`` of them or of more directories, read after the listing), plus the journal
+    entries of compactions rooted below the roots read that ``listed_files`` shows (pass the raw recursive listing,
+    hidden keys included, to honour those; each is read again now); entries unchanged since ``before`` are not read
+    again. Hidden keys never appear in the result. Sorted by key.
     """
     listed = list(listed_files)
-    directory = _directory(prefix)
-    listed_now, writes_now = await _journal_infos(client, bucket, directory)
-    roots = tuple(journal_prefix(root) for root in journal_roots(directory))
-    below = {o.key for o in listed if is_journal_key(o.key) and not o.key.startswith(roots)}  # compactions below
+    directory = directory_of(prefix)
+    if after is None:
+        after = await read_journals(client, bucket, [directory], known=before, concurrency=concurrency)
+    below = {o.key for o in listed if is_journal_key(o.key) and not o.key.startswith(after.journals)}
     earlier = {e.key: e for e in before.entries} if before is not None else {}
-    entries = await _read_entries(client, bucket, listed_now, earlier, concurrency)
+    entries = list(after.entries)
     entries += await read_entries(client, bucket, below - {e.key for e in entries}, concurrency=concurrency)
     current = {e.key for e in entries}
     vanished = [e for e in earlier.values() if e.key not in current and e.state == COMMITTED and _covers(e, prefix)]
     heads = await gather_all(_head(client, e.bucket, e.final_key) for e in vanished)
     finals = {e.key: head for e, head in zip(vanished, heads, strict=True)}
-    write_roots = tuple(writes_prefix(root) for root in journal_roots(directory))
-    writes_below = [o for o in listed if is_write_key(o.key) and not o.key.startswith(write_roots)]  # writes below
+    writes_below = [o for o in listed if is_write_key(o.key) and not o.key.startswith(after.write_prefixes)]
     known_writes = {e.key: e for e in before.writes} if before is not None else {}
-    writes = await read_write_entries(client, bucket, [*writes_now, *writes_below], known=known_writes)
+    writes = [*after.writes, *await read_write_entries(client, bucket, writes_below, known=known_writes)]
     write_heads = await _heads_of_vanished_writes(client, before, writes, prefix)
     return apply_journal(
         listed,
@@ -250,19 +272,11 @@ async def list_visible_files(client: S3Client, bucket: str, prefix: str) -> list
     return await resolve_visible_files(client, bucket, prefix, listed, before=before)
 
 
-def _directory(prefix: str) -> str:
+def directory_of(prefix: str) -> str:
     """The directory a listing prefix lies in ("" or ending with "/")."""
     if prefix and not prefix.endswith("/"):
         return prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
     return prefix
-
-
-async def _journal_infos(client: S3Client, bucket: str, directory: str) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
-    """(the journal objects of compactions, the entries of writes) rooted at ``directory`` and at each of its
-    ancestors: one LIST of each root's control folder."""
-    found = await gather_all(_control_objects(client, bucket, root) for root in journal_roots(directory))
-    objects = [info for group in found for info in group]
-    return [o for o in objects if is_journal_key(o.key)], [o for o in objects if is_write_key(o.key)]
 
 
 async def _control_objects(client: S3Client, bucket: str, root: str) -> list[ObjectInfo]:

@@ -55,7 +55,6 @@ from spark_ext.source.driver_side import (
     source_schema,
     summary_files,
 )
-from spark_ext.source.pruned_listing import narrow_to_filter
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.spark_arrow_types import spark_arrow_schema
 from spark_ext.source.user_errors import spark_facing
@@ -259,13 +258,11 @@ class S3ParquetDataSource(DataSource):
         if self._listed is None:
             options = self.read_options
 
-            async def listing() -> tuple[ReadOptions, list[ListedFile]]:
+            async def listing() -> list[ListedFile]:
                 async with make_client(options) as client:
-                    narrowed = await narrow_to_filter(client, options)  # only the directories the filter may match
-                    return narrowed, await list_files(client, narrowed)
+                    return await list_files(client, options)
 
-            self._read_options, listed = blocking.run(listing())
-            self._listed = tuple(listed)
+            self._listed = tuple(blocking.run(listing()))
             logger.info("s3parquet listed %d data files under %s", len(self._listed), [p.url for p in options.paths])
         return self._listed
 

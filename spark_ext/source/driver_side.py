@@ -32,6 +32,7 @@ from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_p
 from spark_ext.planning.read_options import ReadOptions
 from spark_ext.planning.sql_filter import Node, bind, columns_of
 from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
+from spark_ext.source.pruned_listing import filter_narrowing
 from spark_ext.source.spark_arrow_types import spark_arrow_schema
 
 FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
@@ -71,7 +72,8 @@ async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]
     The listing is what a journal-aware reader sees (``s3io.table.list_visible``), unless ``ignoreJournal``: a read
     never sees a compacted file twice or misses one, whenever it runs and however the listing's pages interleave
     with the compaction's steps; an output still in staging is read under its stored key and stands for its
-    published name (partition values, globs).
+    published name (partition values, globs). With a ``filter``, only the partition directories it may match are
+    listed (``pruned_listing``).
     """
     found = await list_visible(
         client,
@@ -79,6 +81,7 @@ async def list_files(client: S3Client, options: ReadOptions) -> list[ListedFile]
         journal=not options.ignore_journal,
         path_glob_filter=options.path_glob_filter,
         summaries=True,
+        narrow=filter_narrowing(options),
     )
     after, before = options.modified_bounds()
     selected: dict[str, ListedFile] = {}
