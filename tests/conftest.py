@@ -83,7 +83,10 @@ def _every_request_correctly_signed(request: pytest.FixtureRequest) -> Iterator[
     if "s3_endpoint" not in request.fixturenames or request.node.get_closest_marker("signature_errors_expected"):
         return
     server: MotoServer = request.getfixturevalue("moto_server")
-    rejected = [r for r in (server.front.take_rejections() if server.front else []) if not r.wrong_region]
+    # An unknown access key is a test's own doing, never the signer's: a test of wrong credentials whose concurrent
+    # second request is refused after its teardown would otherwise be blamed on the next test.
+    taken = server.front.take_rejections() if server.front else []
+    rejected = [r for r in taken if not r.wrong_region and r.code != "InvalidAccessKeyId"]
     assert not rejected, f"the S3 front refused {len(rejected)} request(s) as S3 would: {rejected[:3]}"
 
 
@@ -92,18 +95,6 @@ def refusing_port() -> Iterator[str]:
     """A port bound but never listening: every connection is refused."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        sock.close()
-
-
-@pytest.fixture
-def silent_port() -> Iterator[str]:
-    """A port whose connections the kernel accepts and nobody ever answers."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:

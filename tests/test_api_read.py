@@ -311,23 +311,3 @@ def test_the_journals_of_several_paths_are_read_once_before_their_listings_and_o
     control = ("lake/a/", "lake/b/", "lake/", "")
     assert lists == {"lake/a/": 1, "lake/b/": 1, **{f"{root}_s3io_compaction/": 2 for root in control}}, lists
 
-
-@pytest.mark.signature_errors_expected
-@pytest.mark.parametrize("api", ["blocking", "async"])
-def test_a_read_with_wrong_credentials_leaves_no_request_behind_when_it_raises(
-    s3_endpoint: Any, moto_server: Any, bucket: str, s3_client: Any, api: str
-) -> None:
-    """A read starts several listings at once (the journal of each ancestor directory, then the Hive directories);
-    with wrong credentials only the first is sent, so no refused request reaches the store after the call raised."""
-    for day in range(1, 7):
-        s3_client.put_object(Bucket=bucket, Key=f"lake/events/day={day}/a.parquet", Body=parquet_bytes(make_table(2)))
-    moto_server.front.take_rejections()
-    url, wrong = f"s3://{bucket}/lake/events/", s3io.Credentials("AKIDWRONGWRONGWRONG0", "not-the-secret")
-    with pytest.raises(s3io.errors.AccessDenied, match="unknown access key"):
-        if api == "blocking":
-            s3io.read_parquet(url, endpoint_url=s3_endpoint.url, credentials=wrong)
-        else:
-            asyncio.run(s3io.read_parquet_async(url, endpoint_url=s3_endpoint.url, credentials=wrong))
-    assert [r.code for r in moto_server.front.take_rejections()] == ["InvalidAccessKeyId"]
-    time.sleep(0.5)  # a request sent before the raise is refused within milliseconds; none was sent, so none can be
-    assert moto_server.front.take_rejections() == []

@@ -8,6 +8,7 @@ import http.server
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +27,18 @@ def _list(store: StoreConfig, bucket: str = "b") -> Any:
             return await client.list_page(bucket, "")
 
     return asyncio.run(run())
+
+
+@pytest.fixture
+def silent_port() -> Iterator[str]:
+    """A port whose connections the kernel accepts and nobody ever answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
 
 
 @pytest.mark.parametrize("server", ["refusing_port", "silent_port"])

@@ -39,7 +39,6 @@ from s3io.s3.checksums import (
     StoredChecksum,
     stated_checksum,
 )
-from s3io.s3.credential_gate import CredentialGate, Turn
 from s3io.s3.encryption import NO_ENCRYPTION, SSE_C, Encryption
 from s3io.s3.etags import bare_etag, multipart_etag, same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
@@ -128,7 +127,6 @@ class S3Client:
         self._regional_signers: dict[tuple[Signer, str], Signer] = {}
         self._clock_offset = 0.0  # seconds added to this machine's clock when signing (learnt from S3's refusals)
         self._checksums = UploadChecksums(self.policy.checksums, self._endpoint_key)
-        self._gate = CredentialGate(self._endpoint_key)  # one request at a time until the credentials are accepted
 
     def __repr__(self) -> str:
         return f"S3Client(endpoint={self.endpoint.scheme}://{self.endpoint.host}, {self._credentials!r})"
@@ -163,32 +161,12 @@ class S3Client:
 
     # ----------------------------------------------------------------- plumbing
 
-    async def _send(self, watchdog: Watchdog, request: S3Request) -> Response:
-        """Address, sign and send one request; an error answer raises its typed error (see ``_send_signed``). While
-        the endpoint has not accepted the credentials, requests go one at a time (``s3io.s3.credential_gate``)."""
-        signer = self._credentials.ready_signer() or await self._credentials.signer()
-        if signer is None or self._gate.open_to(signer, signer.identity):
-            return await self._send_signed(watchdog, request, signer, None)
-        turn = await self._gate.turn(signer.identity(), request.bucket, request.key or None)
-        try:
-            return await self._send_signed(watchdog, request, signer, turn)
-        finally:
-            if turn is not None:
-                turn.release()
-
-    async def _send_signed(
-        self,
-        watchdog: Watchdog,
-        request: S3Request,
-        signer: Signer | None,
-        turn: Turn | None,
-        *,
-        redirected: bool = False,
-        reclocked: bool = False,
+    async def _send(
+        self, watchdog: Watchdog, request: S3Request, *, redirected: bool = False, reclocked: bool = False
     ) -> Response:
-        """Send one request signed by ``signer``; an error answer raises its typed error, and settles ``turn``. A
-        wrong-region answer is learnt and the request sent again (once), signed for the bucket's region; so is a
-        refusal that this machine's clock explains (``Policy.correct_clock_skew``), signed with the server's time."""
+        """Address, sign and send one request; an error answer raises its typed error. A wrong-region answer is
+        learnt and the request sent again (once), signed for the bucket's region; so is a refusal that this
+        machine's clock explains (``Policy.correct_clock_skew``), signed with the server's time."""
         bucket, key, method, body = request.bucket, request.key, request.method, request.body
         endpoint = self._bucket_endpoints.get(bucket, self.endpoint) if self._bucket_endpoints else self.endpoint
         host, path = endpoint.target(bucket, key)
@@ -197,10 +175,12 @@ class S3Client:
         headers["host"] = host
         if self._requester_pays:
             headers[REQUEST_PAYER_HEADER] = "requester"
+        signer = self._credentials.ready_signer() or await self._credentials.signer()
         if signer is not None:
-            regional = signer if signer.region == endpoint.region else self._signer_for(signer, endpoint.region)
+            if signer.region != endpoint.region:
+                signer = self._signer_for(signer, endpoint.region)
             payload_hash = EMPTY_SHA256 if not body else hashlib.sha256(body).hexdigest()
-            regional.sign(method, path, qs, headers, payload_hash, now=time.time() + self._clock_offset)
+            signer.sign(method, path, qs, headers, payload_hash, now=time.time() + self._clock_offset)
         elif body:
             headers["x-amz-content-sha256"] = UNSIGNED_PAYLOAD
         status: int | str = "error"
@@ -211,7 +191,7 @@ class S3Client:
             f"{path}?{qs}" if qs else path,
             headers,
             body,
-            request.on_headers if turn is None else _both(turn.headers, request.on_headers),
+            request.on_headers,
             request.on_chunk,
             request.landing,
         )
@@ -231,7 +211,7 @@ class S3Client:
             region = bucket_region(response.status, response.headers, response.body) if bucket else None
             if region is not None and region != endpoint.region and not redirected:
                 self._learn_region(bucket, region)
-                return await self._send_signed(watchdog, request, signer, turn, redirected=True)
+                return await self._send(watchdog, request, redirected=True)
             code, message = xml.error_fields(response.body)
             if response.status >= 300 or code is not None:
                 if signer is not None and not reclocked and self.policy.correct_clock_skew:
@@ -247,31 +227,20 @@ class S3Client:
                     )
                     if offset is not None:
                         self._learn_clock(offset, endpoint)
-                        return await self._send_signed(
-                            watchdog, request, signer, turn, redirected=redirected, reclocked=True
-                        )
+                        return await self._send(watchdog, request, redirected=redirected, reclocked=True)
                 if region is not None:
                     message = f"{message or 'wrong region'} (the bucket is in {region}; pass region={region!r})"
-                foreign = None if code is not None else foreign_answer(response.headers, response.body)
-                answer = response
-
-                def error_for(bucket: str, key: str | None) -> errors.S3IOError:
-                    """The error this answer means for a request of ``bucket``/``key``."""
-                    return error_for_status(
-                        answer.status,
-                        code or _status_code(answer.status),
-                        message,
-                        server_date=answer.headers.get("Date"),
-                        clock_offset=self._clock_offset,
-                        foreign=foreign,
-                        endpoint=self._endpoint_key,
-                        bucket=bucket,
-                        key=key,
-                    )
-
-                if turn is not None:
-                    turn.answered(response.status, code, error_for)
-                error = error_for(bucket, key or None)
+                error = error_for_status(
+                    response.status,
+                    code or _status_code(response.status),
+                    message,
+                    server_date=response.headers.get("Date"),
+                    clock_offset=self._clock_offset,
+                    foreign=None if code is not None else foreign_answer(response.headers, response.body),
+                    endpoint=self._endpoint_key,
+                    bucket=bucket,
+                    key=key or None,
+                )
                 if isinstance(error, errors.AccessDenied) and request.operation in _ENCRYPTED_WRITES:
                     error.add_hint(self.encryption.refused_write_hint())
                 raise error
@@ -1080,17 +1049,3 @@ def _md5(data: bytes) -> str:
 
 def _status_code(status: int) -> str:
     return {404: "NotFound", 403: "AccessDenied", 412: "PreconditionFailed", 503: "SlowDown"}.get(status, str(status))
-
-
-def _both(
-    first: Callable[[int, CIMultiDictProxy[str]], None], then: Callable[[int, CIMultiDictProxy[str]], None] | None
-) -> Callable[[int, CIMultiDictProxy[str]], None]:
-    """An answer's headers to ``first``, then to ``then`` (if any)."""
-    if then is None:
-        return first
-
-    def both(status: int, headers: CIMultiDictProxy[str]) -> None:
-        first(status, headers)
-        then(status, headers)
-
-    return both

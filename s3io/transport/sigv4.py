@@ -45,10 +45,6 @@ class Signer:
     def region(self) -> str:
         return self._region
 
-    def identity(self) -> bytes:
-        """A digest of the credentials (key, secret, token), the same for every region: tells them apart unshown."""
-        return hashlib.sha256("\0".join((self._access_key, self._secret_key, self._token or "")).encode()).digest()
-
     def for_region(self, region: str) -> Signer:
         """The same credentials, signing for ``region`` (a bucket that lives elsewhere)."""
         return Signer(self._access_key, self._secret_key, self._token, region)
