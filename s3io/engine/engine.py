@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
-from s3io.engine.buffers import allocate, page_in, retained
+from s3io.engine.buffers import Buffer, allocate, page_in, retained
 from s3io.engine.config import EngineConfig
 from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
@@ -43,10 +43,14 @@ from s3io.s3.client import stated_size
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.types import GetResult, ObjectInfo
+from s3io.transport.pieces import Pieces
 
 FULL_READ_ATTEMPTS = 3  # reads of a large object whose parts failed its full-object checksum, before giving up
 UNKNOWN_SIZE = -1  # ObjectInfo.size of an object whose size is not known (e.g. built from a path alone)
 MAX_LEARNED_PINS = 4096
+# fetch_ranges keeps the bytes between two ranges only when they are closer than this; the gap bytes of a GET that
+# merged farther ones land in scratch (``Pieces``): a gap's fresh pages cost more than a few more pieces to receive.
+KEPT_GAP = 64 * 1024
 WHOLE_OBJECT = GetRange.whole()
 
 Blob = bytes | memoryview  # a read's bytes: a read-only view of the one buffer its parts landed in (or b"")
@@ -391,10 +395,12 @@ class RangeEngine:
         identity = self._identity(obj)
         if plan.whole:
             blobs = [await self._read_whole(obj, identity)]
+            held = plan.merged
         else:
-            blobs = await self._read_spans(obj, plan.merged, identity)
+            held = merge_ranges(ranges, min(KEPT_GAP, self.config.coalesce_gap))  # each run inside one span
+            blobs = await self._read_kept(obj, plan.merged, held, identity)
         self._learn(obj, identity)
-        return slice_merged(ranges, plan.merged, blobs)
+        return slice_merged(ranges, held, blobs)
 
     async def _read_segments(self, obj: ObjectInfo, ranges: list[Range], plan: _RangePlan) -> list[tuple[int, Blob]]:
         if not self._count_ranges(ranges, plan):
@@ -531,27 +537,60 @@ class RangeEngine:
         return result.data if into is None else into.toreadonly()
 
     async def _read_spans(self, obj: ObjectInfo, spans: list[Range], identity: _Identity) -> list[Blob]:
-        """Each ``[start, end)`` span in one buffer of its own, filled by part_size parts landing at their offsets.
+        """Each ``[start, end)`` span in one buffer of its own, filled by part_size parts landing at their offsets."""
+        buffers = [allocate(end - start) for start, end in spans]
+        views = [memoryview(buffer) for buffer in buffers]
+        await self._fill(
+            obj,
+            identity,
+            [(start, end, view, buffer) for (start, end), view, buffer in zip(spans, views, buffers, strict=True)],
+        )
+        return [view.toreadonly() for view in views]
+
+    async def _read_kept(
+        self, obj: ObjectInfo, spans: list[Range], runs: list[Range], identity: _Identity
+    ) -> list[Blob]:
+        """The bytes of each run (``runs``: in offset order, each inside one span), in a buffer of its own; a span's
+        bytes between its runs land in scratch (``Pieces``), never in memory kept for the caller."""
+        buffers = [allocate(end - start) for start, end in runs]
+        views = [memoryview(buffer) for buffer in buffers]
+        jobs: list[tuple[int, int, memoryview | Pieces, Buffer | None]] = []
+        index = 0
+        for start, end in spans:
+            first = index
+            while index < len(runs) and runs[index][1] <= end:
+                index += 1
+            if index - first == 1 and runs[first] == (start, end):
+                jobs.append((start, end, views[first], buffers[first]))
+                continue
+            for buffer, (run_start, run_end) in zip(buffers[first:index], runs[first:index], strict=True):
+                page_in(buffer, [(0, run_end - run_start)])
+            layout = Pieces.of_runs(start, end, [(runs[i][0], views[i]) for i in range(first, index)])
+            jobs.append((start, end, layout, None))
+        await self._fill(obj, identity, jobs)
+        return [view.toreadonly() for view in views]
+
+    async def _fill(
+        self, obj: ObjectInfo, identity: _Identity, jobs: list[tuple[int, int, memoryview | Pieces, Buffer | None]]
+    ) -> None:
+        """Fill each ``(start, end, target, buffer)``: ``[start, end)`` of the object landing in ``target`` by part_size
+        parts at their offsets (``buffer``, when the target is a view of one, is paged in ahead of them).
 
         One fixed set of workers (as many as parts may be in flight, never more) takes the parts of every span in
         turn: a read of many small spans starts a few tasks, not max_concurrency per span."""
         part_size = self.config.part_size
-        buffers = [allocate(end - start) for start, end in spans]
-        for buffer, (start, end) in zip(buffers, spans, strict=True):
-            page_in(buffer, [(offset - start, stop - start) for offset, stop in iter_parts(start, end, part_size)])
-        views = [memoryview(buffer) for buffer in buffers]
-        parts = [
-            (view[offset - start : stop - start], offset, stop)
-            for (start, end), view in zip(spans, views, strict=True)
-            for offset, stop in iter_parts(start, end, part_size)
-        ]
+        parts = []
+        for start, end, target, buffer in jobs:
+            windows = [(offset - start, stop - start) for offset, stop in iter_parts(start, end, part_size)]
+            if buffer is not None:
+                page_in(buffer, windows)
+            parts += [(target[low:high], start + low, start + high) for low, high in windows]
 
-        async def part(job: tuple[memoryview, int, int]) -> None:
+        async def part(job: tuple[memoryview | Pieces, int, int]) -> None:
             window, offset, stop = job
             await self._get(obj, GetRange.bounded(offset, stop), identity, into=window)
 
         await map_bounded(part, parts, self.config.max_concurrency)
-        return [view.toreadonly() for view in views]
 
     async def _read_parts(self, obj: ObjectInfo, start: int, end: int, identity: _Identity) -> list[tuple[int, Blob]]:
         """``[start, end)`` (whose end a server told) as ``(offset, bytes)`` of part_size parts, each in its own
@@ -578,7 +617,7 @@ class RangeEngine:
         identity: _Identity,
         *,
         exact: bool = True,
-        into: memoryview | None = None,
+        into: memoryview | Pieces | None = None,
     ) -> GetResult:
         """One GET through single-flight, pinned to the read's ETag; checked against the read's identity.
 
@@ -588,7 +627,10 @@ class RangeEngine:
         there: in place when this read issued the GET, copied there once when it shared another read's."""
         pin = identity.etag
         key = (obj.bucket, obj.key, pin, want) if pin is not None else (obj.bucket, obj.key, None, want, id(identity))
-        result = await self._flights.get(key, lambda: self._issue(obj, want, identity, into), cache=pin is not None)
+        shared = pin is not None
+        if isinstance(into, Pieces):  # its data holds only this read's runs: a GET no other read may join or reuse
+            key, shared = (*key, id(into)), False
+        result = await self._flights.get(key, lambda: self._issue(obj, want, identity, into), cache=shared)
         identity.verify(result)
         if into is not None and result.data is not into and len(result.data) <= len(into):
             into[: len(result.data)] = result.data  # another read's GET (or a hedge's own buffer): one copy
@@ -608,7 +650,7 @@ class RangeEngine:
         return result
 
     async def _issue(
-        self, obj: ObjectInfo, want: GetRange, identity: _Identity, into: memoryview | None = None
+        self, obj: ObjectInfo, want: GetRange, identity: _Identity, into: memoryview | Pieces | None = None
     ) -> GetResult:
         """The GET itself: a concurrency slot, then the hedger around S3Client.get_range.
 

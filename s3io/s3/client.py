@@ -52,6 +52,7 @@ from s3io.s3.upload_checksums import UploadChecksums
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import Endpoint, resolve_endpoint
 from s3io.transport.exchange import Response
+from s3io.transport.pieces import Pieces
 from s3io.transport.proxy import proxy_for
 from s3io.transport.session import Route
 from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_query
@@ -321,7 +322,7 @@ class S3Client:
         want: GetRange,
         *,
         if_match: str | None = None,
-        into: memoryview | bytearray | None = None,
+        into: memoryview | bytearray | Pieces | None = None,
     ) -> GetResult:
         """The bytes of an object that ``want`` selects (whole, bounded, from an offset, or the last n bytes).
 
@@ -334,14 +335,24 @@ class S3Client:
         the object's size, for the whole object), which the body is written into in place (a large one straight
         from the socket); ``data`` is then a view of it (of its first bytes when the object ends inside the range;
         ``bytes`` when a whole object turns out larger than ``into``). A GET ``into`` one buffer per part is how
-        the range engine assembles a large read without joining anything.
+        the range engine assembles a large read without joining anything. ``into`` as ``Pieces`` (a bounded range):
+        the bytes between the runs the caller keeps land in scratch; ``data`` is then those pieces.
         """
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
         if want.kind == BOUNDED and want.end == want.start:
             return GetResult(b"", if_match, None, want.start)
-        target = None
-        if into is not None:
+        target: memoryview | Pieces | None = None
+        if isinstance(into, Pieces):
+            if want.kind != BOUNDED or want.expected_length != len(into):
+                raise errors.InvalidConfig(
+                    f"into: pieces of exactly a bounded range's length; got {len(into)} bytes for "
+                    f"{want.header() or 'the whole object'}",
+                    bucket=bucket,
+                    key=key,
+                )
+            target = into
+        elif into is not None:
             target = memoryview(into).cast("B")
             if target.readonly or want.kind not in (BOUNDED, WHOLE) or want.expected_length not in (None, len(target)):
                 raise errors.InvalidConfig(

@@ -15,7 +15,9 @@ drops them and raises ChecksumMismatch: the next attempt reads the object again,
 
 With ``into`` (a writable buffer of exactly the bytes wanted, e.g. a part's window of the buffer a span lands in)
 every kept byte is written at its place there, once: chunks are copied into it, and ``room()`` offers the transport
-the rest of it to receive the body straight from the socket. Without it the chunks are kept and joined.
+the rest of it to receive the body straight from the socket. ``into`` may be ``Pieces`` too (a bounded range whose
+bytes between the runs a caller keeps land in scratch); the result's ``data`` is then those pieces. Without it the
+chunks are kept and joined.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from s3io.s3.checksums import StoredChecksum, stated_checksum
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, FROM, WHOLE, GetRange
 from s3io.s3.types import GetResult
+from s3io.transport.pieces import Pieces
 
 
 class RangeRead:
@@ -58,7 +61,7 @@ class RangeRead:
         key: str,
         want: GetRange,
         etag: str | None,
-        into: memoryview | None = None,
+        into: memoryview | Pieces | None = None,
         *,
         verify: bool = False,
     ) -> None:
@@ -69,6 +72,8 @@ class RangeRead:
         self.etag = etag
         if into is not None and want.kind != WHOLE and (want.kind != BOUNDED or len(into) != want.expected_length):
             raise ValueError(f"into: a buffer of the bounded range's length (or the whole object's), not for {want}")
+        if isinstance(into, Pieces) and want.kind != BOUNDED:
+            raise ValueError(f"into: pieces are for a bounded range, not for {want}")
         self.into = into
         self.verify = verify and want.kind == WHOLE
         self.stated: StoredChecksum | None = None  # what a 200 stated for the object (kept across resumed attempts)
@@ -198,7 +203,7 @@ class RangeRead:
             into[self.received : self.received + len(chunk)] = chunk
         self.received += len(chunk)
 
-    def room(self) -> memoryview | None:
+    def room(self) -> memoryview | Pieces | None:
         """Where the rest of the wanted bytes go, when the body from here on is exactly them (nothing to skip, an
         answer of stated length): the transport may receive straight into it and report with ``filled``."""
         if self.into is None or self.skip or self.unsized or self.stop is None or self.first is None:

@@ -21,16 +21,19 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
+from s3io.transport.pieces import Pieces
+
 # Bodies with less than this left after the headers are read chunk by chunk: the swap costs about as much as a
 # few chunks (a future and two protocol swaps), and small bodies come in one or two reads anyway.
 RECEIVE_INTO_MIN = 256 * 1024
 
 
 class BodyTarget(Protocol):
-    """Where a GET's body lands in place: ``room()`` is the writable rest of it when the body from here on is exactly
-    the bytes wanted (else None), ``filled(n)`` records ``n`` more bytes written at its start."""
+    """Where a GET's body lands in place: ``room()`` is the writable rest of it (one buffer, or ``Pieces``) when the
+    body from here on is exactly the bytes wanted (else None), ``filled(n)`` records ``n`` more bytes written at its
+    start."""
 
-    def room(self) -> memoryview | None: ...
+    def room(self) -> memoryview | Pieces | None: ...
 
     def filled(self, count: int) -> None: ...
 
@@ -40,29 +43,37 @@ class _Watch(Protocol):
 
 
 class _ReceiveInto(asyncio.BufferedProtocol):
-    """Fills ``view`` from the socket; ``done`` resolves when it is full, fails when the connection ends first."""
+    """Fills ``views`` in turn from the socket; ``done`` resolves when the last is full, fails when the connection
+    ends first."""
 
-    def __init__(self, handler: ResponseHandler, view: memoryview, target: BodyTarget, watch: _Watch) -> None:
+    def __init__(self, handler: ResponseHandler, views: list[memoryview], target: BodyTarget, watch: _Watch) -> None:
         self.handler = handler
-        self.view = view
+        self.views = views
         self.target = target
         self.watch = watch
-        self.position = 0
+        self.index = 0  # the view being filled
+        self.position = 0  # bytes in it so far
+        self.total = 0  # bytes received in all
+        self.length = sum(len(view) for view in views)
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.detached = False
 
     def get_buffer(self, sizehint: int) -> Any:
         if self.detached:  # a late read after the receive ended (a TLS transport flushing): never into the buffer
             return bytearray(max(sizehint, 64 * 1024))
-        return self.view[self.position :]
+        return self.views[self.index][self.position :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.detached:
             return
         self.position += nbytes
+        self.total += nbytes
         self.target.filled(nbytes)
         self.watch.progress()
-        if self.position == len(self.view):
+        if self.position == len(self.views[self.index]) and self.index + 1 < len(self.views):
+            self.index += 1
+            self.position = 0
+        elif self.total == self.length:
             self.detached = True
             if not self.done.done():
                 self.done.set_result(None)
@@ -80,8 +91,8 @@ class _ReceiveInto(asyncio.BufferedProtocol):
         if not self.done.done():
             self.done.set_exception(
                 aiohttp.ClientPayloadError(
-                    f"Response payload is not completed: the connection ended after {self.position} of the "
-                    f"{len(self.view)} body bytes left ({exc!r})"
+                    f"Response payload is not completed: the connection ended after {self.total} of the "
+                    f"{self.length} body bytes left ({exc!r})"
                 )
             )
 
@@ -101,13 +112,13 @@ async def receive_into(
     transport: asyncio.Transport,
     handler: ResponseHandler,
     payload: aiohttp.StreamReader,
-    view: memoryview,
+    room: memoryview | Pieces,
     target: BodyTarget,
     watch: _Watch,
 ) -> None:
-    """Receive exactly ``len(view)`` body bytes into ``view``, then hand the connection back to aiohttp's protocol,
-    told the body is complete (``payload`` at its end) and with no parser for anything past it."""
-    receiver = _ReceiveInto(handler, view, target, watch)
+    """Receive exactly ``len(room)`` body bytes into ``room`` (its pieces in turn), then hand the connection back to
+    aiohttp's protocol, told the body is complete (``payload`` at its end) and with no parser for anything past it."""
+    receiver = _ReceiveInto(handler, room.views if isinstance(room, Pieces) else [room], target, watch)
     transport.set_protocol(receiver)
     try:
         await receiver.done
