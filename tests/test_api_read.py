@@ -310,4 +310,3 @@ def test_the_journals_of_several_paths_are_read_once_before_their_listings_and_o
     lists = Counter(parse_qs(r.query).get("prefix", [""])[0] for r in fault_proxy.requests if "list-type" in r.query)
     control = ("lake/a/", "lake/b/", "lake/", "")
     assert lists == {"lake/a/": 1, "lake/b/": 1, **{f"{root}_s3io_compaction/": 2 for root in control}}, lists
-

@@ -27,13 +27,13 @@ from support.faultproxy import (
     Truncate,
 )
 from support.moto_server import boto3_client
+from support.policies import MID_BODY_FAULTS
 
 from s3io import (
     Credentials,
     DeadlineExceeded,
     NotFound,
     ObjectChanged,
-    Policy,
     RetryBudgetExhausted,
     S3Client,
     errors,
@@ -42,15 +42,7 @@ from s3io import (
 pytestmark = pytest.mark.timeout(90)
 
 MIB = 1024 * 1024
-FAST = Policy(
-    connect_timeout=2,
-    first_byte_timeout=2,
-    stall_timeout=1,
-    operation_timeout=20,
-    max_attempts=6,
-    backoff_base=0.05,
-    backoff_cap=0.5,
-)
+FAST = MID_BODY_FAULTS
 
 
 def _put(s3_client, bucket: str, key: str, size: int, seed: int = 1) -> bytes:

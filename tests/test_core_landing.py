@@ -20,11 +20,12 @@ from collections.abc import Iterator
 
 import pytest
 from support.faultproxy import FaultProxy, FaultRule, Reset, SlowBody, Stall, Truncate
+from support.policies import MID_BODY_FAULTS
 from support.scripted_s3 import Reply, Request, ScriptedS3, etag_of
 
 import s3io.transport.exchange as exchange_module
 from benchmarks.infra import Stack
-from s3io import Credentials, ObjectInfo, Policy, S3Client
+from s3io import Credentials, ObjectInfo, S3Client
 from s3io.engine import EngineConfig, RangeEngine
 from s3io.s3.get_range import GetRange
 from s3io.transport.landing import RECEIVE_INTO_MIN
@@ -32,15 +33,7 @@ from s3io.transport.landing import RECEIVE_INTO_MIN
 pytestmark = pytest.mark.timeout(120)
 
 MIB = 1024 * 1024
-FAST = Policy(
-    connect_timeout=2,
-    first_byte_timeout=2,
-    stall_timeout=1,
-    operation_timeout=20,
-    max_attempts=6,
-    backoff_base=0.05,
-    backoff_cap=0.5,
-)
+FAST = MID_BODY_FAULTS
 
 
 @pytest.fixture

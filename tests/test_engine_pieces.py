@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from support.faultproxy import FaultProxy, FaultRule, Reset, SlowBody, Stall, Truncate
+from support.policies import MID_BODY_FAULTS
 
 import s3io.transport.exchange as exchange_module
-from s3io import ObjectInfo, Policy, S3Client
+from s3io import ObjectInfo, S3Client
 from s3io.engine import EngineConfig, RangeEngine
 from s3io.engine.buffers import retained
 from s3io.engine.engine import KEPT_GAP
@@ -23,15 +24,7 @@ from s3io.transport.pieces import SCRATCH_BYTES, Pieces
 pytestmark = pytest.mark.timeout(120)
 
 KIB, MIB = 1024, 1024 * 1024
-FAST = Policy(
-    connect_timeout=2,
-    first_byte_timeout=2,
-    stall_timeout=1,
-    operation_timeout=30,
-    max_attempts=6,
-    backoff_base=0.05,
-    backoff_cap=0.5,
-)
+FAST = MID_BODY_FAULTS
 
 
 def test_pieces_of_runs_keep_the_runs_and_send_the_gaps_to_scratch() -> None:

@@ -257,8 +257,9 @@ class RangeEngine:
     async def fetch_ranges(self, obj: ObjectInfo, ranges: Sequence[Range]) -> list[Blob]:
         """The bytes of each ``[start, end)`` range, in request order; all or nothing.
 
-        Each merged span lands in one buffer; a range is a read-only ``memoryview`` of it (no copy), which keeps
-        that buffer alive while it is held."""
+        Ranges closer than ``coalesce_gap`` share a GET; a range is a read-only ``memoryview`` (no copy) of a buffer
+        holding its run (itself and the ranges within ``KEPT_GAP`` of it), which it keeps alive while it is held; the
+        bytes a GET brings between runs land in scratch and are not kept."""
         reservation, run = self._prepare_ranges(obj, list(ranges))
         return await self._direct(obj, reservation, run)
 
