@@ -551,10 +551,16 @@ class RangeEngine:
     async def _read_kept(
         self, obj: ObjectInfo, spans: list[Range], runs: list[Range], identity: _Identity
     ) -> list[Blob]:
-        """The bytes of each run (``runs``: in offset order, each inside one span), in a buffer of its own; a span's
-        bytes between its runs land in scratch (``Pieces``), never in memory kept for the caller."""
-        buffers = [allocate(end - start) for start, end in runs]
-        views = [memoryview(buffer) for buffer in buffers]
+        """The bytes of each run (``runs``: in offset order, each inside one span), side by side in one buffer the
+        size of the runs alone (faulted in by the pager, off the event loop); a span's bytes between its runs land in
+        scratch (``Pieces``), never in memory kept for the caller."""
+        buffer = allocate(sum(end - start for start, end in runs))
+        page_in(buffer, [(0, len(buffer))])
+        whole = memoryview(buffer)
+        views, position = [], 0
+        for start, end in runs:
+            views.append(whole[position : position + end - start])
+            position += end - start
         jobs: list[tuple[int, int, memoryview | Pieces, Buffer | None]] = []
         index = 0
         for start, end in spans:
@@ -562,12 +568,16 @@ class RangeEngine:
             while index < len(runs) and runs[index][1] <= end:
                 index += 1
             if index - first == 1 and runs[first] == (start, end):
-                jobs.append((start, end, views[first], buffers[first]))
-                continue
-            for buffer, (run_start, run_end) in zip(buffers[first:index], runs[first:index], strict=True):
-                page_in(buffer, [(0, run_end - run_start)])
-            layout = Pieces.of_runs(start, end, [(runs[i][0], views[i]) for i in range(first, index)])
-            jobs.append((start, end, layout, None))
+                jobs.append((start, end, views[first], None))
+            else:
+                jobs.append(
+                    (
+                        start,
+                        end,
+                        Pieces.of_runs(start, end, [(runs[i][0], views[i]) for i in range(first, index)]),
+                        None,
+                    )
+                )
         await self._fill(obj, identity, jobs)
         return [view.toreadonly() for view in views]
 
