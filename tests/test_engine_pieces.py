@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 import pytest
-from support.faultproxy import FaultProxy, FaultRule, Reset, SlowBody, Stall, Truncate
+from support.faultproxy import FaultProxy, FaultRule, Latency, Reset, SlowBody, Stall, Truncate
 from support.policies import MID_BODY_FAULTS
 
 import s3io.transport.exchange as exchange_module
@@ -149,3 +149,23 @@ def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+async def test_a_hedged_gets_bytes_land_in_the_pieces_of_the_read_whichever_get_wins(
+    fault_proxy: FaultProxy, s3_client: Any, bucket: str
+) -> None:
+    """The first GET of a scattered read answers late; its hedge (which lands in a buffer of its own) wins, and its
+    body's kept bytes are copied into the read's pieces."""
+    data = random.Random(9).randbytes(MIB)
+    s3_client.put_object(Bucket=bucket, Key="hedged.bin", Body=data)
+    fault_proxy.add_rule(FaultRule(fault=Latency(1.5), method="GET", path="hedged.bin", times=1))
+    ranges = [(0, 20 * KIB), (20 * KIB + KEPT_GAP + 1000, 200 * KIB)]
+    async with S3Client(FAST, endpoint_url=fault_proxy.url) as s3:
+        config = EngineConfig(
+            whole_object_threshold=512 * KIB, hedge_enabled=True, hedge_delay=0.2, hedge_max_fraction=1.0
+        )
+        engine = RangeEngine(s3, config)
+        got = await engine.fetch_ranges(ObjectInfo(bucket, "hedged.bin", len(data)), ranges)
+        hedges = engine.stats().hedges
+    assert [bytes(blob) for blob in got] == [data[a:b] for a, b in ranges]
+    assert hedges == 1 and len([r for r in fault_proxy.requests if r.method == "GET"]) == 2
