@@ -19,7 +19,6 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Iterable
 
 MAPPED_MIN = 1024 * 1024
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: map and fault in every page in one call
@@ -27,7 +26,6 @@ _ANONYMOUS = getattr(mmap, "MAP_ANONYMOUS", 0)
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
 
 Buffer = bytearray | mmap.mmap
-Window = tuple[int, int]  # [start, stop) of a buffer
 
 
 def _libc_madvise() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
@@ -57,25 +55,22 @@ POPULATES_AHEAD = _MADVISE is not None
 
 
 class _Pager:
-    """One daemon thread per process faulting in windows of mapped buffers, in the order they were asked for."""
+    """One daemon thread per process faulting in mapped buffers, in the order they were handed to it."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self._jobs: queue.SimpleQueue[tuple[mmap.mmap, list[Window]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[mmap.mmap] = queue.SimpleQueue()
         threading.Thread(target=self._run, name="s3io-pager", daemon=True).start()
 
-    def submit(self, mapping: mmap.mmap, windows: list[Window]) -> None:
-        self._jobs.put((mapping, windows))
+    def submit(self, mapping: mmap.mmap) -> None:
+        self._jobs.put(mapping)
 
     def _run(self) -> None:
         assert _MADVISE is not None
         while True:
-            mapping, windows = self._jobs.get()
-            base = _address(mapping)
-            for start, stop in windows:
-                first = start - start % mmap.PAGESIZE
-                _MADVISE(base + first, stop - first, _MADV_POPULATE_WRITE)  # refused: the writes fault pages in
-            del mapping, windows  # the buffer may be unmapped as soon as its reader drops it
+            mapping = self._jobs.get()
+            _MADVISE(_address(mapping), len(mapping), _MADV_POPULATE_WRITE)  # refused: the writes fault pages in
+            del mapping  # the buffer may be unmapped as soon as its reader drops it
 
 
 _pager: _Pager | None = None
@@ -105,11 +100,11 @@ def allocate(size: int, *, populate_ahead: bool | None = None) -> Buffer:
     return mmap.mmap(-1, size, flags=flags)
 
 
-def page_in(buffer: Buffer, windows: Iterable[Window]) -> None:
-    """Have the pager fault in ``windows`` of a mapped buffer, in order, ahead of the bytes (returns at once; nothing
-    to do for heap buffers, or where ``allocate`` populated the mapping)."""
+def page_in(buffer: Buffer) -> None:
+    """Have the pager fault in a mapped buffer, from its start, ahead of the bytes (returns at once; nothing to do for
+    heap buffers, or where ``allocate`` populated the mapping)."""
     if isinstance(buffer, mmap.mmap) and POPULATES_AHEAD:
-        _the_pager().submit(buffer, list(windows))
+        _the_pager().submit(buffer)
 
 
 def retained(data: object) -> int:

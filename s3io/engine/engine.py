@@ -22,6 +22,8 @@ no checksum S3 keeps covers an arbitrary range (docs/integrity.md).
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from s3io import errors
 from s3io.engine.budget import ByteBudget, Lease
-from s3io.engine.buffers import Buffer, allocate, page_in, retained
+from s3io.engine.buffers import allocate, page_in, retained
 from s3io.engine.config import EngineConfig
 from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
@@ -528,7 +530,7 @@ class RangeEngine:
         into = None
         if size:
             buffer = allocate(size)
-            page_in(buffer, [(0, size)])
+            page_in(buffer)
             into = memoryview(buffer)
         result = await self._get(obj, WHOLE_OBJECT, identity, exact=False, into=into)
         if size is not None and len(result.data) != size:
@@ -540,12 +542,10 @@ class RangeEngine:
     async def _read_spans(self, obj: ObjectInfo, spans: list[Range], identity: _Identity) -> list[Blob]:
         """Each ``[start, end)`` span in one buffer of its own, filled by part_size parts landing at their offsets."""
         buffers = [allocate(end - start) for start, end in spans]
+        for buffer in buffers:
+            page_in(buffer)
         views = [memoryview(buffer) for buffer in buffers]
-        await self._fill(
-            obj,
-            identity,
-            [(start, end, view, buffer) for (start, end), view, buffer in zip(spans, views, buffers, strict=True)],
-        )
+        await self._fill(obj, identity, [(start, end, view) for (start, end), view in zip(spans, views, strict=True)])
         return [view.toreadonly() for view in views]
 
     async def _read_kept(
@@ -555,47 +555,36 @@ class RangeEngine:
         size of the runs alone (faulted in by the pager, off the event loop); a span's bytes between its runs land in
         scratch (``Pieces``), never in memory kept for the caller."""
         buffer = allocate(sum(end - start for start, end in runs))
-        page_in(buffer, [(0, len(buffer))])
-        whole = memoryview(buffer)
-        views, position = [], 0
-        for start, end in runs:
-            views.append(whole[position : position + end - start])
-            position += end - start
-        jobs: list[tuple[int, int, memoryview | Pieces, Buffer | None]] = []
-        index = 0
+        page_in(buffer)
+        offsets = list(itertools.accumulate((end - start for start, end in runs), initial=0))
+        views = [memoryview(buffer)[offsets[i] : offsets[i + 1]] for i in range(len(runs))]
+        jobs: list[tuple[int, int, memoryview | Pieces]] = []
+        first = 0
         for start, end in spans:
-            first = index
-            while index < len(runs) and runs[index][1] <= end:
-                index += 1
-            if index - first == 1 and runs[first] == (start, end):
-                jobs.append((start, end, views[first], None))
+            last = bisect.bisect_right(runs, (end, end), lo=first)  # the runs inside this span: first .. last - 1
+            if runs[first:last] == [(start, end)]:
+                jobs.append((start, end, views[first]))  # no gap: a plain buffer (a GET others may share)
             else:
-                jobs.append(
-                    (
-                        start,
-                        end,
-                        Pieces.of_runs(start, end, [(runs[i][0], views[i]) for i in range(first, index)]),
-                        None,
-                    )
-                )
+                kept = [(runs[i][0], views[i]) for i in range(first, last)]
+                jobs.append((start, end, Pieces.of_runs(start, end, kept)))
+            first = last
         await self._fill(obj, identity, jobs)
         return [view.toreadonly() for view in views]
 
     async def _fill(
-        self, obj: ObjectInfo, identity: _Identity, jobs: list[tuple[int, int, memoryview | Pieces, Buffer | None]]
+        self, obj: ObjectInfo, identity: _Identity, jobs: list[tuple[int, int, memoryview | Pieces]]
     ) -> None:
-        """Fill each ``(start, end, target, buffer)``: ``[start, end)`` of the object landing in ``target`` by part_size
-        parts at their offsets (``buffer``, when the target is a view of one, is paged in ahead of them).
+        """Fill each ``(start, end, target)``: ``[start, end)`` of the object landing in ``target`` by part_size parts
+        at their offsets.
 
         One fixed set of workers (as many as parts may be in flight, never more) takes the parts of every span in
         turn: a read of many small spans starts a few tasks, not max_concurrency per span."""
         part_size = self.config.part_size
-        parts = []
-        for start, end, target, buffer in jobs:
-            windows = [(offset - start, stop - start) for offset, stop in iter_parts(start, end, part_size)]
-            if buffer is not None:
-                page_in(buffer, windows)
-            parts += [(target[low:high], start + low, start + high) for low, high in windows]
+        parts = [
+            (target[offset - start : stop - start], offset, stop)
+            for start, end, target in jobs
+            for offset, stop in iter_parts(start, end, part_size)
+        ]
 
         async def part(job: tuple[memoryview | Pieces, int, int]) -> None:
             window, offset, stop = job

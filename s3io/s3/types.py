@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from s3io.s3.checksums import StoredChecksum
+from s3io.transport.pieces import Pieces
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,8 @@ def object_info(bucket: str, key: str, size: int, etag: str | None, last_modifie
 class GetResult:
     """Bytes of a GET (whole object or a range) and the identity of the object they came from."""
 
-    data: bytes | memoryview  # bytes, or a view of the buffer the caller gave (``get_range(..., into=...)``)
+    # bytes, or a view of the buffer the caller gave (``get_range(..., into=...)``), or the ``Pieces`` it gave
+    data: bytes | memoryview | Pieces
     etag: str | None
     # total size of the object, from Content-Range or Content-Length; None when the answer did not say (a 206 of
     # total "*", a 200 of unstated length cut once the range was in): the object may go on past ``data``
