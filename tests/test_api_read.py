@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import random
 import threading
 import time
 from collections import Counter
@@ -20,6 +21,7 @@ from support.faultproxy import ErrorResponse, FaultProxy, FaultRule, Latency, Re
 import s3io
 from s3io import InvalidConfig, NotFound, Policy, SchemaMismatch
 from s3io.blocking import background_loop
+from s3io.engine import RangeEngine
 
 POLICY = Policy(max_attempts=6, backoff_base=0.01, backoff_cap=0.2)
 
@@ -115,6 +117,34 @@ def test_columns_in_the_order_given_and_filters_applied_exactly(s3_endpoint: Any
     assert single.column("id").to_pylist() == [0, 1, 2]
     nothing = s3io.read_parquet(url, columns=["id"], filters=[("id", "<", 0)], endpoint_url=s3_endpoint.url)
     assert nothing.num_rows == 0 and nothing.schema == pa.schema([("id", pa.int64())])
+
+
+@pytest.mark.timeout(60)
+def test_a_pruned_read_of_a_large_file_holds_the_chosen_columns_not_the_ones_between(
+    s3_endpoint: Any, bucket: str, s3_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight 200 KB columns of random bytes in each of two row groups, 3.2 MB: reading columns 1, 5 and 6 merges
+    their chunks into one GET (every gap < 1 MiB), yet the segments kept for decoding are those chunks only; the
+    rows equal pyarrow's, so every byte pyarrow read lay inside the planned chunk ranges."""
+    rnd = random.Random(11)
+    table = pa.table({f"c{i}": pa.array([rnd.randbytes(2_000) for _ in range(200)], pa.binary()) for i in range(8)})
+    blob = parquet_bytes(table, compression="none", row_group_size=100, use_dictionary=False)
+    s3_client.put_object(Bucket=bucket, Key="wide/part-0.parquet", Body=blob)
+    real = RangeEngine.fetch_segments
+    held: list[int] = []
+
+    async def spy(self: RangeEngine, obj: Any, ranges: Any) -> Any:
+        segments = await real(self, obj, ranges)
+        held.append(sum(len(piece) for _, piece in segments))
+        return segments
+
+    monkeypatch.setattr(RangeEngine, "fetch_segments", spy)
+    columns = ["c5", "c1", "c6"]
+    got = s3io.read_parquet(f"s3://{bucket}/wide/", columns=columns, endpoint_url=s3_endpoint.url, policy=POLICY)
+    assert got.equals(pq.read_table(io.BytesIO(blob), columns=columns))
+    chosen = [pq.ParquetFile(io.BytesIO(blob)).metadata.row_group(g).column(c) for g in (0, 1) for c in (1, 5, 6)]
+    assert held and sum(held) <= sum(c.total_compressed_size for c in chosen) + 64 * 1024  # about 1.2 MB
+    assert sum(held) < len(blob) / 2  # the GET's span, c1 of the first row group to c6 of the second: 2.8 MB
 
 
 @pytest.mark.timeout(60)

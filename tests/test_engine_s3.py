@@ -16,6 +16,9 @@ from support.faultproxy import FaultProxy, FaultRule, Latency
 import s3io
 from s3io import ObjectInfo, Policy, S3Client
 from s3io.engine import UNKNOWN_SIZE, EngineConfig, RangeEngine, Request
+from s3io.engine.buffers import retained
+from s3io.engine.engine import KEPT_GAP
+from s3io.parquet.sparse import RangeNotFetched, SparseFile
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -129,6 +132,32 @@ def test_fetch_segments_returns_each_merged_span_as_one_buffer_its_parts_landed_
     covered = {(start, start + len(piece)) for start, piece in segments}
     for start, end in ranges:  # every requested byte lies in some segment
         assert all(any(a <= b < z for a, z in covered) for b in (start, (start + end) // 2, end - 1))
+
+
+def test_fetch_segments_keeps_the_runs_of_ranges_not_the_gaps_their_get_crossed(
+    s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    """Ranges farther apart than KEPT_GAP but within coalesce_gap share one GET; only their runs are kept, side by
+    side in one buffer of their size, and a SparseFile over the segments refuses a read of the gap (a planning miss
+    fails loudly instead of decoding bytes a merged GET happened to carry)."""
+    data = data_of(2 * 1024 * KiB, seed=6)
+    obj = put(s3_client, bucket, "runs.bin", data)
+    config = EngineConfig(part_size=256 * KiB, whole_object_threshold=0)  # coalesce_gap: 1 MiB
+    ranges = [(100, 200 * KiB), (200 * KiB + KEPT_GAP + 1, 500 * KiB), (900 * KiB, 1000 * KiB)]
+
+    async def work(engine: RangeEngine) -> tuple[list[tuple[int, Any]], int]:
+        return await engine.fetch_segments(obj, ranges), engine.stats().merged_ranges
+
+    segments, merged = run(s3_endpoint.url, config, work)
+    assert merged == 1  # one GET for all three
+    assert [(start, start + len(piece)) for start, piece in segments] == ranges
+    assert all(bytes(piece) == data[start : start + len(piece)] for start, piece in segments)
+    assert len({id(piece.obj) for _, piece in segments}) == 1
+    assert retained(segments[0][1]) == sum(end - start for start, end in ranges)
+    sparse = SparseFile(len(data), segments, "s3://bucket/runs.bin")
+    assert bytes(sparse.read_range(300 * KiB, 301 * KiB)) == data[300 * KiB : 301 * KiB]
+    with pytest.raises(RangeNotFetched, match=r"bytes \[204900, 204901\) were not fetched"):
+        sparse.read_range(200 * KiB + 100, 200 * KiB + 101)
 
 
 def test_fetch_object_of_unknown_size_learns_it_from_the_first_part(

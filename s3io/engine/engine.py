@@ -268,8 +268,10 @@ class RangeEngine:
     async def fetch_segments(self, obj: ObjectInfo, ranges: Sequence[Range]) -> list[tuple[int, Blob]]:
         """Bytes covering every ``[start, end)`` range as ``(offset, bytes)`` segments in offset order; all or nothing.
 
-        The GETs of ``fetch_ranges``, one segment per merged span (the buffer its parts landed in), no range cut
-        out of it: a reader over segments (``SparseFile``) reads them in place.
+        The GETs of ``fetch_ranges``; one segment per run of ranges closer than ``KEPT_GAP`` (a span's bytes between
+        runs are received into scratch, not kept), no range cut out of it: a reader over segments (``SparseFile``)
+        reads them in place, and a read outside every range fails there (``RangeNotFetched``) instead of decoding
+        bytes that happened to be fetched.
         """
         ranges = list(ranges)
         plan = self._plan_ranges(obj, ranges)
@@ -412,8 +414,9 @@ class RangeEngine:
         if plan.whole:
             segments = [(0, await self._read_whole(obj, identity))]
         else:
-            blobs = await self._read_spans(obj, plan.merged, identity)
-            segments = [(start, blob) for (start, _), blob in zip(plan.merged, blobs, strict=True)]
+            held = merge_ranges(ranges, min(KEPT_GAP, self.config.coalesce_gap))  # each run inside one span
+            blobs = await self._read_kept(obj, plan.merged, held, identity)
+            segments = [(start, blob) for (start, _), blob in zip(held, blobs, strict=True)]
         self._learn(obj, identity)
         return segments
 
