@@ -397,28 +397,28 @@ class RangeEngine:
     async def _read_ranges(self, obj: ObjectInfo, ranges: list[Range], plan: _RangePlan) -> list[Blob]:
         if not self._count_ranges(ranges, plan):
             return [b""] * len(ranges)
-        identity = self._identity(obj)
-        if plan.whole:
-            blobs = [await self._read_whole(obj, identity)]
-            held = plan.merged
-        else:
-            held = merge_ranges(ranges, min(KEPT_GAP, self.config.coalesce_gap))  # each run inside one span
-            blobs = await self._read_kept(obj, plan.merged, held, identity)
-        self._learn(obj, identity)
+        held, blobs = await self._read_held(obj, ranges, plan)
         return slice_merged(ranges, held, blobs)
 
     async def _read_segments(self, obj: ObjectInfo, ranges: list[Range], plan: _RangePlan) -> list[tuple[int, Blob]]:
         if not self._count_ranges(ranges, plan):
             return []
+        held, blobs = await self._read_held(obj, ranges, plan)
+        return [(start, blob) for (start, _), blob in zip(held, blobs, strict=True)]
+
+    async def _read_held(
+        self, obj: ObjectInfo, ranges: list[Range], plan: _RangePlan
+    ) -> tuple[list[Range], list[Blob]]:
+        """(the runs kept, their bytes) of a ranges read: the whole object when the plan reads it whole, else the
+        ranges merged within ``KEPT_GAP`` (each inside one of the plan's spans) with the gaps between them not kept."""
         identity = self._identity(obj)
         if plan.whole:
-            segments = [(0, await self._read_whole(obj, identity))]
+            held, blobs = plan.merged, [await self._read_whole(obj, identity)]
         else:
-            held = merge_ranges(ranges, min(KEPT_GAP, self.config.coalesce_gap))  # each run inside one span
+            held = merge_ranges(ranges, min(KEPT_GAP, self.config.coalesce_gap))
             blobs = await self._read_kept(obj, plan.merged, held, identity)
-            segments = [(start, blob) for (start, _), blob in zip(held, blobs, strict=True)]
         self._learn(obj, identity)
-        return segments
+        return held, blobs
 
     def _count_ranges(self, ranges: list[Range], plan: _RangePlan) -> bool:
         """Count one ranges call; False when it has nothing to fetch."""

@@ -18,6 +18,7 @@ footer lists the files they replace (``layout.inputs_from_metadata``).
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -34,6 +35,7 @@ from s3io.urls import S3Path
 
 LIST_CONCURRENCY = 16  # listing prefixes (glob alternatives, several paths) listed at once
 T = TypeVar("T")
+_KEY = operator.attrgetter("key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +150,7 @@ async def _list_bucket(
     async def list_job(job: _Job) -> list[ObjectInfo]:
         after = start_after(job.prefix) if start_after is not None else None
         if job.listed is not None and after is None:
-            return sorted(job.listed, key=lambda o: o.key)
+            return sorted(job.listed, key=_KEY)
         return await _about(job.path, list_tree(client, bucket, job.prefix, start_after=after))
 
     listings = await map_bounded(list_job, jobs, LIST_CONCURRENCY)
