@@ -1,14 +1,15 @@
 """One suite, every store: the probe's verdict, conditional writes, ranges, ETag pins, multipart uploads, compaction's
-refusal and the stream's lease, run on moto (the session's strict server), on a real Ceph RGW (tests/support/rgw.py)
-and on s3rver (tests/support/s3rver.py), each skipped, with the reason, where it cannot run. Where a store cannot do
-something, the test says what it does instead (``MEASURED``, ``COMPACTION``): the per-store expectations are the
-compatibility table of docs/stores.md. Where a peer does the job (boto3, pyarrow, Spark's reads) it is the oracle.
+refusal and the stream's lease, run on moto (the session's strict server), on a real Ceph RGW (tests/support/rgw.py),
+s3rver (tests/support/s3rver.py), LocalStack's S3 (tests/support/localstack.py) and OpenStack Swift's s3api
+(tests/support/swift.py), each skipped, with the reason, where it cannot run. Where a store cannot do something,
+the test says what it does instead (``MEASURED``, ``COMPACTION``): the per-store expectations are the compatibility
+table of docs/stores.md. Where a peer does the job (boto3, pyarrow, Spark's reads) it is the oracle.
 
 Every store's S3 user signs with the session's fake keys, so a test body written for moto runs here unchanged: this
 module's ``s3_endpoint`` is parametrised by store, and the conftest's ``bucket``, ``s3_client`` and ``fault_proxy``
 (and the reused modules' ``fs`` and ``obj``) follow it. Test bodies reused from their home modules (read paths,
-fsspec, the CLI, the Spark batch source and stream) are listed at the end: they run here on RGW only, as their
-home module runs them on moto.
+fsspec, the engine, the CLI, the Spark batch source and stream) are listed at the end: they run here on RGW,
+LocalStack and Swift (Spark's on RGW only, for time), as their home module runs them on moto.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ SCRATCH = "tmp/_s3io_probe/"
 CONDITIONS = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE, Capability.CONDITIONAL_DELETE)
 CHECKSUMS = (Capability.UPLOAD_CHECKSUMS, Capability.FULL_OBJECT_MULTIPART)
 # What each store lacks, and the If-Match form it takes: measured (moto 5.2.5; Ceph RGW 16.2.15, Debian bookworm;
-# s3rver 3.7.1, Node 20).
+# s3rver 3.7.1, Node 20; LocalStack 2026.3.0, host mode; Swift 2.30.1 s3api, Debian bookworm).
 MEASURED = {
     "moto": ((Capability.BULK_CONDITIONAL_DELETE,), EtagForm.QUOTED),
     "rgw": (
@@ -369,7 +370,8 @@ def test_the_stream_lease_renews_with_one_conditional_put_or_refuses_the_store_b
 
 
 # ------------------------------------------------------------------- test bodies reused from their modules
-# Each runs here on RGW (its moto run is in its home module); the module fixtures they take come along.
+# Each runs here on RGW, LocalStack and Swift (Spark's on RGW only; its moto run is in its home module); the module
+# fixtures they take come along.
 
 fs = test_fs_filesystem.fs
 obj = test_fs_filesystem.obj

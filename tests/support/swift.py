@@ -251,15 +251,16 @@ swift_user = {SWIFT_USER}
                 raise SwiftUnavailable(f"waited {self._start_timeout:g} s for Swift's S3, in vain (last: {last})")
             time.sleep(POLL_SECONDS)
 
-    def client(self, **config: Any) -> Any:
-        """A boto3 client of this node's S3 user (path-style; ``config``: botocore Config settings)."""
+    def client(self, *, secret_key: str | None = None, **config: Any) -> Any:
+        """A boto3 client of this node's S3 user (path-style; ``secret_key``: another to sign with; ``config``:
+        botocore Config settings)."""
         settings: dict[str, Any] = {"connect_timeout": 5, "read_timeout": 30, "s3": {"addressing_style": "path"}}
         settings.update(config)
         return boto3.session.Session().client(
             "s3",
             endpoint_url=self.endpoint.url,
             aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
+            aws_secret_access_key=secret_key or self.secret_key,
             region_name=FAKE_REGION,
             config=Config(**settings),
         )
