@@ -69,7 +69,7 @@ class LocalStackUnavailable(RuntimeError):
 
 def unavailable_reason() -> str | None:
     """Why LocalStack cannot run here (its venv is not installed), or None if it can."""
-    if not PYTHON.exists():
+    if not PYTHON.exists() or not list(INSTALL_DIR.glob("lib/python3*/site-packages/localstack/runtime/main.py")):
         return (
             f"LocalStack tests need localstack-core {VERSION} in a Python 3.13 venv at {INSTALL_DIR} (run.sh test "
             f"makes it: `python3.13 -m venv {INSTALL_DIR}` and `pip install 'localstack-core[base-runtime]=="
