@@ -9,7 +9,7 @@ Every store's S3 user signs with the session's fake keys, so a test body written
 module's ``s3_endpoint`` is parametrised by store, and the conftest's ``bucket``, ``s3_client`` and ``fault_proxy``
 (and the reused modules' ``fs`` and ``obj``) follow it. Test bodies reused from their home modules (read paths,
 fsspec, the engine, the CLI, the Spark batch source and stream) are listed at the end: they run here on RGW,
-LocalStack and Swift (Spark's on RGW only, for time), as their home module runs them on moto.
+LocalStack and Swift (the CLI's and Spark's on RGW only, for time), as their home module runs them on moto.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ from s3io.stream_state.lease import Lease, StreamLease
 pytestmark = pytest.mark.timeout(300)
 
 STORES = ("moto", "rgw", "s3rver", "localstack", "swift")
-REUSED_STORES = ("rgw", "localstack", "swift")  # where the reused read bodies run (Spark's: RGW only, for time)
+REUSED_STORES = ("rgw", "localstack", "swift")  # where the reused read bodies run
+RGW_ONLY = ("test_spark", "test_cli")  # reused bodies run on RGW only, for time: a Spark query, a CLI subprocess
 POLICY = Policy(max_attempts=3, backoff_base=0.01, backoff_cap=0.2)
 SCRATCH = "tmp/_s3io_probe/"
 CONDITIONS = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE, Capability.CONDITIONAL_DELETE)
@@ -82,7 +83,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test here runs on every store, except a reused body's moto run, which its home module already has."""
     if "store" in metafunc.fixturenames:
         home = metafunc.function.__module__
-        stores = STORES if home == __name__ else ("rgw",) if home.startswith("test_spark") else REUSED_STORES
+        stores = STORES if home == __name__ else ("rgw",) if home.startswith(RGW_ONLY) else REUSED_STORES
         metafunc.parametrize("store", stores, indirect=True)
 
 
@@ -449,8 +450,8 @@ def test_the_stream_lease_renews_with_one_conditional_put_or_refuses_the_store_b
 
 
 # ------------------------------------------------------------------- test bodies reused from their modules
-# Each runs here on RGW, LocalStack and Swift (Spark's on RGW only; its moto run is in its home module); the module
-# fixtures they take come along.
+# Each runs here on RGW, LocalStack and Swift (the CLI's and Spark's on RGW only; its moto run is in its home module);
+# the module fixtures they take come along.
 
 fs = test_fs_filesystem.fs
 obj = test_fs_filesystem.obj

@@ -4,13 +4,14 @@ conditional writes (conditional PUT answers 501), on which reads must be exact a
 Why: Swift is what many OpenStack clouds expose as S3, and it lacks what the writer, compaction and the stream's
 lease need, by a different answer than s3rver's (501, not ignored); its CompleteMultipartUpload refuses per-part
 checksum elements (400 MalformedXML), which the client's fallback must drop. The node is the smallest that serves
-S3: memcached, an account, a container and an object server (one device in the temporary directory, no mount
-check, rings of one replica built with ``swift.common.ring``) and a proxy whose pipeline carries ``s3api`` and
-``tempauth``. Its S3 user is tempauth's ``test:tester``; tempauth names S3 users ``account:user``, so an access key
-without a colon (the suite's fake one) is given as ``access_key`` and a filter in front of ``s3api`` (``KEY_ALIAS``)
-renames it in the ``Authorization`` header (not a signed part of a SigV4 request: the signature still proves the
-secret). Each daemon runs in the foreground (``workers = 0``) in a process group of its own, killed if the test
-process dies; ``stop()`` kills every group it started and removes the directory.
+S3: memcached, an account, a container and an object server (one device in the temporary directory, whose
+filesystem must keep user extended attributes, as Swift documents: ext4 and xfs do, tmpfs only from Linux 6.6; no
+mount check; rings of one replica built with ``swift.common.ring``) and a proxy whose pipeline carries ``s3api``
+and ``tempauth``. Its S3 user is tempauth's ``test:tester``; tempauth names S3 users ``account:user``, so an access
+key without a colon (the suite's fake one) is given as ``access_key`` and a filter in front of ``s3api``
+(``KEY_ALIAS``) renames it in the ``Authorization`` header (not a signed part of a SigV4 request: the signature
+still proves the secret). Each daemon runs in the foreground (``workers = 0``) in a process group of its own,
+killed if the test process dies; ``stop()`` kills every group it started and removes the directory.
 
     reason = unavailable_reason()           # None where the packages are installed (run.sh test installs them)
     with SwiftS3("testing", "testing") as swift:   # SwiftUnavailable, with the daemons' log tails, if not up
