@@ -29,7 +29,9 @@ Errors keep s3fs's contract (FileNotFoundError, PermissionError, FileExpired, OS
 from __future__ import annotations
 
 import asyncio
+import base64
 import errno
+import hashlib
 import logging
 import os
 import shutil
@@ -88,6 +90,7 @@ NO_BOTOCORE_RETRIES = {"total_max_attempts": 1, "mode": "standard"}
 # may take 50 s more than a HEAD; slower uploads need a larger first_byte_timeout.
 UPLOAD_FLOOR_BYTES_PER_SECOND = 1 << 20
 CLOSE_TIMEOUT_SECONDS = 2.0
+DELETE_OBJECTS_MD5 = "s3io-delete-objects-md5"  # the handler's id: registered once per botocore client
 # GetObject parameters the S3Client does not send: a read that needs one goes through botocore.
 BOTOCORE_ONLY_GET_PARAMS = frozenset(
     {
@@ -172,6 +175,12 @@ class S3FileSystem(s3fs.S3FileSystem):
         connector_args.setdefault("socket_factory", socket_factory(self.policy))
         config["connector_args"] = connector_args
         return config
+
+    async def set_session(self, refresh: bool = False, kwargs: Mapping[str, Any] | None = None) -> Any:
+        """s3fs's botocore client, its DeleteObjects given a Content-MD5 (``_delete_objects_md5``)."""
+        s3 = await super().set_session(refresh, dict(kwargs or {}))
+        s3.meta.events.register("before-call.s3.DeleteObjects", _delete_objects_md5, unique_id=DELETE_OBJECTS_MD5)
+        return s3
 
     async def _call_s3(self, method: str, *akwarglist: Mapping[str, Any], **kwargs: Any) -> Any:
         """One botocore request under the policy: a Watchdog per attempt, retries by s3io's table."""
@@ -841,6 +850,15 @@ def _typed_boto_error(exc: Exception, operation: str, bucket: str | None, key: s
                 return typed
         return errors.TransportError("connection failed", cause=exc, **context)
     return exc  # aiohttp/socket errors: the AttemptRunner's from_wire; anything else is not retried
+
+
+def _delete_objects_md5(params: dict[str, Any], **kwargs: Any) -> None:
+    """A DeleteObjects body's Content-MD5, which S3 requires of it and which botocore (since 1.36) replaces with a
+    CRC32 header: OpenStack Swift 2.30.1 refuses a DeleteObjects without it (400 InvalidRequest). s3io's own client
+    sends one too."""
+    body = params.get("body")
+    if isinstance(body, bytes) and body and "Content-MD5" not in params["headers"]:
+        params["headers"]["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
 
 
 def _status_of(exc: BaseException) -> int | str:

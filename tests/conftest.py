@@ -1,6 +1,6 @@
 """Shared fixtures: a loopback moto S3 server (and the same behind TLS), per-test buckets, a fault-injecting proxy, a
-forward proxy, a netns blackhole, and a Ceph RGW (a real S3 server from Debian's packages) for the store conformance
-suite."""
+forward proxy, a netns blackhole, and the real stores of the store conformance suite: Ceph RGW and Swift (from
+Debian's packages), s3rver and LocalStack."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from support.faultproxy import FaultProxy
 from support.forward_proxy import ForwardProxy
+from support.localstack import LocalStackS3, LocalStackUnavailable
+from support.localstack import unavailable_reason as localstack_unavailable_reason
 from support.moto_server import (
     FAKE_ACCESS_KEY,
     FAKE_SECRET_KEY,
@@ -28,6 +30,8 @@ from support.rgw import unavailable_reason as rgw_unavailable_reason
 from support.s3_security import S3SecurityApp
 from support.s3rver import S3rver, S3rverUnavailable
 from support.s3rver import unavailable_reason as s3rver_unavailable_reason
+from support.swift import SwiftS3, SwiftUnavailable
+from support.swift import unavailable_reason as swift_unavailable_reason
 from support.tls import OPENSSL_MISSING, self_signed_certificate, tls_forwarder
 
 from s3io.s3.capabilities import VERDICTS
@@ -248,6 +252,37 @@ def s3rver(fake_aws_env: None) -> Iterator[S3rver]:
     yield from _for_the_session("s3rver", s3rver_unavailable_reason(), server, S3rverUnavailable, cost)
 
 
+@pytest.fixture(scope="session")
+def localstack(fake_aws_env: None) -> Iterator[LocalStackS3]:
+    """LocalStack's S3 (host mode, its own Python 3.13 venv) on loopback for the session; it takes any keys, so the
+    suite's fake ones. Skips, with the reason, where its venv is missing; fails, with its log tail, where it should
+    run and does not come up."""
+
+    def cost(server: LocalStackS3) -> str:
+        return f"LocalStack: up in {server.started_in:.1f} s; its RSS at the end: {server.rss_bytes() / 2**20:.0f} MiB"
+
+    server = LocalStackS3()
+    yield from _for_the_session("LocalStack", localstack_unavailable_reason(), server, LocalStackUnavailable, cost)
+
+
+@pytest.fixture(scope="session")
+def swift(fake_aws_env: None) -> Iterator[SwiftS3]:
+    """A one-node OpenStack Swift with s3api on loopback for the session, its S3 user signing with the session's
+    fake keys. Skips, with the reason, where its packages are missing; fails, with the daemons' log tails, where it
+    should run and does not come up."""
+
+    def cost(server: SwiftS3) -> str:
+        rss = server.rss_bytes()
+        return (
+            f"Swift: up in {server.started_in:.1f} s; the daemons' RSS at the end: "
+            + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items())
+            + f" (total {sum(rss.values()) / 2**20:.0f} MiB)"
+        )
+
+    server = SwiftS3(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
+    yield from _for_the_session("Swift", swift_unavailable_reason(), server, SwiftUnavailable, cost)
+
+
 def _for_the_session(
     name: str, reason: str | None, server: Any, unavailable: type[Exception], cost: Callable[[Any], str]
 ) -> Iterator[Any]:
@@ -268,10 +303,10 @@ def _for_the_session(
         STORE_COSTS.append(line)
 
 
-STORE_COSTS: list[str] = []  # what the session's RGW and s3rver cost, for the summary
+STORE_COSTS: list[str] = []  # what the session's real stores cost, for the summary
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line each with the RGW's and s3rver's start time and memory, where the session started them."""
+    """One line per real store the session started (RGW, s3rver, LocalStack, Swift): its start time and memory."""
     for line in STORE_COSTS:
         terminalreporter.write_line(line)

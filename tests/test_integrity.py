@@ -443,3 +443,36 @@ def test_a_store_refusing_the_full_object_checksum_at_completion_completes_witho
     ]
     creates = [r for r in seen if "uploads" in r.query]
     assert [r.headers.get("x-amz-checksum-type") for r in creates] == ["FULL_OBJECT", None]
+
+
+def test_a_store_refusing_part_checksums_at_completion_completes_with_the_parts_etags_alone(
+    server: ScriptedS3,
+) -> None:
+    """As Swift 2.30.1 does (measured there: 400 MalformedXML), a store refuses a CompleteMultipartUpload whose
+    ``<Part>`` carries a ``<ChecksumCRC64NVME>``, with or without the full-object CRC; the same completion with the
+    parts' numbers and ETags alone publishes the object. The fallback gets there (the upload is not left unfinished)
+    and the next upload declares no checksum, so its completion carries none from the start."""
+
+    def refuse(request: Request) -> bool:
+        completing = "uploadId" in request.query and "partNumber" not in request.query
+        return completing and b"<ChecksumCRC64NVME>" in request.body
+
+    seen = multipart_store(server, refuse)
+
+    async def main() -> None:
+        async with scripted_client(server) as s3:
+            for key in ("first.bin", "second.bin"):
+                async with s3.multipart_writer("bucket", key, part_size=5 * MiB) as writer:
+                    await writer.write(bytes(11 * MiB))
+                assert writer.result.etag == etag_of(b"done") and writer.result.checksum is None
+
+    run(main())
+    completions = [r for r in seen if "uploadId" in r.query and "partNumber" not in r.query and r.method == "POST"]
+    assert [(r.key, "x-amz-checksum-type" in r.headers, b"<ChecksumCRC64NVME>" in r.body) for r in completions] == [
+        ("first.bin", True, True),  # refused
+        ("first.bin", False, True),  # refused: the part checksums were the cause
+        ("first.bin", False, False),  # accepted
+        ("second.bin", False, False),  # learnt: declared without a checksum, completed without one
+    ]
+    assert [re.findall(rb"<PartNumber>(\d+)</PartNumber>", r.body) for r in completions[2:]] == [[b"1", b"2", b"3"]] * 2
+    assert not any(r.method == "DELETE" for r in server.requests)  # no upload aborted

@@ -1,20 +1,22 @@
 """One suite, every store: the probe's verdict, conditional writes, ranges, ETag pins, multipart uploads, compaction's
-refusal and the stream's lease, run on moto (the session's strict server), on a real Ceph RGW (tests/support/rgw.py)
-and on s3rver (tests/support/s3rver.py), each skipped, with the reason, where it cannot run. Where a store cannot do
-something, the test says what it does instead (``MEASURED``, ``COMPACTION``): the per-store expectations are the
-compatibility table of docs/stores.md. Where a peer does the job (boto3, pyarrow, Spark's reads) it is the oracle.
+refusal and the stream's lease, run on moto (the session's strict server), on a real Ceph RGW (tests/support/rgw.py),
+s3rver (tests/support/s3rver.py), LocalStack's S3 (tests/support/localstack.py) and OpenStack Swift's s3api
+(tests/support/swift.py), each skipped, with the reason, where it cannot run. Where a store cannot do something,
+the test says what it does instead (``MEASURED``, ``COMPACTION``): the per-store expectations are the compatibility
+table of docs/stores.md. Where a peer does the job (boto3, pyarrow, Spark's reads) it is the oracle.
 
 Every store's S3 user signs with the session's fake keys, so a test body written for moto runs here unchanged: this
 module's ``s3_endpoint`` is parametrised by store, and the conftest's ``bucket``, ``s3_client`` and ``fault_proxy``
 (and the reused modules' ``fs`` and ``obj``) follow it. Test bodies reused from their home modules (read paths,
-fsspec, the CLI, the Spark batch source and stream) are listed at the end: they run here on RGW only, as their
-home module runs them on moto.
+fsspec, the engine, the CLI, the Spark batch source and stream) are listed at the end: they run here on RGW,
+LocalStack and Swift (the CLI's and Spark's on RGW only, for time), as their home module runs them on moto.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,8 +36,9 @@ from test_compact_support import data_keys, make_client, plain_table, same_rows,
 import s3io
 from s3io import Policy
 from s3io.compaction import CompactionOptions, ConditionalWritesUnsupported, compact_prefix
-from s3io.errors import ObjectChanged, PreconditionFailed, ProtocolError, RequestError
+from s3io.errors import ObjectChanged, PreconditionFailed, ProtocolError, RequestError, ServerError
 from s3io.s3.capabilities import VERDICTS, Capability, EtagForm, MissingCapability, endpoint_key
+from s3io.s3.checksum_refusals import REFUSALS, Feature
 from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
 from s3io.s3.get_range import GetRange
 from s3io.s3.probe import probe_store, store_capabilities
@@ -43,13 +46,15 @@ from s3io.stream_state.lease import Lease, StreamLease
 
 pytestmark = pytest.mark.timeout(300)
 
-STORES = ("moto", "rgw", "s3rver")
+STORES = ("moto", "rgw", "s3rver", "localstack", "swift")
+REUSED_STORES = ("rgw", "localstack", "swift")  # where the reused read bodies run
+RGW_ONLY = ("test_spark", "test_cli")  # reused bodies run on RGW only, for time: a Spark query, a CLI subprocess
 POLICY = Policy(max_attempts=3, backoff_base=0.01, backoff_cap=0.2)
 SCRATCH = "tmp/_s3io_probe/"
 CONDITIONS = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE, Capability.CONDITIONAL_DELETE)
 CHECKSUMS = (Capability.UPLOAD_CHECKSUMS, Capability.FULL_OBJECT_MULTIPART)
 # What each store lacks, and the If-Match form it takes: measured (moto 5.2.5; Ceph RGW 16.2.15, Debian bookworm;
-# s3rver 3.7.1, Node 20).
+# s3rver 3.7.1, Node 20; LocalStack 2026.3.0, host mode; Swift 2.30.1 s3api, Debian bookworm).
 MEASURED = {
     "moto": ((Capability.BULK_CONDITIONAL_DELETE,), EtagForm.QUOTED),
     "rgw": (
@@ -57,6 +62,11 @@ MEASURED = {
         EtagForm.BARE,
     ),
     "s3rver": ((*CONDITIONS, Capability.BULK_CONDITIONAL_DELETE, Capability.RANGES, *CHECKSUMS), EtagForm.QUOTED),
+    "localstack": ((Capability.CONDITIONAL_DELETE, Capability.BULK_CONDITIONAL_DELETE), EtagForm.QUOTED),
+    "swift": (
+        (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE, Capability.BULK_CONDITIONAL_DELETE, *CHECKSUMS),
+        EtagForm.QUOTED,
+    ),
 }
 # Why compaction refuses each store (None: it compacts there), as its message names it.
 COMPACTION = {
@@ -64,14 +74,17 @@ COMPACTION = {
     "rgw": "conditional delete (DELETE If-Match): DELETE If-Match was ignored (an object was deleted despite another "
     "ETag)",
     "s3rver": "conditional create (PUT If-None-Match: *): PUT If-None-Match: * was ignored",
+    "localstack": "conditional delete (DELETE If-Match): DELETE If-Match: <another ETag> answered 501 NotImplemented",
+    "swift": "conditional create (PUT If-None-Match: *): PUT If-None-Match: * answered 501 NotImplemented",
 }
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test here runs on every store, except a reused body's moto run, which its home module already has."""
     if "store" in metafunc.fixturenames:
-        own = metafunc.function.__module__ == __name__
-        metafunc.parametrize("store", STORES if own else ("rgw",), indirect=True)
+        home = metafunc.function.__module__
+        stores = STORES if home == __name__ else ("rgw",) if home.startswith(RGW_ONLY) else REUSED_STORES
+        metafunc.parametrize("store", stores, indirect=True)
 
 
 @pytest.fixture
@@ -119,6 +132,9 @@ def test_conditional_writes_work_in_the_store_s_form_and_wrong_etags_are_refused
     """Where the store lacks them (s3rver), what it does instead is pinned: the writes land, conditions or not
     (which is why compaction and the stream refuse it, below)."""
     VERDICTS.forget(s3_endpoint.url)  # probed below, in this test
+    if store == "swift":
+        _conditions_are_refused(s3_endpoint, bucket, s3_client)
+        return
     if Capability.CONDITIONAL_REPLACE in MEASURED[store][0]:
         _conditions_are_ignored(s3_endpoint, bucket, s3_client)
         return
@@ -139,6 +155,23 @@ def test_conditional_writes_work_in_the_store_s_form_and_wrong_etags_are_refused
 
     _run(main())
     assert s3_client.get_object(Bucket=bucket, Key="doc.json")["Body"].read() == b"2"
+
+
+def _conditions_are_refused(s3_endpoint: S3Endpoint, bucket: str, s3_client: Any) -> None:
+    """Swift 2.30.1: a conditional PUT is 501 NotImplemented, creating or replacing, and writes nothing."""
+
+    async def main() -> None:
+        async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
+            with pytest.raises(RequestError) as create:
+                await client.put_object(bucket, "doc.json", b"1", if_none_match=True)
+            first = await client.put_object(bucket, "doc.json", b"1")
+            with pytest.raises(RequestError) as replace:
+                await client.put_object(bucket, "doc.json", b"2", if_match=first.etag)
+            assert (create.value.status, create.value.code) == (replace.value.status, replace.value.code)
+            assert (create.value.status, create.value.code) == (501, "NotImplemented")
+
+    _run(main())
+    assert s3_client.get_object(Bucket=bucket, Key="doc.json")["Body"].read() == b"1"
 
 
 def _conditions_are_ignored(s3_endpoint: S3Endpoint, bucket: str, s3_client: Any) -> None:
@@ -196,6 +229,84 @@ def test_ranges_match_boto3(store: str, s3_endpoint: S3Endpoint, bucket: str, s3
     assert boto_past.value.response["ResponseMetadata"]["HTTPStatusCode"] == 416
 
 
+def test_listings_heads_and_multipart_written_objects_read_as_boto3_reads_them(
+    store: str, s3_endpoint: S3Endpoint, bucket: str, s3_client: Any
+) -> None:
+    """Pages of three, with and without a delimiter, keys with a space, a plus and a non-ASCII letter; each object's
+    HEAD; an object boto3 wrote in two parts, read whole and across the part boundary. Listings give whole seconds
+    (``parse_timestamp``), boto3 what the store sent. Measured store defects, boto3 alike: LocalStack's pages after
+    a continuation drop keys whose URL-encoded form sorts before it (``lake/ü.bin``); s3rver answers a page smaller
+    than the listing 500 InternalError."""
+    keys = ["lake/a.bin", "lake/b c.bin", "lake/+plus.bin", "lake/\u00fc.bin", "lake/x/1.bin", "lake/x/2.bin"]
+    keys += ["lake/y/z/3.bin", "other.bin"]
+    for i, key in enumerate(keys):
+        s3_client.put_object(Bucket=bucket, Key=key, Body=bytes([i]) * (100 + i))
+    parts = [bytes(range(256)) * (5 * 1024 * 4), b"tail" * 1000]  # 5 MiB, then 4,000 bytes
+    upload = s3_client.create_multipart_upload(Bucket=bucket, Key="lake/mpu.bin")["UploadId"]
+    etags = [
+        s3_client.upload_part(Bucket=bucket, Key="lake/mpu.bin", UploadId=upload, PartNumber=n, Body=body)["ETag"]
+        for n, body in enumerate(parts, 1)
+    ]
+    s3_client.complete_multipart_upload(
+        Bucket=bucket,
+        Key="lake/mpu.bin",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, 1)]},
+    )
+    whole, boundary = b"".join(parts), len(parts[0])
+
+    def boto3_pages(**kwargs: Any) -> tuple[list[tuple[str, int, str, float]], list[str]]:
+        objects, prefixes = [], []
+        paginator = s3_client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=bucket, Prefix="lake/", PaginationConfig={"PageSize": 3}, **kwargs):
+            contents = page.get("Contents", [])
+            objects += [(o["Key"], o["Size"], o["ETag"], math.floor(o["LastModified"].timestamp())) for o in contents]
+            prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        return objects, prefixes
+
+    async def listing(delimiter: str | None) -> tuple[list[tuple[str, int, str | None, float | None]], list[str]]:
+        objects, prefixes = [], []
+        async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
+            async for page, common in client.list_pages(bucket, "lake/", delimiter=delimiter, page_size=3):
+                objects += [(o.key, o.size, o.etag, o.last_modified) for o in page]
+                prefixes += common
+        return objects, prefixes
+
+    async def reads() -> Any:
+        async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
+            heads = {key: await client.head_object(bucket, key) for key in [*keys, "lake/mpu.bin"]}
+            read = (await client.get_object(bucket, "lake/mpu.bin")).data
+            across = await client.get_range(bucket, "lake/mpu.bin", GetRange.bounded(boundary - 10, boundary + 10))
+            return heads, bytes(read), bytes(across.data)
+
+    if store == "s3rver":
+        with pytest.raises(ServerError, match="status=500; code=InternalError"):
+            _run(listing(None))
+        with pytest.raises(ClientError, match="InternalError"):
+            boto3_pages()
+    else:
+        flat, nested = _run(listing(None)), _run(listing("/"))
+        assert flat == boto3_pages() and nested == boto3_pages(Delimiter="/")
+        listed = [key for key, *_ in flat[0]]
+        expected = sorted(k for k in [*keys, "lake/mpu.bin"] if k.startswith("lake/"))
+        if store == "localstack":
+            expected.remove("lake/\u00fc.bin")
+        assert listed == expected
+        assert nested[1] == ["lake/x/", "lake/y/"]
+    heads, read, across = _run(reads())
+    for key, info in heads.items():
+        oracle = s3_client.head_object(Bucket=bucket, Key=key)
+        assert (info.size, info.etag, info.last_modified) == (
+            oracle["ContentLength"],
+            oracle["ETag"],
+            oracle["LastModified"].timestamp(),
+        ), key
+    assert read == whole == s3_client.get_object(Bucket=bucket, Key="lake/mpu.bin")["Body"].read()
+    oracle_range = f"bytes={boundary - 10}-{boundary + 9}"
+    assert across == s3_client.get_object(Bucket=bucket, Key="lake/mpu.bin", Range=oracle_range)["Body"].read()
+    assert across == whole[boundary - 10 : boundary + 10]
+
+
 def test_reads_pinned_to_an_etag_refuse_a_replaced_object(s3_endpoint: S3Endpoint, bucket: str, s3_client: Any) -> None:
     old = s3_client.put_object(Bucket=bucket, Key="pin.bin", Body=b"old")["ETag"]
     s3_client.put_object(Bucket=bucket, Key="pin.bin", Body=b"new")
@@ -230,6 +341,30 @@ def test_multipart_upload_completes_without_a_retry(
     assert stats.retries == {}
     assert stats.requests_for(COMPLETE_MULTIPART_HEAD) == (1 if store == "rgw" else 0)
     assert s3_client.get_object(Bucket=bucket, Key="mpu.bin")["Body"].read() == data
+
+
+def test_a_first_multipart_upload_completes_on_every_store_swift_s_through_the_checksum_fallback(
+    store: str, s3_endpoint: S3Endpoint, bucket: str, s3_client: Any
+) -> None:
+    """Nothing learnt of the store yet, the upload declares a full-object CRC64NVME and each part's: Swift 2.30.1
+    refuses the completion with them (400 MalformedXML), then with the parts' alone; without either it completes,
+    and its next upload declares none. Every other store completes at the first try."""
+    REFUSALS.forget(s3_endpoint.url)
+    data = bytes(range(253)) * (11 * 1024 * 1024 // 253)
+
+    async def main() -> Any:
+        async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
+            async with client.multipart_writer(bucket, "first.bin", part_size=5 * 1024 * 1024) as writer:
+                await writer.write(data)
+            return client.stats()
+
+    stats = _run(main())
+    refused = stats.requests.get(("complete_multipart", 400), 0)
+    assert refused == (2 if store == "swift" else 0), stats.requests
+    assert REFUSALS.refused(s3_endpoint.url, Feature.FULL_OBJECT_MULTIPART) == (store == "swift")
+    assert s3_client.get_object(Bucket=bucket, Key="first.bin")["Body"].read() == data
+    if store != "s3rver":  # s3rver implements no ListMultipartUploads (501)
+        assert s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
 # ---------------------------------------------------------------------------- compaction and the stream's lease
@@ -315,7 +450,8 @@ def test_the_stream_lease_renews_with_one_conditional_put_or_refuses_the_store_b
 
 
 # ------------------------------------------------------------------- test bodies reused from their modules
-# Each runs here on RGW (its moto run is in its home module); the module fixtures they take come along.
+# Each runs here on RGW, LocalStack and Swift (the CLI's and Spark's on RGW only; its moto run is in its home module);
+# the module fixtures they take come along.
 
 fs = test_fs_filesystem.fs
 obj = test_fs_filesystem.obj

@@ -1,0 +1,333 @@
+"""A throwaway one-node OpenStack Swift with its ``s3api`` on loopback, from Debian's packages: a store with no
+conditional writes (conditional PUT answers 501), on which reads must be exact and writes and compaction refused.
+
+Why: Swift is what many OpenStack clouds expose as S3, and it lacks what the writer, compaction and the stream's
+lease need, by a different answer than s3rver's (501, not ignored); its CompleteMultipartUpload refuses per-part
+checksum elements (400 MalformedXML), which the client's fallback must drop. The node is the smallest that serves
+S3: memcached, an account, a container and an object server (one device in the temporary directory, whose
+filesystem must keep user extended attributes, as Swift documents: ext4 and xfs do, tmpfs only from Linux 6.6; no
+mount check; rings of one replica built with ``swift.common.ring``) and a proxy whose pipeline carries ``s3api``
+and ``tempauth``. Its S3 user is tempauth's ``test:tester``; tempauth names S3 users ``account:user``, so an access
+key without a colon (the suite's fake one) is given as ``access_key`` and a filter in front of ``s3api``
+(``KEY_ALIAS``) renames it in the ``Authorization`` header (not a signed part of a SigV4 request: the signature
+still proves the secret). Each daemon runs in the foreground (``workers = 0``) in a process group of its own,
+killed if the test process dies; ``stop()`` kills every group it started and removes the directory.
+
+    reason = unavailable_reason()           # None where the packages are installed (run.sh test installs them)
+    with SwiftS3("testing", "testing") as swift:   # SwiftUnavailable, with the daemons' log tails, if not up
+        swift.endpoint.url
+
+Measured on the project's 2-core VM (Debian bookworm, Swift 2.30.1, other jobs running): up in 5.2-11.2 s (rings
+built, to the first signed S3 answer), 259-273 MiB RSS for the five daemons at the end of the conformance suite
+(memcached 7, account 60-65, container 63-69, object 60-61, proxy 69-71).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+from botocore.config import Config
+
+from support.moto_server import FAKE_REGION, S3Endpoint
+from support.processes import die_with_parent, signal_group
+
+PACKAGES = ("swift", "swift-proxy", "swift-object", "swift-container", "swift-account", "python3-swift", "memcached")
+SERVERS = ("account", "container", "object")
+COMMANDS = (*(f"swift-{name}-server" for name in (*SERVERS, "proxy")), "memcached")
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-swift lives (not the test venv's)
+SWIFT_CONF = Path("/etc/swift/swift.conf")  # the hash path prefix and suffix: Swift reads it from there only
+START_TIMEOUT_SECONDS = 120.0  # ~3 s measured; a loaded 2-core CI machine gets far more before the suite fails
+STOP_TIMEOUT_SECONDS = 10.0
+POLL_SECONDS = 0.25
+LOG_TAIL_BYTES = 3000
+SWIFT_USER = "test:tester"  # tempauth's S3 access key is account:user
+PART_POWER = 6  # 64 partitions: one device, nothing to balance
+PIPELINE = (
+    "catch_errors gatekeeper healthcheck proxy-logging cache listing_formats bulk key_alias s3api tempauth copy slo "
+    "dlo versioned_writes symlink proxy-logging proxy-server"
+)
+RINGS = """
+import sys
+from swift.common.ring import RingBuilder
+swift_dir, part_power = sys.argv[1], int(sys.argv[2])
+for name, port in zip(("account", "container", "object"), sys.argv[3:]):
+    builder = RingBuilder(part_power, 1, 1)
+    builder.add_dev({"id": 0, "region": 1, "zone": 1, "ip": "127.0.0.1", "port": int(port), "device": "d1",
+                     "weight": 1.0})
+    builder.rebalance()
+    builder.get_ring().save(f"{swift_dir}/{name}.ring.gz")
+"""
+KEY_ALIAS = '''
+"""A filter in front of s3api: an access key ``alias`` in a SigV4 Authorization header becomes ``user``."""
+
+
+def filter_factory(global_conf, **local_conf):
+    old = ("Credential=" + local_conf["alias"] + "/").encode("latin-1")
+    new = ("Credential=" + local_conf["swift_user"] + "/").encode("latin-1")
+
+    def wrap(app):
+        def serve(environ, start_response):
+            header = environ.get("HTTP_AUTHORIZATION")
+            if header:
+                environ["HTTP_AUTHORIZATION"] = header.encode("latin-1").replace(old, new, 1).decode("latin-1")
+            return app(environ, start_response)
+
+        return serve
+
+    return wrap
+'''
+
+
+class SwiftUnavailable(RuntimeError):
+    """Swift cannot run here, or did not come up; the message says why (with the daemons' last log lines)."""
+
+
+def unavailable_reason() -> str | None:
+    """Why no Swift can run on this machine (a package missing), or None if one may."""
+    missing = [name for name in COMMANDS if shutil.which(name) is None]
+    if missing or not SWIFT_CONF.exists():
+        return (
+            f"Swift tests need Debian's {' '.join(PACKAGES)} (missing: {', '.join(missing) or SWIFT_CONF}); "
+            f"`apt-get install --no-install-recommends {' '.join(PACKAGES)}` (run.sh test does it as root with apt)"
+        )
+    return None
+
+
+class SwiftS3:
+    """memcached, the account, container and object servers and a proxy with s3api on 127.0.0.1, in a temporary
+    directory; start()/stop(). The S3 user signs with ``access_key`` / ``secret_key``."""
+
+    def __init__(
+        self, access_key: str = SWIFT_USER, secret_key: str = "testing", *, start_timeout: float = START_TIMEOUT_SECONDS
+    ) -> None:
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self._start_timeout = start_timeout
+        self._dir: Path | None = None
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[IO[bytes]] = []
+        self._endpoint: S3Endpoint | None = None
+        self.workdir: Path | None = None  # where the node lived (kept after stop(), which removes it)
+        self.started_pids: list[int] = []  # every daemon ever started (stop() leaves none of them running)
+        self.started_in: float | None = None  # seconds from start() to the first signed S3 answer
+
+    @property
+    def endpoint(self) -> S3Endpoint:
+        if self._endpoint is None:
+            raise RuntimeError("SwiftS3 not started")
+        return self._endpoint
+
+    def rss_bytes(self) -> dict[str, int]:
+        """Each running daemon's resident memory (VmRSS), by name."""
+        sizes = {}
+        for name, process in self._processes.items():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                status = Path(f"/proc/{process.pid}/status").read_text()
+                sizes[name] = int(status.split("VmRSS:")[1].split()[0]) * 1024
+        return sizes
+
+    def __enter__(self) -> SwiftS3:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> SwiftS3:
+        """Build the rings, start the daemons and wait (bounded) until the proxy answers a signed S3 request;
+        stops what it started and raises SwiftUnavailable, with the daemons' log tails, if any step fails."""
+        reason = unavailable_reason()
+        if reason is not None:
+            raise SwiftUnavailable(reason)
+        began = time.monotonic()
+        deadline = began + self._start_timeout
+        self._dir = self.workdir = Path(tempfile.mkdtemp(prefix="s3io-swift-"))
+        try:
+            ports = dict(zip(("memcached", *SERVERS, "proxy"), _free_ports(5), strict=True))
+            self._write_config(ports)
+            self._build_rings(ports, deadline)
+            memcached = ["memcached", "-l", "127.0.0.1", "-p", str(ports["memcached"]), "-U", "0", "-m", "64"]
+            self._spawn("memcached", [*memcached, *(["-u", "root"] if os.geteuid() == 0 else [])])
+            for name in (*SERVERS, "proxy"):
+                self._spawn(name, [f"swift-{name}-server", str(self._dir / "etc" / f"{name}-server.conf"), "-v"])
+            self._endpoint = S3Endpoint(f"http://127.0.0.1:{ports['proxy']}", "127.0.0.1", ports["proxy"])
+            self._wait_for_s3(deadline)
+            self.started_in = time.monotonic() - began
+            return self
+        except BaseException as exc:
+            tails = self.log_tails()
+            self.stop()
+            if isinstance(exc, SwiftUnavailable):
+                raise SwiftUnavailable(f"{exc}\n{tails}") from None
+            if isinstance(exc, Exception):
+                raise SwiftUnavailable(f"starting Swift failed: {exc}\n{tails}") from exc
+            raise
+
+    def _write_config(self, ports: dict[str, int]) -> None:
+        d = self._require_dir()
+        for sub in ("etc", "srv/d1", "log", "filters"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        common = f"""[DEFAULT]
+bind_ip = 127.0.0.1
+workers = 0
+user = {getpass.getuser()}
+swift_dir = {d}/etc
+devices = {d}/srv
+mount_check = false
+log_address = {d}/log/no-syslog
+"""
+        for name in SERVERS:
+            text = f"{common}bind_port = {ports[name]}\n[pipeline:main]\npipeline = {name}-server\n"
+            text += f"[app:{name}-server]\nuse = egg:swift#{name}\n[{name}-replicator]\n[{name}-auditor]\n"
+            (d / "etc" / f"{name}-server.conf").write_text(text)
+        (d / "filters" / "s3io_key_alias.py").write_text(KEY_ALIAS)
+        filters = {
+            "catch_errors": "",
+            "gatekeeper": "",
+            "healthcheck": "",
+            "proxy-logging": "",
+            "cache": f"memcache_servers = 127.0.0.1:{ports['memcached']}",
+            "listing_formats": "",
+            "bulk": "",
+            "s3api": "location = us-east-1",
+            "tempauth": f"user_{SWIFT_USER.replace(':', '_')} = {self.secret_key} .admin",
+            "copy": "",
+            "slo": "",
+            "dlo": "",
+            "versioned_writes": "",
+            "symlink": "",
+        }
+        proxy = f"""{common}bind_port = {ports["proxy"]}
+[pipeline:main]
+pipeline = {PIPELINE}
+[app:proxy-server]
+use = egg:swift#proxy
+account_autocreate = true
+[filter:key_alias]
+paste.filter_factory = s3io_key_alias:filter_factory
+alias = {self.access_key}
+swift_user = {SWIFT_USER}
+"""
+        for name, settings in filters.items():
+            egg = "memcache" if name == "cache" else name.replace("-", "_")
+            proxy += f"[filter:{name}]\nuse = egg:swift#{egg}\n{settings}\n"
+        (d / "etc" / "proxy-server.conf").write_text(proxy)
+
+    def _build_rings(self, ports: dict[str, int], deadline: float) -> None:
+        argv = [SYSTEM_PYTHON, "-c", RINGS, str(self._require_dir() / "etc"), str(PART_POWER)]
+        argv += [str(ports[name]) for name in SERVERS]
+        timeout = max(1.0, deadline - time.monotonic())
+        try:
+            built = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise SwiftUnavailable(f"building the rings did not finish in {timeout:.0f} s") from None
+        if built.returncode != 0:
+            err = built.stderr.decode(errors="replace").strip()[-LOG_TAIL_BYTES:]
+            raise SwiftUnavailable(f"building the rings failed ({built.returncode}): {err}")
+
+    def _wait_for_s3(self, deadline: float) -> None:
+        """Poll with a signed ListBuckets until the proxy answers it; SwiftUnavailable if a daemon exits or
+        ``deadline`` passes first."""
+        client = self.client(connect_timeout=1, read_timeout=5, retries={"total_max_attempts": 1})
+        last = "no answer yet"
+        while True:
+            exited = [f"{name} (exit {p.returncode})" for name, p in self._processes.items() if p.poll() is not None]
+            if exited:
+                raise SwiftUnavailable(f"waiting for Swift's S3: {', '.join(exited)} exited")
+            try:
+                client.list_buckets()
+                return
+            except Exception as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if time.monotonic() >= deadline:
+                raise SwiftUnavailable(f"waited {self._start_timeout:g} s for Swift's S3, in vain (last: {last})")
+            time.sleep(POLL_SECONDS)
+
+    def client(self, *, secret_key: str | None = None, **config: Any) -> Any:
+        """A boto3 client of this node's S3 user (path-style; ``secret_key``: another to sign with; ``config``:
+        botocore Config settings)."""
+        settings: dict[str, Any] = {"connect_timeout": 5, "read_timeout": 30, "s3": {"addressing_style": "path"}}
+        settings.update(config)
+        return boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.endpoint.url,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=secret_key or self.secret_key,
+            region_name=FAKE_REGION,
+            config=Config(**settings),
+        )
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        """Start a daemon in the foreground, in a process group of its own, output to the log directory."""
+        d = self._require_dir()
+        log = open(d / "log" / f"{name}.out", "wb")  # noqa: SIM115 closed in stop()
+        self._logs.append(log)
+        env = {**os.environ, "PYTHONPATH": str(d / "filters")}
+        self._processes[name] = process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+            env=env,
+        )
+        self.started_pids.append(process.pid)
+
+    def _require_dir(self) -> Path:
+        if self._dir is None:
+            raise RuntimeError("SwiftS3 not started")
+        return self._dir
+
+    def log_tails(self) -> str:
+        """The last lines of each daemon's output, for error messages."""
+        if self._dir is None or not self._dir.exists():
+            return ""
+        parts = []
+        for path in sorted((self._dir / "log").glob("*.out")):
+            with contextlib.suppress(OSError):
+                text = path.read_bytes()[-LOG_TAIL_BYTES:].decode(errors="replace").strip()
+                if text:
+                    parts.append(f"--- {path.name} (last {LOG_TAIL_BYTES} bytes) ---\n{text}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Kill every daemon's process group (the node is thrown away), wait for each (bounded), remove the
+        directory."""
+        processes, self._processes = self._processes, {}
+        for process in processes.values():
+            signal_group(process, signal.SIGKILL)
+        for process in processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        self._endpoint = None
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 now (the kernel's choice; released before use)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()

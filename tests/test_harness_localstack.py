@@ -1,0 +1,56 @@
+"""Self-tests of the LocalStack harness: it comes up, serves S3 signed with SigV4, and stops leaving no process and
+no directory; one that is not up in time fails saying so and leaves nothing either. (What it does as a store is
+what test_store_conformance.py runs on it.)"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.localstack import LocalStackS3, LocalStackUnavailable, unavailable_reason
+from support.moto_server import boto3_client
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _require() -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def test_it_serves_s3_and_stops_leaving_no_process_and_no_files(fake_aws_env: None) -> None:
+    _require()
+    server = LocalStackS3()
+    with server:
+        assert server.started_in is not None and server.started_in < 120
+        client = boto3_client(server.endpoint.url)  # SigV4, path-style, the session's fake keys
+        client.create_bucket(Bucket="harness")
+        client.put_object(Bucket="harness", Key="k", Body=b"0123456789")
+        assert client.get_object(Bucket="harness", Key="k", Range="bytes=-4")["Body"].read() == b"6789"
+        assert server.workdir is not None and (server.workdir / "s3-storage" / "harness").is_dir()
+        assert server.rss_bytes() > 0
+        pid = server.started_pid
+    assert pid is not None and not _alive(pid)
+    assert not server.workdir.exists()
+    assert not Path("/tmp/localstack-s3-storage/harness").exists()  # its objects never went to the shared default
+
+
+def test_one_that_is_not_up_in_time_fails_saying_so_and_leaves_nothing_behind() -> None:
+    _require()
+    server = LocalStackS3(start_timeout=0.3)
+    with pytest.raises(LocalStackUnavailable) as failed:
+        server.start()
+    message = str(failed.value)
+    assert "waited 0.3 s for LocalStack's S3, in vain" in message
+    assert server.started_pid is not None and not _alive(server.started_pid)
+    assert server.workdir is not None and not server.workdir.exists()
