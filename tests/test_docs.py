@@ -28,7 +28,7 @@ USES_SPARK = re.compile(r"\bspark\b(?!_)")  # the name `spark`, not `spark_ext`
 
 
 def _docs_python_blocks() -> list[CodeBlock]:
-    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
     return [b for page in pages for b in code_blocks(page) if b.language == "python"]
 
 
@@ -63,6 +63,7 @@ def test_docs_python_block_runs(block: CodeBlock, s3_endpoint, example_data, tmp
     script = tmp_path / "example.py"
     script.write_text(block.code.replace(DOC_ENDPOINT, s3_endpoint.url))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's code, whatever the environment's install points at
     env["AWS_ENDPOINT_URL"] = s3_endpoint.url
     result = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=100, check=False
