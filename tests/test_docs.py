@@ -88,6 +88,15 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     print(f"\nmkdocs build --strict: {time.monotonic() - started:.1f} s")
 
 
+def test_pip_pyspark_has_no_s3a_filesystem_as_the_s3a_page_says() -> None:
+    """docs/coming-from-s3a.md opens with it: pip's PySpark has Hadoop's client jars but not hadoop-aws."""
+    pyspark = pytest.importorskip("pyspark")
+    jars = [p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")]
+    assert any(name.startswith("hadoop-client") for name in jars), jars
+    assert not [name for name in jars if "hadoop-aws" in name or "aws-java-sdk" in name], jars
+    assert "S3AFileSystem not found" in (ROOT / "docs" / "coming-from-s3a.md").read_text()
+
+
 def test_the_readme_stays_a_few_screens() -> None:
     size = len((ROOT / "README.md").read_bytes())
     assert size < README_LIMIT, f"README.md is {size} bytes: move reference material to docs/"
