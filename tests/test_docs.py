@@ -97,6 +97,24 @@ def test_pip_pyspark_has_no_s3a_filesystem_as_the_s3a_page_says() -> None:
     assert "S3AFileSystem not found" in (ROOT / "docs" / "coming-from-s3a.md").read_text()
 
 
+def test_the_site_css_wraps_table_cells_the_theme_keeps_on_one_line() -> None:
+    """The readthedocs theme sets ``white-space: nowrap`` on table cells (and code): the site's own CSS, loaded after
+    it, wraps them, so a wide table is read at 1280 px instead of showing its first column."""
+    import mkdocs.themes.readthedocs as theme
+
+    theme_css = (Path(theme.__file__).parent / "css" / "theme.css").read_text()
+    assert ".wy-table-responsive table td,.wy-table-responsive table th{white-space:nowrap}" in theme_css
+    assert "css/wide.css" in (ROOT / "mkdocs.yml").read_text()
+    rules = {
+        selector.strip(): body
+        for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", (ROOT / "docs" / "css" / "wide.css").read_text())
+        for selector in re.sub(r"/\*.*?\*/", "", selectors, flags=re.S).split(",")
+    }
+    for cell in ("td", "th"):
+        assert "white-space: normal" in rules[f".wy-table-responsive table {cell}"]
+        assert "overflow-wrap: anywhere" in rules[f".wy-table-responsive table {cell} code"]
+
+
 def test_the_readme_stays_a_few_screens() -> None:
     size = len((ROOT / "README.md").read_bytes())
     assert size < README_LIMIT, f"README.md is {size} bytes: move reference material to docs/"
