@@ -251,6 +251,7 @@ def run(stack: Any, options: Options) -> Report:
                 for impl in order:
                     results[impl].append(_time(server, case, impl, data, number))
             ours, theirs = (median([m.wall for m in results[impl]]) for impl in IMPLEMENTATIONS)
+            cpu_ours, cpu_theirs = (median([m.cpu for m in results[impl]]) for impl in IMPLEMENTATIONS)
             counts = [results[impl][-1].requests for impl in IMPLEMENTATIONS]
             rows.append(
                 [
@@ -258,16 +259,19 @@ def run(stack: Any, options: Options) -> Report:
                     f"{ours:.2f} s",
                     f"{theirs:.2f} s",
                     f"{theirs / ours:.2f}x",
+                    f"{cpu_ours:.2f} / {cpu_theirs:.2f}",
                     *(f"{c.kind('get')} / {c.kind('head')} / {c.kind('list')} / {c.kind('put')}" for c in counts),
                 ]
             )
             print(f"   {server.name}: {label}: s3io {ours:.2f} s, s3fs {theirs:.2f} s", flush=True)
         delete_prefix(server.setup_url, BUCKET, "out/")
         body.append(
-            f"**{server.label}** (median of {options.runs} interleaved runs; requests of the last run, "
+            f"**{server.label}** (medians of {options.runs} interleaved runs; requests of the last run, "
             "GET / HEAD / LIST / PUT):\n\n"
             + markdown_table(
-                ["case", "s3io", "s3fs", "s3fs ÷ s3io", "s3io requests", "s3fs requests"], rows, text_columns=1
+                ["case", "s3io", "s3fs", "s3fs ÷ s3io", "client CPU-s, s3io / s3fs", "s3io requests", "s3fs requests"],
+                rows,
+                text_columns=1,
             )
         )
     return Report("Python data tools: s3io.fs against s3fs", "\n\n".join(body))

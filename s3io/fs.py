@@ -10,13 +10,18 @@ How s3fs is wrapped (one place each):
   s3fs's own loop makes one (``retries = 1``). botocore's connect/read timeouts come from the policy
   (connect_timeout, read_timeout = stall_timeout) and its sockets get the policy's TCP options.
 - Reads: ``_cat_file``, ``_cat_ranges``, ``_get_file`` and ``open(...).read()`` (S3IOFile._fetch_range) use
-  an s3io S3Client, one per event loop (resumable, ETag-pinned ranged GETs with stall timers). s3fs's options for
+  an s3io S3Client, one per event loop (resumable, ETag-pinned ranged GETs with stall timers); ``open()`` for
+  reading sends no HEAD (S3IOFile: the size and ETag come from fsspec's listing or from a GET of the object's last
+  bytes, held to serve the reads they cover). s3fs's options for
   company buckets are the S3Client's too (``_native_settings``): SSE-C (``s3_additional_kwargs``'
   ``SSECustomerAlgorithm`` / ``SSECustomerKey``), requester pays (``requester_pays=True``), a CA bundle
   (``client_kwargs={"verify": path}``), proxies (``config_kwargs={"proxies": {...}}``, or the environment's). The
   few options only botocore can honour (versions, profiles, unverified TLS, proxy TLS settings, client
   certificates, other GetObject parameters) send reads through botocore instead, still under the policy via
   ``_call_s3``.
+
+Names: ``S3FileSystem`` serves ``s3io://``; ``S3FileSystemAsS3`` is the same class named ``s3`` first, for tools that
+choose their read path by the protocol's name (DuckDB) and for ``install_as_s3()``, which registers it for ``s3://``.
 
 A raw view of the objects, as s3fs's contract is: ``ls``, ``find``, ``glob`` and reads show every object as it is
 and do not apply the compaction journal (s3io.table), so a prefix mid-compaction may show a group's output and its
