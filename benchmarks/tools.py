@@ -277,4 +277,46 @@ def run(stack: Any, options: Options) -> Report:
     return Report("Python data tools: s3io.fs against s3fs", "\n\n".join(body))
 
 
-__all__ = ["CASES", "run"]
+def main(argv: list[str] | None = None) -> None:
+    """Chosen cases only, more runs, no RESULTS.md section: wall and client CPU of each run, medians and the best."""
+    import argparse
+    import statistics
+    import sys
+
+    from benchmarks.infra import Stack, use_fake_aws_environment
+    from benchmarks.results import load_average
+
+    names = {case.__name__.lstrip("_"): case for _, case in CASES}
+    parser = argparse.ArgumentParser(prog="benchmarks.tools", description=main.__doc__)
+    parser.add_argument("case", nargs="+", choices=sorted(names))
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--server", choices=("moto", "memory"), default="memory")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    use_fake_aws_environment()
+    with Stack() as stack:
+        (server,) = servers(stack, (args.server,))
+        data = Data(FILES, LARGE_ROWS)
+        _seed(server, data)
+        print(f"load average at start: {load_average()}")
+        for name in args.case:
+            case = names[name]
+            for impl in IMPLEMENTATIONS:
+                _time(server, case, impl, data, -1)
+            runs: dict[str, list[Measurement]] = {impl: [] for impl in IMPLEMENTATIONS}
+            for number in range(args.runs):
+                for impl in IMPLEMENTATIONS if number % 2 == 0 else IMPLEMENTATIONS[::-1]:
+                    runs[impl].append(_time(server, case, impl, data, 1000 + number))
+            for impl, measured in runs.items():
+                walls = [m.wall for m in measured]
+                print(
+                    f"{name} {impl}: wall median {statistics.median(walls):.2f} s, best {min(walls):.2f} s, client CPU "
+                    f"median {statistics.median(m.cpu for m in measured):.2f} s; walls {[round(w, 2) for w in walls]}"
+                )
+        delete_prefix(server.setup_url, BUCKET, "out/")
+    print(f"load average at end: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
+
+__all__ = ["CASES", "main", "run"]
