@@ -426,3 +426,45 @@ def test_s3io_client_takes_endpoint_region_and_credentials_from_storage_options(
     assert host == f"{s3_endpoint.host}:{s3_endpoint.port}"
     assert credentials in description
     assert "s3cr3t" not in description
+
+
+def test_a_forked_child_refuses_the_parents_instance_and_gets_a_fresh_one(obj: str, s3_endpoint: Any) -> None:
+    """As docs/tools/index.md says (and as s3fs does): an instance made before a fork raises in the child; the same
+    call there gives a fresh instance that reads; install_as_s3() made in the parent holds in the child."""
+    parent = S3FileSystemAsS3(endpoint_url=s3_endpoint.url)
+    assert parent.cat(obj) == PAYLOAD
+    s3io.fs.install_as_s3()
+    try:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(read_end)
+                facts: dict[str, Any] = {"registry": fsspec.get_filesystem_class("s3").__name__}
+                try:
+                    parent.cat(obj)
+                    facts["parent_instance"] = "read"
+                except RuntimeError as exc:
+                    facts["parent_instance"] = str(exc)
+                fresh = S3FileSystemAsS3(endpoint_url=s3_endpoint.url)
+                facts["fresh_is_parent"] = fresh is parent
+                facts["fresh_reads"] = fresh.cat(obj) == PAYLOAD
+                os.write(write_end, json.dumps(facts).encode())
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            answer = pipe.read()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        s3io.fs.uninstall_as_s3()
+        parent.close()
+    assert os.WEXITSTATUS(status) == 0, answer
+    assert json.loads(answer) == {
+        "registry": "S3FileSystemAsS3",
+        "parent_instance": "This class is not fork-safe",
+        "fresh_is_parent": False,
+        "fresh_reads": True,
+    }
