@@ -778,7 +778,7 @@ class S3IOFile(s3fs.core.S3File):
             if entry is not None and entry.get("type") == "file":  # a listing saw it: its size and ETag, as s3fs
                 self._details, self._s3io_etag, kwargs["size"] = entry, entry.get("ETag"), entry["size"]
             else:
-                kwargs["size"] = self._probe(s3, path, min(OPEN_PROBE_BYTES, block_size))
+                kwargs["size"] = self._probe(s3, path, max(1, min(OPEN_PROBE_BYTES, block_size)))
         super().__init__(s3, path, mode, block_size, **kwargs)
 
     @staticmethod
