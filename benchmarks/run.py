@@ -28,6 +28,7 @@ from benchmarks import (
     spark_memory,
     spark_small_files,
     streaming,
+    tools,
     writing,
 )
 from benchmarks.api import Options, Report
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, Callable[[Stack, Options], Report]] = {
     "streaming": streaming.run,
     "scale": scale.run,
     "writing": writing.run,
+    "tools": tools.run,
 }
 
 

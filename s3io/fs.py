@@ -10,13 +10,18 @@ How s3fs is wrapped (one place each):
   s3fs's own loop makes one (``retries = 1``). botocore's connect/read timeouts come from the policy
   (connect_timeout, read_timeout = stall_timeout) and its sockets get the policy's TCP options.
 - Reads: ``_cat_file``, ``_cat_ranges``, ``_get_file`` and ``open(...).read()`` (S3IOFile._fetch_range) use
-  an s3io S3Client, one per event loop (resumable, ETag-pinned ranged GETs with stall timers). s3fs's options for
+  an s3io S3Client, one per event loop (resumable, ETag-pinned ranged GETs with stall timers); ``open()`` for
+  reading sends no HEAD (S3IOFile: the size and ETag come from fsspec's listing or from a GET of the object's last
+  bytes, held to serve the reads they cover). s3fs's options for
   company buckets are the S3Client's too (``_native_settings``): SSE-C (``s3_additional_kwargs``'
   ``SSECustomerAlgorithm`` / ``SSECustomerKey``), requester pays (``requester_pays=True``), a CA bundle
   (``client_kwargs={"verify": path}``), proxies (``config_kwargs={"proxies": {...}}``, or the environment's). The
   few options only botocore can honour (versions, profiles, unverified TLS, proxy TLS settings, client
   certificates, other GetObject parameters) send reads through botocore instead, still under the policy via
   ``_call_s3``.
+
+Names: ``S3FileSystem`` serves ``s3io://``; ``S3FileSystemAsS3`` is the same class named ``s3`` first, for tools that
+choose their read path by the protocol's name (DuckDB) and for ``install_as_s3()``, which registers it for ``s3://``.
 
 A raw view of the objects, as s3fs's contract is: ``ls``, ``find``, ``glob`` and reads show every object as it is
 and do not apply the compaction journal (s3io.table), so a prefix mid-compaction may show a group's output and its
@@ -79,7 +84,7 @@ from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.proxy import DIRECT
 from s3io.transport.sockets import socket_factory
 
-__all__ = ["PROTOCOL", "S3FileSystem", "S3IOFile", "install_as_s3", "uninstall_as_s3"]
+__all__ = ["PROTOCOL", "S3FileSystem", "S3FileSystemAsS3", "S3IOFile", "install_as_s3", "uninstall_as_s3"]
 
 log = logging.getLogger("s3io.fs")
 T = TypeVar("T")
@@ -117,6 +122,9 @@ _ERRNO = (
     (errors.PreconditionFailed, errno.EINVAL),
     (errors.RequestError, errno.EINVAL),
 )
+# open() for reading learns the size and ETag from one GET of the object's last bytes (no HEAD), at most a block: a
+# footer-first reader (parquet, DuckDB, ORC) reads its footer from them, and a file this small is read by it alone.
+OPEN_PROBE_BYTES = 256 << 10
 BODY_CHUNK = 1 << 16  # bytes asked of a botocore body per timed read
 DOWNLOAD_FLOOR_BYTES_PER_SECOND = 1 << 20  # past the operation's deadline, a body read must keep up this rate
 # Typed errors that stand for an answer from S3: raised as s3fs would raise that answer.
@@ -689,6 +697,13 @@ class S3FileSystem(s3fs.S3FileSystem):
             _close_clients_now(self._s3io_clients)
 
 
+class S3FileSystemAsS3(S3FileSystem):
+    """s3io's filesystem named ``s3`` first: tools that choose how to read by the protocol name (DuckDB) read through
+    it as through s3fs, and the paths it writes say ``s3://``. ``install_as_s3()`` registers it for ``s3://``."""
+
+    protocol = ("s3", "s3a", PROTOCOL)
+
+
 class _WatchedBody:
     """A GET's botocore body, read by s3fs after ``_call_s3`` returned (outside its attempt), with s3io's timers:
     each chunk must come within the stall timeout, and the time spent waiting in reads (not the consumer's own)
@@ -751,16 +766,65 @@ class _WatchedBody:
 
 
 class S3IOFile(s3fs.core.S3File):
-    """s3fs's file whose reads are ranged GETs through the S3Client, all pinned to one ETag."""
+    """s3fs's file whose reads are ranged GETs through the S3Client, all pinned to one ETag.
+
+    Opened for reading without a size, it sends no HEAD (s3fs sends one): the size and ETag come from a listing
+    fsspec holds, or else from one GET of the last ``OPEN_PROBE_BYTES`` (at most one block), whose bytes are kept
+    to serve the reads they cover.
+    """
 
     retries = 1
     _s3io_etag: str | None = None
+    _held_start = 0
+    _held = b""
+
+    def __init__(
+        self, s3: S3FileSystem, path: str, mode: str = "rb", block_size: int = 50 << 20, **kwargs: Any
+    ) -> None:
+        if "r" in mode and kwargs.get("size") is None and self._probe_serves(s3, path, kwargs.get("version_id")):
+            name = s3._strip_protocol(path)
+            entry = next((e for e in s3._ls_from_cache(name) or () if e.get("name") == name), None)
+            if entry is not None and entry.get("type") == "file":  # a listing saw it: its size and ETag, as s3fs
+                self._details, self._s3io_etag, kwargs["size"] = entry, entry.get("ETag"), entry["size"]
+            else:
+                kwargs["size"] = self._probe(s3, path, max(1, min(OPEN_PROBE_BYTES, block_size)))
+        super().__init__(s3, path, mode, block_size, **kwargs)
+
+    @staticmethod
+    def _probe_serves(fs: S3FileSystem, path: str, version_id: str | None) -> bool:
+        """Whether a GET can stand for s3fs's HEAD at open: s3io serves the reads and no version is involved."""
+        _, _, path_version = fs.split_path(path)
+        return not fs.version_aware and fs._botocore_read_reason(version_id or path_version) is None
+
+    def _probe(self, fs: S3FileSystem, path: str, length: int) -> int | None:
+        """GET the object's last ``length`` bytes, keep them, and return its size (None when the answer did not
+        state it: then s3fs's HEAD sizes the file, as before)."""
+        bucket, key, _ = fs.split_path(path)
+        if not key:
+            raise ValueError(f"Attempt to open non key-like path: {path}")
+        got = sync(fs.loop, fs._s3io_get, path, bucket, key, GetRange.suffix(length))
+        if got.object_size is None:
+            return None
+        self._s3io_etag = got.etag
+        self._held_start, self._held = got.start, bytes(got.data)
+        return got.object_size
 
     def _fetch_range(self, start: int, end: int) -> bytes:
+        end = min(end, self.size) if self.size is not None else end
+        held_end = self._held_start + len(self._held)
+        if self._held and self._held_start <= end <= held_end and start < end:
+            tail = self._held[max(start, self._held_start) - self._held_start : end - self._held_start]
+            if start >= self._held_start:
+                return tail
+            return self._fetch_new(start, self._held_start) + tail
+        return self._fetch_new(start, end)
+
+    def _fetch_new(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` from the store, pinned to the ETag the file was opened at."""
         fs: S3FileSystem = self.fs
         if fs._botocore_read_reason(self.version_id, self.req_kw):
             return super()._fetch_range(start, end)
-        opened_as = (self.details or {}).get("ETag")
+        opened_as = (self._details or {}).get("ETag")
         if fs.local_expiry_check:
             # the store ignores If-Match (VAST, for one): compare the ETag of each answer with the one at open
             result = sync(fs.loop, fs._read, self.path, start, end)
@@ -790,19 +854,20 @@ _replaced: dict[str, type | None] = {}
 
 
 def install_as_s3(protocols: Iterable[str] = ("s3", "s3a")) -> None:
-    """Serve ``s3://`` and ``s3a://`` with s3io.fs.S3FileSystem (explicit opt-in; undo: uninstall_as_s3)."""
+    """Serve ``s3://`` and ``s3a://`` with s3io in this process (explicit opt-in; undo: uninstall_as_s3): every later
+    ``fsspec.filesystem("s3")`` and ``s3://`` URL gets an S3FileSystemAsS3, which writes ``s3://`` paths."""
     for protocol in protocols:
         current = fsspec.registry.get(protocol)
-        if current is S3FileSystem:
+        if current is S3FileSystemAsS3:
             continue
         _replaced.setdefault(protocol, current)
-        fsspec.register_implementation(protocol, S3FileSystem, clobber=True)
+        fsspec.register_implementation(protocol, S3FileSystemAsS3, clobber=True)
 
 
 def uninstall_as_s3() -> None:
     """Give ``s3://`` and ``s3a://`` back to what served them before install_as_s3 (s3fs by default)."""
     for protocol, previous in list(_replaced.items()):
-        if fsspec.registry.get(protocol) is S3FileSystem:
+        if fsspec.registry.get(protocol) is S3FileSystemAsS3:
             fsspec.register_implementation(protocol, previous or s3fs.S3FileSystem, clobber=True)
         del _replaced[protocol]
 

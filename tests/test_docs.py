@@ -28,7 +28,7 @@ USES_SPARK = re.compile(r"\bspark\b(?!_)")  # the name `spark`, not `spark_ext`
 
 
 def _docs_python_blocks() -> list[CodeBlock]:
-    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
     return [b for page in pages for b in code_blocks(page) if b.language == "python"]
 
 
@@ -63,6 +63,7 @@ def test_docs_python_block_runs(block: CodeBlock, s3_endpoint, example_data, tmp
     script = tmp_path / "example.py"
     script.write_text(block.code.replace(DOC_ENDPOINT, s3_endpoint.url))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's code, whatever the environment's install points at
     env["AWS_ENDPOINT_URL"] = s3_endpoint.url
     result = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=100, check=False
@@ -85,6 +86,33 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "spark" / "index.html").is_file()
     print(f"\nmkdocs build --strict: {time.monotonic() - started:.1f} s")
+
+
+def test_pip_pyspark_has_no_s3a_filesystem_as_the_s3a_page_says() -> None:
+    """docs/coming-from-s3a.md opens with it: pip's PySpark has Hadoop's client jars but not hadoop-aws."""
+    pyspark = pytest.importorskip("pyspark")
+    jars = [p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")]
+    assert any(name.startswith("hadoop-client") for name in jars), jars
+    assert not [name for name in jars if "hadoop-aws" in name or "aws-java-sdk" in name], jars
+    assert "S3AFileSystem not found" in (ROOT / "docs" / "coming-from-s3a.md").read_text()
+
+
+def test_the_site_css_wraps_table_cells_the_theme_keeps_on_one_line() -> None:
+    """The readthedocs theme sets ``white-space: nowrap`` on table cells (and code): the site's own CSS, loaded after
+    it, wraps them, so a wide table is read at 1280 px instead of showing its first column."""
+    import mkdocs.themes.readthedocs as theme
+
+    theme_css = (Path(theme.__file__).parent / "css" / "theme.css").read_text()
+    assert ".wy-table-responsive table td,.wy-table-responsive table th{white-space:nowrap}" in theme_css
+    assert "css/wide.css" in (ROOT / "mkdocs.yml").read_text()
+    rules = {
+        selector.strip(): body
+        for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", (ROOT / "docs" / "css" / "wide.css").read_text())
+        for selector in re.sub(r"/\*.*?\*/", "", selectors, flags=re.S).split(",")
+    }
+    for cell in ("td", "th"):
+        assert "white-space: normal" in rules[f".wy-table-responsive table {cell}"]
+        assert "overflow-wrap: anywhere" in rules[f".wy-table-responsive table {cell} code"]
 
 
 def test_the_readme_stays_a_few_screens() -> None:

@@ -21,12 +21,13 @@ from support.moto_server import boto3_client
 
 import s3io.fs
 from s3io import Policy
-from s3io.fs import S3FileSystem, S3IOFile
+from s3io.fs import S3FileSystem, S3FileSystemAsS3, S3IOFile
 
 pytestmark = pytest.mark.timeout(60)
 
 FAST_RETRIES = {"max_attempts": "3", "backoff_base": "1ms", "backoff_cap": "100ms"}
 PAYLOAD = bytes(range(256)) * 40  # 10 240 bytes
+OPEN_TAIL_OVERLAP = 3000
 
 
 @pytest.fixture
@@ -106,8 +107,10 @@ def test_reads_go_through_the_s3io_client(fs: S3FileSystem, obj: str, tmp_path: 
     assert (tmp_path / "copy.bin").read_bytes() == PAYLOAD
 
     used = fs.stats() - before
-    assert used.requests_for("get") == 4  # two file reads, cat, get
+    # the file: one GET at open (its last block: 4096 bytes), one per read before that block, then cat, then get
+    assert used.requests_for("get") == 5
     assert used.requests_for("get_object") == 0  # botocore never fetched a body
+    assert used.requests_for("head_object") == 0  # open learnt the size from its GET
 
 
 def test_whole_object_read_is_chunked_and_pinned_to_the_first_etag(
@@ -126,12 +129,47 @@ def test_whole_object_read_is_chunked_and_pinned_to_the_first_etag(
     assert all(r.if_match for r in gets if r is not etag)
 
 
-def test_object_replaced_while_open_raises_file_expired(fs: S3FileSystem, obj: str) -> None:
-    with fs.open(obj, "rb", block_size=1024, cache_type="none") as f:
-        assert f.read(100) == PAYLOAD[:100]
-        fs.pipe(obj, b"x" * len(PAYLOAD))
+def test_object_replaced_while_open_raises_file_expired(fs: S3FileSystem, bucket: str) -> None:
+    """Bytes past what open()'s GET held come from the object opened, or FileExpired (the held tail is that
+    object's too)."""
+    large = PAYLOAD * 40  # 400 KiB: more than open()'s GET of the last OPEN_PROBE_BYTES holds
+    assert len(large) > s3io.fs.OPEN_PROBE_BYTES
+    fs.pipe(f"{bucket}/large.bin", large)
+    with fs.open(f"{bucket}/large.bin", "rb", block_size=1024, cache_type="none") as f:
+        assert f.read(100) == large[:100]
+        fs.pipe(f"{bucket}/large.bin", b"x" * len(large))
         with pytest.raises(FileExpired):
             f.read(100)
+        f.seek(-100, 2)
+        assert f.read() == large[-100:]
+
+
+def test_open_for_reading_sends_no_head(fs: S3FileSystem, bucket: str) -> None:
+    """open() learns the size and the ETag from one GET of the last OPEN_PROBE_BYTES, which also serves the
+    reads it covers; later GETs are pinned to that ETag. info() keeps its HEAD."""
+    large = PAYLOAD * 40
+    fs.pipe(f"{bucket}/large.bin", large)
+    before = fs.stats()
+    with fs.open(f"{bucket}/large.bin", "rb", cache_type="none") as f:
+        assert f.size == len(large)
+        f.seek(-5000, 2)
+        assert f.read() == large[-5000:]  # a footer: from open()'s GET
+        assert f.read(10) == b""
+        f.seek(0)
+        assert f.read(10) == large[:10]
+        f.seek(len(large) - OPEN_TAIL_OVERLAP)
+        assert f.read() == large[-OPEN_TAIL_OVERLAP:]  # held
+        f.seek(len(large) - s3io.fs.OPEN_PROBE_BYTES - 10)
+        assert f.read(20) == large[-s3io.fs.OPEN_PROBE_BYTES - 10 :][:20]  # 10 fetched, 10 held
+    used = fs.stats() - before
+    assert used.requests_for("head_object") == 0
+    assert used.requests_for("get") == 3
+    assert fs.info(f"{bucket}/large.bin")["size"] == len(large)
+    assert (fs.stats() - before).requests_for("head_object") == 1
+    with pytest.raises(FileNotFoundError):
+        fs.open(f"{bucket}/missing.bin", "rb")
+    with fs.open(f"{bucket}/large.bin", "rb", size=len(large), cache_type="none") as f:
+        assert f.read(10) == large[:10]  # a caller-given size: no GET at open
 
 
 def test_get_file_writes_identical_bytes_in_chunks(fs: S3FileSystem, obj: str, tmp_path: Any) -> None:
@@ -245,16 +283,33 @@ def test_s3io_urls_open_through_fsspec(obj: str, s3_endpoint: Any) -> None:
 def test_install_as_s3_serves_s3_urls_until_uninstalled(obj: str, s3_endpoint: Any) -> None:
     try:
         s3io.fs.install_as_s3()
-        assert fsspec.get_filesystem_class("s3") is S3FileSystem
-        assert fsspec.get_filesystem_class("s3a") is S3FileSystem
+        assert fsspec.get_filesystem_class("s3") is S3FileSystemAsS3
+        assert fsspec.get_filesystem_class("s3a") is S3FileSystemAsS3
         with fsspec.open(f"s3://{obj}", "rb", endpoint_url=s3_endpoint.url) as f:
             assert f.read(16) == PAYLOAD[:16]
-        assert isinstance(fsspec.url_to_fs(f"s3a://{obj}", endpoint_url=s3_endpoint.url)[0], S3FileSystem)
+        filesystem, path = fsspec.url_to_fs(f"s3a://{obj}", endpoint_url=s3_endpoint.url)
+        assert isinstance(filesystem, S3FileSystem)
+        assert filesystem.unstrip_protocol(path) == f"s3://{obj}"  # paths it writes resolve without s3io
     finally:
         s3io.fs.uninstall_as_s3()
     cls = fsspec.get_filesystem_class("s3")
-    assert cls is not S3FileSystem
+    assert not issubclass(cls, S3FileSystem)
     assert issubclass(cls, s3fs.S3FileSystem)
+
+
+def test_the_s3_named_filesystem_leaves_the_registry_alone_and_pickles(obj: str, s3_endpoint: Any) -> None:
+    """S3FileSystemAsS3 names itself "s3" for the tools that look (DuckDB) without taking s3:// from others."""
+    filesystem = S3FileSystemAsS3(endpoint_url=s3_endpoint.url, max_attempts=2, skip_instance_cache=True)
+    try:
+        assert filesystem.protocol[0] == "s3"
+        assert filesystem.unstrip_protocol(obj) == f"s3://{obj}"
+        assert filesystem.cat(f"s3://{obj}") == PAYLOAD
+        assert not issubclass(fsspec.get_filesystem_class("s3"), S3FileSystem)
+        clone = pickle.loads(pickle.dumps(filesystem))
+        assert type(clone) is S3FileSystemAsS3 and clone.policy.max_attempts == 2
+        assert clone.cat(obj) == PAYLOAD
+    finally:
+        filesystem.close()
 
 
 def test_policy_options_reach_the_policy_and_botocore(s3_endpoint: Any) -> None:
@@ -371,3 +426,45 @@ def test_s3io_client_takes_endpoint_region_and_credentials_from_storage_options(
     assert host == f"{s3_endpoint.host}:{s3_endpoint.port}"
     assert credentials in description
     assert "s3cr3t" not in description
+
+
+def test_a_forked_child_refuses_the_parents_instance_and_gets_a_fresh_one(obj: str, s3_endpoint: Any) -> None:
+    """As docs/tools/index.md says (and as s3fs does): an instance made before a fork raises in the child; the same
+    call there gives a fresh instance that reads; install_as_s3() made in the parent holds in the child."""
+    parent = S3FileSystemAsS3(endpoint_url=s3_endpoint.url)
+    assert parent.cat(obj) == PAYLOAD
+    s3io.fs.install_as_s3()
+    try:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(read_end)
+                facts: dict[str, Any] = {"registry": fsspec.get_filesystem_class("s3").__name__}
+                try:
+                    parent.cat(obj)
+                    facts["parent_instance"] = "read"
+                except RuntimeError as exc:
+                    facts["parent_instance"] = str(exc)
+                fresh = S3FileSystemAsS3(endpoint_url=s3_endpoint.url)
+                facts["fresh_is_parent"] = fresh is parent
+                facts["fresh_reads"] = fresh.cat(obj) == PAYLOAD
+                os.write(write_end, json.dumps(facts).encode())
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            answer = pipe.read()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        s3io.fs.uninstall_as_s3()
+        parent.close()
+    assert os.WEXITSTATUS(status) == 0, answer
+    assert json.loads(answer) == {
+        "registry": "S3FileSystemAsS3",
+        "parent_instance": "This class is not fork-safe",
+        "fresh_is_parent": False,
+        "fresh_reads": True,
+    }

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.doc_blocks import ROOT, block_under
+from support.doc_blocks import ROOT, block_under, code_blocks
 from support.moto_server import boto3_client, empty_and_delete_bucket
 
 import s3io
@@ -72,13 +72,17 @@ class FreshInstall:
         self.run(step, [*pip, "--no-compile", requirement], 600)
 
 
-def _readme_environment() -> dict[str, str]:
-    """The variables the README's quickstart exports (the local endpoint's credentials and region)."""
+def _readme_environment(endpoint: str) -> dict[str, str]:
+    """The variables the README's quickstart exports (credentials, region, the endpoint), the endpoint being the
+    session's moto server, which stands in for the one the block starts."""
     block = block_under("README.md", "## Quickstart", "bash")
-    assert "moto_server -p 9000" in block.code, "the quickstarts name http://127.0.0.1:9000: the server they start"
-    exports = [line for line in block.code.splitlines() if line.startswith("export ")]
-    assert len(exports) == 1, block.code
-    return dict(item.split("=", 1) for item in shlex.split(exports[0])[1:])
+    assert 'moto_server -p "$S3_PORT"' in block.code, block.code
+    exported: dict[str, str] = {}
+    for line in block.code.splitlines():
+        if line.startswith("export "):
+            exported.update(item.split("=", 1) for item in shlex.split(line, comments=True)[1:])
+    assert exported.get("AWS_ENDPOINT_URL") == "http://127.0.0.1:$S3_PORT", exported
+    return {**exported, "S3_PORT": endpoint.rsplit(":", 1)[1], "AWS_ENDPOINT_URL": endpoint}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +92,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory, s3_endpoint) -> Iterator[Fre
     dist, venv, workdir = base / "dist", base / "venv", base / "work"
     workdir.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV and not k.startswith("AWS_ENDPOINT_URL")}
-    env.update(_readme_environment())
+    env.update(_readme_environment(s3_endpoint.url))
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["SPARK_LOCAL_IP"] = "127.0.0.1"  # Spark binds and talks on loopback only, as the suite's sessions do
     started = time.monotonic()
@@ -157,17 +161,6 @@ def test_the_python_api_and_the_cli_need_no_spark(fresh: FreshInstall, quickstar
     assert "size:" in listing and "etag:" in listing
 
 
-def test_spark_reads_streams_and_writes_with_the_source_registered_by_installation(
-    with_spark: FreshInstall, quickstart_data: str
-) -> None:
-    batch = block_under("README.md", "### Spark", "python").code
-    assert "register(" not in batch  # the read relies on PySpark finding pyspark_s3parquet in the installed wheel
-    stream = block_under("README.md", "### Streaming", "python").code
-    write = block_under("README.md", "### Writing", "python").code
-    output = with_spark.python_block("spark, streaming and writing quickstarts", batch + stream + write, timeout=400)
-    assert re.findall(r"^\d+", output, re.MULTILINE) == ["60", "60", "60"], output
-
-
 def test_spark_submit_on_a_cluster_with_the_installed_wheel(with_spark: FreshInstall, quickstart_data: str) -> None:
     app = block_under("docs/cluster.md", "## spark-submit", "python").code
     (with_spark.workdir / "app.py").write_text(app.replace(DOC_ENDPOINT, with_spark.endpoint))
@@ -177,7 +170,46 @@ def test_spark_submit_on_a_cluster_with_the_installed_wheel(with_spark: FreshIns
     assert "rows: 60" in output, output[-2000:]
 
 
-def test_compaction_quickstart(with_spark: FreshInstall, quickstart_data: str) -> None:
-    report = with_spark.bash_block("compaction quickstart", block_under("README.md", "### Compaction", "bash").code)
+# README.md's blocks that are not run here, each with what stands in for it (asserted below)
+NOT_RUN_HERE = {
+    "# s3io — an S3 reader layer that cannot hang": "./run.sh test is what CI runs; ./run.sh demo: test_demo.py",
+    "## Install": "the fixtures: the built wheel with its spark extra in a fresh venv whose bin/ is first on PATH",
+    "## Quickstart": "the session's moto server, and the variables the block exports (_readme_environment)",
+}
+SAME_SESSION = ("### Streaming", "### Writing")  # "In the same session": appended to the Spark block's process
+
+
+def test_a_newcomer_following_the_readme_in_order_reads_streams_writes_and_compacts(
+    with_spark: FreshInstall, quickstart_data: str
+) -> None:
+    """Every code block of README.md, in order, as a newcomer runs them in the activated venv, from an empty bucket:
+    the Python quickstart, the CLI, Spark's read, stream and write (one process: "in the same session"),
+    compaction. Spark finds the source by installation: no block calls register()."""
+    blocks = [b for b in code_blocks("README.md") if b.language in ("bash", "python")]
+    install = next(b for b in blocks if b.heading == "## Install").code
+    assert "python3 -m venv .venv && . .venv/bin/activate" in install and "pip install '.[spark]'" in install
+    assert {b.heading for b in blocks} - set(NOT_RUN_HERE) >= {"### Python", "### Spark", "### Compaction"}
+    empty_and_delete_bucket(boto3_client(with_spark.endpoint), QUICKSTART_BUCKET)  # the base-install run's data
+    readme = (ROOT / "README.md").read_text()
+    steps: list[tuple[str, str, str]] = []  # (heading, language, code): consecutive same-session blocks joined
+    for block in blocks:
+        if block.heading in NOT_RUN_HERE:
+            continue
+        if block.heading in SAME_SESSION:
+            assert f"{block.heading}\n\nIn the same session" in readme, block.heading
+            heading, language, code = steps.pop()
+            steps.append((heading, language, code + block.code))
+        else:
+            steps.append((block.heading, block.language, block.code))
+    outputs = {}
+    for heading, language, code in steps:
+        assert "register(" not in code, heading
+        run = with_spark.python_block if language == "python" else with_spark.bash_block
+        outputs[heading] = run(f"readme {heading.strip('# ')}", code, timeout=400)
+    assert "10 ['id', 'v', 'day']" in outputs["### Python"], outputs
+    listed = re.findall(r"^\S+ \S+ +\d+ events/day=2026-01-0[12]/part-\d\.parquet$", outputs["### Command line"], re.M)
+    assert len(listed) == 6 and "etag:" in outputs["### Command line"], outputs["### Command line"]
+    assert re.findall(r"^\d+", outputs["### Spark"], re.MULTILINE) == ["60", "60", "60"], outputs["### Spark"]
+    report = outputs["### Compaction"]
     assert re.search(r"status\s+ok", report) and re.search(r"files\s+6 -> 2", report), report
     assert re.search(r"rows rewritten\s+60", report), report
