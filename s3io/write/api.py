@@ -22,6 +22,7 @@ from s3io.table import layout
 from s3io.transport.credentials import Credentials
 from s3io.write.commit import WriteReport, abort_write, commit_write
 from s3io.write.options import WriteOptions
+from s3io.write.schema_check import check_append
 from s3io.write.task import TaskWriter, WriteSpec
 
 log = logging.getLogger("s3io.write")
@@ -58,6 +59,8 @@ async def write_parquet_async(
     - ``target_file_size``: bytes (or "128MB"); files are rolled there, never more than one row group over.
     - ``mode``: "append" (add files), or "overwrite" (replace every data file under ``url``; with
       ``partition_overwrite_mode="dynamic"``, only those of the partition directories written).
+    - an append (and a dynamic overwrite) is checked against the table's schema and partition columns before
+      anything is uploaded (SchemaMismatch naming both); ``merge_schema=True`` allows new nullable columns.
     - any other WriteOptions field as a keyword (``compression``, ``grace_period``, ...), or ``options``.
     - the store: ``store`` (a StoreConfig) and the keywords over it, as for ``read_parquet``, and the encryption of
       every object written: ``sse`` ("AES256", "aws:kms", "aws:kms:dsse"), ``sse_kms_key_id``, ``sse_bucket_key``,
@@ -86,6 +89,7 @@ async def write_parquet_async(
     )
     spec = WriteSpec(bucket, prefix, layout.new_job_id(), first_schema, parsed)
     async with config.client() as client:
+        await check_append(client, spec)
         async with TaskWriter(client, spec, 0) as task:
             output = await task.write_all(batches)
         try:

@@ -21,6 +21,8 @@ Defaults, and where they come from:
   AbortIncompleteMultipartUpload, is the backstop either way).
 - lock_wait 10 min: an overwrite takes the prefix's compaction lock for its commit; it waits this long for a
   compaction or another overwrite to finish before it gives up.
+- merge_schema False: an append must have the table's columns and types (schema_check.py); true allows new
+  nullable columns and missing ones, as Delta's mergeSchema does (a reader sees them as null where absent).
 - auto_compact False; auto_compact_min_files 50 (Delta's minNumFiles): after a write, compact the partition
   directories it wrote that hold at least this many files smaller than the compaction's candidate threshold.
 """
@@ -117,6 +119,7 @@ class WriteOptions:
     abandon_uploads_after: float = option("abandonUploadsAfter", _seconds, default=86_400.0)
     lock_wait: float = option("lockWait", _seconds, default=600.0)
     complete_concurrency: int = option("completeConcurrency", _count, default=16)
+    merge_schema: bool = option("mergeSchema", _bool, default=False)
     auto_compact: bool = option("autoCompact", _bool, default=False)
     auto_compact_min_files: int = option("autoCompactMinFiles", _count, default=50)
     owner: str | None = option("owner", _optional_text, default=None)  # for messages; default host:pid
