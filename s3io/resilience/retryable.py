@@ -256,6 +256,8 @@ def answered_without_http(exc: errors.S3IOError) -> bool:
 def no_answer_reason(exc: errors.S3IOError) -> str:
     """Why an attempt got no answer, in a few words: "connection refused", a DNS error, "no first byte in 10 s"."""
     if isinstance(exc, errors.DeadlineExceeded):
+        if exc.phase == "send":
+            return "the request body made no progress within the stall timeout"
         return f"no {exc.phase.replace('_', ' ')} within its timeout"
     cause = exc.__cause__ or exc.cause
     os_error = getattr(cause, "os_error", cause)
