@@ -9,6 +9,7 @@ the files visible at once. It runs on the caller's event loop (encoding in a wor
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from s3io.table import layout
 from s3io.transport.credentials import Credentials
 from s3io.write.commit import WriteReport, abort_write, commit_write
 from s3io.write.options import WriteOptions
+from s3io.write.progress import ProgressCallback, WriteProgress, resolve_progress
 from s3io.write.schema_check import check_append
 from s3io.write.task import TaskWriter, WriteSpec
 
@@ -29,6 +31,8 @@ log = logging.getLogger("s3io.write")
 
 Data = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]
 
+
+SLICE_BYTES = 8 * 1024 * 1024  # a table is written in batches of about this many Arrow bytes (progress between)
 
 # StoreConfig fields write_parquet takes as keywords, beside the endpoint, region, credentials, policy and engine
 STORE_SETTINGS = ("sse", "sse_kms_key_id", "sse_bucket_key", "sse_customer_key", "requester_pays", "proxy", "ca_bundle")
@@ -49,6 +53,7 @@ async def write_parquet_async(
     credentials: Credentials | str | None = None,
     policy: Policy | Mapping[str, object] | None = None,
     engine: EngineConfig | Mapping[str, object] | None = None,
+    progress: bool | ProgressCallback | None = None,
     **option_values: Any,
 ) -> WriteReport:
     """Write ``data`` as parquet files under the directory ``url`` and commit them; returns the WriteReport.
@@ -61,6 +66,8 @@ async def write_parquet_async(
       ``partition_overwrite_mode="dynamic"``, only those of the partition directories written).
     - an append (and a dynamic overwrite) is checked against the table's schema and partition columns before
       anything is uploaded (SchemaMismatch naming both); ``merge_schema=True`` allows new nullable columns.
+    - ``progress``: a bar of rows, bytes, rate and ETA on stderr (None, the default: only when stderr is a
+      terminal; True: always; False: never), or a callable receiving each ``WriteProgress``.
     - any other WriteOptions field as a keyword (``compression``, ``grace_period``, ...), or ``options``.
     - the store: ``store`` (a StoreConfig) and the keywords over it, as for ``read_parquet``, and the encryption of
       every object written: ``sse`` ("AES256", "aws:kms", "aws:kms:dsse"), ``sse_kms_key_id``, ``sse_bucket_key``,
@@ -88,15 +95,27 @@ async def write_parquet_async(
         **store_settings,
     )
     spec = WriteSpec(bucket, prefix, layout.new_job_id(), first_schema, parsed)
+    report = resolve_progress(progress)
+    began = time.monotonic()
+
+    def tell(task: TaskWriter, phase: str) -> None:
+        if report is not None:
+            elapsed = time.monotonic() - began
+            report(WriteProgress(task.rows, rows_total, task.bytes_encoded, task.files_closed, elapsed, phase))
+
+    rows_total = sum(b.num_rows for b in batches) if isinstance(batches, list) else None
     async with config.client() as client:
         await check_append(client, spec)
         async with TaskWriter(client, spec, 0) as task:
-            output = await task.write_all(batches)
+            output = await task.write_all(batches, after_batch=lambda t: tell(t, "writing"))
+        tell(task, "committing")
         try:
-            return await commit_write(client, spec, [output])
+            result = await commit_write(client, spec, [output])
         except BaseException as failure:
             await _abort_keeping(failure, client, spec, output)
             raise
+        tell(task, "done")
+        return result
 
 
 async def _abort_keeping(failure: BaseException, client: Any, spec: WriteSpec, output: Any) -> None:
@@ -118,10 +137,8 @@ async def _batches(
     """``data`` as record batches, and their schema."""
     if _is_pandas(data):
         data = pa.Table.from_pandas(data, preserve_index=None)
-    if isinstance(data, pa.Table):
-        return data.to_batches(), schema or data.schema
-    if isinstance(data, pa.RecordBatch):
-        return [data], schema or data.schema
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        return _slices(data), schema or data.schema
     if isinstance(data, pa.RecordBatchReader):
         return data, schema or data.schema
     if isinstance(data, AsyncIterable):
@@ -144,6 +161,13 @@ async def _batches(
         f"data: expected a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of RecordBatches or a pandas "
         f"DataFrame, got {type(data).__name__}"
     )
+
+
+def _slices(data: pa.Table | pa.RecordBatch) -> list[pa.RecordBatch]:
+    """``data`` as batches of about SLICE_BYTES each (zero-copy slices), so a large table reports progress."""
+    rows = max(1, int(SLICE_BYTES * data.num_rows / data.nbytes)) if data.nbytes else max(1, data.num_rows)
+    table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    return table.to_batches(max_chunksize=rows)
 
 
 async def _chain_async(first: pa.RecordBatch, rest: AsyncIterator[pa.RecordBatch]) -> AsyncIterator[pa.RecordBatch]:

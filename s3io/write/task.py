@@ -170,6 +170,8 @@ class TaskWriter:
         self._next_index = 0
         self._ratio = 1.0  # encoded / Arrow bytes, learnt from the files written so far
         self.rows = 0
+        self.bytes_encoded = 0  # parquet bytes handed to uploads so far
+        self.files_closed = 0
         self.closed_early = 0
         self._before = client.stats()
         self._began = time.monotonic()
@@ -197,15 +199,24 @@ class TaskWriter:
             while directory.buffered_bytes >= self._budget(directory):
                 await self._flush(directory, whole=False)
 
-    async def write_all(self, batches: Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]) -> TaskOutput:
-        """Write every batch, then close; aborts on any failure."""
+    async def write_all(
+        self,
+        batches: Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch],
+        *,
+        after_batch: Callable[[TaskWriter], None] | None = None,
+    ) -> TaskOutput:
+        """Write every batch, then close; aborts on any failure. ``after_batch``: called after each (progress)."""
         try:
             if isinstance(batches, AsyncIterable):
                 async for batch in batches:
                     await self.write(batch)
+                    if after_batch is not None:
+                        after_batch(self)
             else:
                 for batch in batches:
                     await self.write(batch)
+                    if after_batch is not None:
+                        after_batch(self)
             return await self.close()
         except BaseException:
             await self.abort()
@@ -300,7 +311,9 @@ class TaskWriter:
         directory.buffered = rest.to_batches() if rest.num_rows else []
         directory.buffered_bytes = rest.nbytes if rest.num_rows else 0
         file = directory.file or self._open(directory)
-        await file.upload.write(await self._on_cpu(file.encode, group.combine_chunks()))
+        encoded = await self._on_cpu(file.encode, group.combine_chunks())
+        self.bytes_encoded += len(encoded)
+        await file.upload.write(encoded)
         if file.encoded >= self.options.target_file_size:
             await self._close_file(directory)
 
@@ -329,7 +342,10 @@ class TaskWriter:
         file = directory.file
         assert file is not None
         directory.file = None
-        await file.upload.write(await self._on_cpu(file.close))
+        footer = await self._on_cpu(file.close)
+        self.bytes_encoded += len(footer)
+        self.files_closed += 1
+        await file.upload.write(footer)
         if file.arrow_bytes:
             self._ratio = file.encoded / file.arrow_bytes
         self._staging.append(asyncio.create_task(self._stage(file)))  # the next rows need not wait for its parts
