@@ -246,6 +246,19 @@ def got_answer(exc: BaseException) -> bool:
     )
 
 
+def unreached_proxy(exc: BaseException) -> str | None:
+    """``host:port`` of the forward proxy a failed attempt could not connect to (aiohttp's
+    ClientProxyConnectionError in its causes), else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, aiohttp.ClientProxyConnectionError):
+            return f"{cause.host}:{cause.port}"
+        cause = cause.__cause__ or getattr(cause, "cause", None)
+    return None
+
+
 def answered_without_http(exc: errors.S3IOError) -> bool:
     """Whether a failed attempt got bytes that are not HTTP (aiohttp's parser refused them): a server, but not S3."""
     return isinstance(exc, errors.TransportError) and isinstance(
