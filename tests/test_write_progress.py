@@ -23,7 +23,7 @@ def noise(rows: int) -> pa.Table:
 
 async def test_a_callable_sees_rows_and_bytes_grow_then_commit_and_done(s3_endpoint: Any, bucket: str) -> None:
     events: list[WriteProgress] = []
-    table = noise(40_000)  # ~21 MB of Arrow data: several slices of 8 MiB
+    table = noise(40_000)  # ~21 MB of Arrow data in one batch: several row groups of 4 MiB
     await write_parquet_async(
         table,
         f"s3://{bucket}/p/",

@@ -32,8 +32,6 @@ log = logging.getLogger("s3io.write")
 Data = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]
 
 
-SLICE_BYTES = 8 * 1024 * 1024  # a table is written in batches of about this many Arrow bytes (progress between)
-
 # StoreConfig fields write_parquet takes as keywords, beside the endpoint, region, credentials, policy and engine
 STORE_SETTINGS = ("sse", "sse_kms_key_id", "sse_bucket_key", "sse_customer_key", "requester_pays", "proxy", "ca_bundle")
 
@@ -101,13 +99,14 @@ async def write_parquet_async(
     def tell(task: TaskWriter, phase: str) -> None:
         if report is not None:
             elapsed = time.monotonic() - began
-            report(WriteProgress(task.rows, rows_total, task.bytes_encoded, task.files_closed, elapsed, phase))
+            encoded, files = task.rows_encoded, task.files_closed
+            report(WriteProgress(encoded, rows_total, task.bytes_encoded, files, elapsed, phase))
 
     rows_total = sum(b.num_rows for b in batches) if isinstance(batches, list) else None
     async with config.client() as client:
         await check_append(client, spec)
-        async with TaskWriter(client, spec, 0) as task:
-            output = await task.write_all(batches, after_batch=lambda t: tell(t, "writing"))
+        async with TaskWriter(client, spec, 0, progress=lambda t: tell(t, "writing")) as task:
+            output = await task.write_all(batches)
         tell(task, "committing")
         try:
             result = await commit_write(client, spec, [output])
@@ -137,8 +136,10 @@ async def _batches(
     """``data`` as record batches, and their schema."""
     if _is_pandas(data):
         data = pa.Table.from_pandas(data, preserve_index=None)
-    if isinstance(data, pa.Table | pa.RecordBatch):
-        return _slices(data), schema or data.schema
+    if isinstance(data, pa.Table):
+        return data.to_batches(), schema or data.schema
+    if isinstance(data, pa.RecordBatch):
+        return [data], schema or data.schema
     if isinstance(data, pa.RecordBatchReader):
         return data, schema or data.schema
     if isinstance(data, AsyncIterable):
@@ -161,13 +162,6 @@ async def _batches(
         f"data: expected a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of RecordBatches or a pandas "
         f"DataFrame, got {type(data).__name__}"
     )
-
-
-def _slices(data: pa.Table | pa.RecordBatch) -> list[pa.RecordBatch]:
-    """``data`` as batches of about SLICE_BYTES each (zero-copy slices), so a large table reports progress."""
-    rows = max(1, int(SLICE_BYTES * data.num_rows / data.nbytes)) if data.nbytes else max(1, data.num_rows)
-    table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-    return table.to_batches(max_chunksize=rows)
 
 
 async def _chain_async(first: pa.RecordBatch, rest: AsyncIterator[pa.RecordBatch]) -> AsyncIterator[pa.RecordBatch]:

@@ -1,4 +1,5 @@
-"""Progress of a long ``write_parquet``: rows and bytes written, rate and ETA, on one line redrawn in place.
+"""Progress of a long ``write_parquet``: rows and bytes encoded (after each row group), rate and ETA, on one
+line redrawn in place.
 
 On by default only where someone watches (stderr a terminal), as the compaction's bar (s3io.compaction
 .progress_bar); ``progress=False`` turns it off, ``True`` forces it, a callable receives each ``WriteProgress``.
@@ -20,8 +21,9 @@ REDRAW_SECONDS = 0.2  # a terminal line is redrawn at most this often (phase cha
 
 @dataclass(frozen=True, slots=True)
 class WriteProgress:
-    """One report: rows taken of ``rows_total`` (None: a stream of unknown length), parquet bytes encoded for
-    upload, files closed, seconds since the write began, and the phase ("writing", "committing", "done")."""
+    """One report: rows encoded of ``rows_total`` (None: a stream of unknown length), parquet bytes encoded for
+    upload, files closed, seconds since the write began, and the phase ("writing": after each row group,
+    "committing", "done")."""
 
     rows_done: int
     rows_total: int | None

@@ -151,8 +151,10 @@ class TaskWriter:
         *,
         cpu: Executor | None = None,
         crash_at: WriteCrashPoint | str | None = None,
+        progress: Callable[[TaskWriter], None] | None = None,
     ) -> None:
-        """``crash_at``: a test's crash point (``WriteCrashPoint.TASK_AFTER_PART``; else from the environment)."""
+        """``crash_at``: a test's crash point (``WriteCrashPoint.TASK_AFTER_PART``; else from the environment);
+        ``progress``: called after each row group is encoded (``rows_encoded``, ``bytes_encoded``, ``files_closed``)."""
         self.client = client
         self.spec = spec
         self.task = task
@@ -170,7 +172,9 @@ class TaskWriter:
         self._next_index = 0
         self._ratio = 1.0  # encoded / Arrow bytes, learnt from the files written so far
         self.rows = 0
+        self.rows_encoded = 0  # rows encoded into row groups so far
         self.bytes_encoded = 0  # parquet bytes handed to uploads so far
+        self._progress = progress
         self.files_closed = 0
         self.closed_early = 0
         self._before = client.stats()
@@ -199,24 +203,15 @@ class TaskWriter:
             while directory.buffered_bytes >= self._budget(directory):
                 await self._flush(directory, whole=False)
 
-    async def write_all(
-        self,
-        batches: Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch],
-        *,
-        after_batch: Callable[[TaskWriter], None] | None = None,
-    ) -> TaskOutput:
-        """Write every batch, then close; aborts on any failure. ``after_batch``: called after each (progress)."""
+    async def write_all(self, batches: Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]) -> TaskOutput:
+        """Write every batch, then close; aborts on any failure."""
         try:
             if isinstance(batches, AsyncIterable):
                 async for batch in batches:
                     await self.write(batch)
-                    if after_batch is not None:
-                        after_batch(self)
             else:
                 for batch in batches:
                     await self.write(batch)
-                    if after_batch is not None:
-                        after_batch(self)
             return await self.close()
         except BaseException:
             await self.abort()
@@ -312,7 +307,10 @@ class TaskWriter:
         directory.buffered_bytes = rest.nbytes if rest.num_rows else 0
         file = directory.file or self._open(directory)
         encoded = await self._on_cpu(file.encode, group.combine_chunks())
+        self.rows_encoded += group.num_rows
         self.bytes_encoded += len(encoded)
+        if self._progress is not None:
+            self._progress(self)
         await file.upload.write(encoded)
         if file.encoded >= self.options.target_file_size:
             await self._close_file(directory)
