@@ -190,8 +190,12 @@ def iter_batches(
     return readable_iteration(background_loop().iterate(read.batches, max_buffered=max_buffered))
 
 
+WRITE_CLEANUP_TIMEOUT = 60.0  # seconds an interrupted write_parquet waits for the aborts of its uploads
+
+
 def write_parquet(data: Any, url: str, **arguments: Any) -> WriteReport:
-    """Blocking ``s3io.write.write_parquet_async`` (the same arguments), run on s3io's background event loop.
+    """Blocking ``s3io.write.write_parquet_async`` (the same arguments), run on s3io's background event loop; an
+    interrupt (Ctrl-C) aborts every upload the write started before KeyboardInterrupt is raised.
 
     >>> report = s3io.write_parquet(table, "s3://bucket/events/", partition_by=["day"], target_file_size="128MB")
     """
@@ -199,7 +203,8 @@ def write_parquet(data: Any, url: str, **arguments: Any) -> WriteReport:
 
     if isinstance(data, Iterator) and not isinstance(data, pa.RecordBatchReader):
         data = list(data)  # a plain iterator would be consumed on the loop's thread: take its batches here
-    return background_loop().run(write_parquet_async(data, url, **arguments))
+    write = write_parquet_async(data, url, **arguments)
+    return background_loop().run(write, cleanup_timeout=WRITE_CLEANUP_TIMEOUT)  # Ctrl-C: aborts done, then raised
 
 
 async def _collect(read: _Read) -> pa.Table:

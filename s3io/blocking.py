@@ -123,15 +123,37 @@ class BackgroundLoop:
             raise RuntimeError("a blocking s3io call was made from s3io's own event loop thread; use the async API")
         return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
 
-    def run(self, coro: Awaitable[T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for its result; an interrupt (Ctrl-C) or timeout cancels it."""
-        future = self.submit(coro)
+    def run(self, coro: Awaitable[T], timeout: float | None = None, *, cleanup_timeout: float = 0.0) -> T:
+        """Run ``coro`` on the loop and wait for its result; an interrupt (Ctrl-C) or timeout cancels it.
+        ``cleanup_timeout``: after cancelling, wait up to this long for ``coro`` to finish its cleanup (a write
+        aborting its uploads) before raising, so the caller's process does not exit with it half done."""
+        started, finished = threading.Event(), threading.Event()
+
+        async def tracked() -> T:
+            started.set()
+            try:
+                return await coro
+            finally:
+                finished.set()
+
+        future = self.submit(tracked() if cleanup_timeout > 0 else coro)
         death = self._death
         try:
             return self._wait(future, death, timeout)
         except BaseException:
             future.cancel()
+            if cleanup_timeout > 0 and not death.done():
+                self._settle(started, finished, cleanup_timeout)
             raise
+
+    def _settle(self, started: threading.Event, finished: threading.Event, timeout: float) -> None:
+        """Wait until a cancelled ``run`` either never started or finished (bounded by ``timeout``). A marker
+        posted to the loop after the cancel runs after the task's first step, if it has a task at all."""
+        marker = threading.Event()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs any more
+            self.loop.call_soon_threadsafe(marker.set)
+            if marker.wait(timeout) and started.is_set():
+                finished.wait(timeout)
 
     def iterate(self, make: Callable[[], AsyncIterator[T]], *, max_buffered: int = DEFAULT_MAX_BUFFERED) -> Iterator[T]:
         """Items of the async iterator ``make()`` (created on the loop), as a blocking generator.

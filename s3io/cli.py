@@ -1,20 +1,21 @@
 """The ``s3io`` command: cat, ls and stat with every policy knob as a flag.
 
-Exit status 0 on success; 1 with a one-line ``s3io: <ErrorType>: ...`` naming the object on an S3 error;
-2 on bad usage or configuration.
+Exit status 0 on success; 1 with a one-line ``s3io: <ErrorType>: ...`` naming the object on an S3 error (an
+endpoint that is not S3 included); 2 on bad usage or configuration (an unknown flag named, with the closest one).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import re
 import sys
 import time
 from collections.abc import Sequence
 
 from s3io import __version__
-from s3io.errors import InvalidConfig, S3IOError
+from s3io.errors import EndpointNotS3, InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.s3.client import S3Client, stated_size
 from s3io.s3.get_range import SUFFIX, GetRange
@@ -176,11 +177,46 @@ def join_negative_values(argv: Sequence[str]) -> list[str]:
 _NEGATIVE_VALUE = re.compile(r"-\d")
 
 
+def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Refuse a ``--flag`` that no parser (nor subcommand) knows, naming it and the closest known one: with
+    subcommands argparse would take the unknown flag's value for the command (``--stal-timeout 2s`` answered
+    "invalid choice: '2s'"). A unique prefix of a known flag passes, as argparse allows it."""
+    known = _option_strings(parser)
+    for token in argv:
+        if token == "--":
+            return
+        if not token.startswith("--"):
+            continue
+        flag = token.split("=", 1)[0]
+        if flag in known or len([k for k in known if k.startswith(flag)]) == 1:
+            continue
+        close = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else f"; '{parser.prog} --help' lists the flags"
+        parser.error(f"unknown flag {flag}{hint}")
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--long`` option string of ``parser`` and of its subcommands' parsers."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
+    parser = _parser()
+    arguments = join_negative_values(sys.argv[1:] if argv is None else argv)
+    check_flags(parser, arguments)
+    args = parser.parse_args(arguments)
     configure_cli_logging(args.verbose, "s3io: %(levelname)s: %(message)s")  # never the root logger
     try:
         asyncio.run(_run(args))
+    except EndpointNotS3 as exc:  # the store's answer, not the command line: an S3 error's line and status
+        print(f"s3io: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except InvalidConfig as exc:
         print(f"s3io: error: {exc}", file=sys.stderr)
         return 2

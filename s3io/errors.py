@@ -141,6 +141,11 @@ class EndpointUnreachable(TransportError):
     it. An endpoint that has answered before keeps the full retries."""
 
 
+class ProxyUnreachable(EndpointUnreachable):
+    """The forward proxy the connections go through (``proxy``, HTTPS_PROXY / HTTP_PROXY) refused or never answered
+    them, on a first contact: the proxy's address or the network to it is wrong, not the endpoint's."""
+
+
 class EndpointNotS3(InvalidConfig):
     """The endpoint answered, but not as S3 does (an error that is not S3's XML): the URL names another server."""
 

@@ -5,6 +5,7 @@ concurrent writers and a compaction beside them: every row exactly once and no m
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -66,10 +67,10 @@ async def test_a_partitioned_write_reads_back_exactly_and_leaves_no_upload(
 async def test_files_are_rolled_at_the_target_never_more_than_one_row_group_over(
     s3_endpoint: Any, s3_client: Any, bucket: str
 ) -> None:
-    target = 200_000
-    report = await write(
-        s3_endpoint.url, bucket, rows(0, 60_000, days=1), target_file_size=target, row_group_bytes=256 * 1024
-    )
+    target = 5 * 1024 * 1024  # the smallest target allowed
+    noise = pa.array([os.urandom(200).hex() for _ in range(60_000)])  # ~24 MB that snappy cannot shrink
+    table = rows(0, 60_000, days=1).set_column(2, "text", noise)
+    report = await write(s3_endpoint.url, bucket, table, target_file_size=target, row_group_bytes=1024 * 1024)
     sizes = sorted(size for _, size, _ in report.files)
     assert len(sizes) >= 4, sizes
     for key, size, _ in report.files:
@@ -256,7 +257,7 @@ async def test_compaction_merges_written_files_and_leaves_a_write_in_flight_alon
     assert uploads_left(s3_client, bucket) == []
 
 
-async def test_bad_input_is_refused_naming_the_problem(s3_endpoint: Any, bucket: str) -> None:
+async def test_bad_input_is_refused_naming_the_problem(s3_endpoint: Any, s3_client: Any, bucket: str) -> None:
     floats = pa.table({"x": [1.5, 2.5], "v": [1, 2]})
     with pytest.raises(InvalidConfig, match=r"column 'x' is of type double.*cast of it to string"):
         await write(s3_endpoint.url, bucket, floats, partition_by="x")
@@ -266,6 +267,9 @@ async def test_bad_input_is_refused_naming_the_problem(s3_endpoint: Any, bucket:
         await write(
             s3_endpoint.url, bucket, floats.select(["x"]).cast(pa.schema([("x", pa.string())])), partition_by="x"
         )
+    with pytest.raises(InvalidConfig, match=r"targetFileSize\): must be between 5 MiB \(S3's smallest multipart part"):
+        await write(s3_endpoint.url, bucket, floats, target_file_size=128)
+    assert uploads_left(s3_client, bucket) == [] and data_keys(s3_client, bucket, PREFIX) == []
     with pytest.raises(InvalidConfig, match=r"unknown write option 'targetFileSise'.*did you mean targetFileSize"):
         await write(s3_endpoint.url, bucket, floats, targetFileSise="1MB")
     nanos = pa.table({"t": pa.array([1_000_000_001], pa.timestamp("ns"))})

@@ -34,6 +34,7 @@ from s3io.resilience.retryable import (
     from_wire,
     got_answer,
     no_answer_reason,
+    unreached_proxy,
 )
 from s3io.resilience.slots import Slots
 
@@ -220,6 +221,17 @@ class AttemptRunner:
             raise errors.EndpointNotS3(
                 f"endpoint {contact.endpoint} answered, but not in HTTP ({answer}): it is not an S3 "
                 "endpoint; check the endpoint URL, its scheme (http/https) and port",
+                operation=state.name,
+                bucket=state.bucket,
+                key=state.key,
+            ) from exc
+        proxy = unreached_proxy(exc)
+        if proxy is not None:
+            raise errors.ProxyUnreachable(
+                f"the forward proxy {proxy} was never reached: {state.attempts} attempt(s) in {elapsed:.1f} s to "
+                f"connect to it got no answer ({no_answer_reason(exc)}); the endpoint {contact.endpoint} was not "
+                "tried. Check the proxy's address and port (option proxy, --proxy, S3IO_PROXY, HTTPS_PROXY or "
+                "HTTP_PROXY), or add the endpoint's host to NO_PROXY if it is to be reached directly",
                 operation=state.name,
                 bucket=state.bucket,
                 key=state.key,

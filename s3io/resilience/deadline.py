@@ -144,9 +144,10 @@ class Watchdog:
         if self._task is not None and deadline < self._alarm.armed_at - _EPSILON:
             self._alarm.need(deadline)
 
-    def start_stall_watch(self, seconds: float) -> None:
-        """Enter the body phase: fail if no progress is recorded for ``seconds``."""
-        self._phase = "stall"
+    def start_stall_watch(self, seconds: float, *, phase: str = "stall") -> None:
+        """Enter a phase that fails if no progress is recorded for ``seconds``: the answer's body ("stall"), or
+        sending a request's body ("send")."""
+        self._phase = phase
         self._stall = seconds
         self._last_progress = now = self._loop.time()
         self._phase_deadline = deadline = now + seconds
@@ -215,6 +216,7 @@ def _describe(phase: str) -> str:
     return {
         "first_byte": "response headers",
         "stall": "body progress",
+        "send": "progress sending the request body (the link took none of it)",
         "attempt": "completion of the attempt",
         "operation": "completion of the operation",
         "connect": "connection",

@@ -246,6 +246,19 @@ def got_answer(exc: BaseException) -> bool:
     )
 
 
+def unreached_proxy(exc: BaseException) -> str | None:
+    """``host:port`` of the forward proxy a failed attempt could not connect to (aiohttp's
+    ClientProxyConnectionError in its causes), else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, aiohttp.ClientProxyConnectionError):
+            return f"{cause.host}:{cause.port}"
+        cause = cause.__cause__ or getattr(cause, "cause", None)
+    return None
+
+
 def answered_without_http(exc: errors.S3IOError) -> bool:
     """Whether a failed attempt got bytes that are not HTTP (aiohttp's parser refused them): a server, but not S3."""
     return isinstance(exc, errors.TransportError) and isinstance(
@@ -256,6 +269,8 @@ def answered_without_http(exc: errors.S3IOError) -> bool:
 def no_answer_reason(exc: errors.S3IOError) -> str:
     """Why an attempt got no answer, in a few words: "connection refused", a DNS error, "no first byte in 10 s"."""
     if isinstance(exc, errors.DeadlineExceeded):
+        if exc.phase == "send":
+            return "the request body made no progress within the stall timeout"
         return f"no {exc.phase.replace('_', ' ')} within its timeout"
     cause = exc.__cause__ or exc.cause
     os_error = getattr(cause, "os_error", cause)

@@ -15,7 +15,11 @@ straight into its buffer (``landing.receive_into``) once the bytes aiohttp parse
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import platform
+import struct
+import termios
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -32,9 +36,16 @@ from s3io.transport.session import HttpSession
 if TYPE_CHECKING:  # the transport sits below the resilience layer: it is handed a watchdog, never imports one
     from s3io.resilience.deadline import Watchdog
 
-# Sending a request body happens before the first byte of the answer; allow it this floor rate on top of
-# the first-byte timeout, so a large part on a slow link is not mistaken for a silent server.
+# Sending a request body happens before the first byte of the answer. Until the send watch starts (the connection
+# is up and the body handed to the socket), the phase allows the body this floor rate on top of the first-byte
+# timeout. From then on a body of SEND_WATCH_BYTES or more is watched by progress, not by rate: the phase is "send",
+# cut only when no byte of it has left (been acknowledged by the peer) for stall_timeout, so a part sharing a slow
+# uplink with others takes as long as it needs and a dead link is still cut by the stall timer; once every byte is
+# acknowledged the first-byte timeout runs. (A 1 MiB/s floor per part cut every part of a write whose 8 parts shared
+# a 1.5 MB/s uplink, forever.) Progress is polled every SEND_POLL_SECONDS from the socket's send queue.
 UPLOAD_FLOOR_BYTES_PER_SECOND = 1024 * 1024
+SEND_WATCH_BYTES = 256 * 1024
+SEND_POLL_SECONDS = 0.2
 READ_BUFFER_BYTES = 256 * 1024
 # What one recv() asks of the socket. asyncio's selector transport asks 256 KiB, above glibc's 128 KiB mmap
 # threshold: every read, even of a 1 KiB answer, then maps fresh pages, faults them in, shrinks and unmaps
@@ -94,6 +105,33 @@ def request_head(method: str, target: str, headers: dict[str, str], body_length:
     return head.encode("utf-8")
 
 
+def _unsent(transport: asyncio.BaseTransport) -> int:
+    """Bytes written to ``transport`` that the peer has not acknowledged: the transport's buffer and the socket's
+    send queue (SIOCOUTQ; 0 where the platform has no such query)."""
+    left = transport.get_write_buffer_size() if isinstance(transport, asyncio.WriteTransport) else 0
+    sock = transport.get_extra_info("socket")
+    if sock is not None and hasattr(termios, "TIOCOUTQ"):
+        try:
+            left += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        except OSError:
+            pass
+    return left
+
+
+async def _watch_sending(transport: asyncio.BaseTransport, watchdog: Watchdog, policy: Policy) -> None:
+    """The "send" phase of a large body (see SEND_WATCH_BYTES): progress each time fewer bytes are left unsent,
+    the first-byte timeout once all are acknowledged. Cancelled when the answer's head arrives."""
+    watchdog.start_stall_watch(policy.stall_timeout, phase="send")
+    last = _unsent(transport)
+    while last > 0:
+        await asyncio.sleep(SEND_POLL_SECONDS)
+        left = _unsent(transport)
+        if left < last:
+            watchdog.progress()
+        last = left
+    watchdog.start_phase("first_byte", policy.first_byte_timeout, then_stall=policy.stall_timeout)
+
+
 def start_first_byte_phase(watchdog: Watchdog, policy: Policy, body: bytes | None) -> None:
     """Arm the phase from sending the request to the answer's headers: connect + first byte, plus time to send the
     body at ``UPLOAD_FLOOR_BYTES_PER_SECOND``; past the headers the stall phase takes over (``start_stall_watch``).
@@ -150,9 +188,16 @@ async def exchange(
             skip_payload=method == "HEAD", read_until_eof=True, auto_decompress=False, read_bufsize=READ_BUFFER_BYTES
         )
         transport.write(head)
+        sending = None
         if body:
             transport.write(body)
-        message, payload = await protocol.read()
+            if len(body) >= SEND_WATCH_BYTES:
+                sending = asyncio.get_running_loop().create_task(_watch_sending(transport, watchdog, policy))
+        try:
+            message, payload = await protocol.read()
+        finally:
+            if sending is not None:
+                sending.cancel()
         while 100 <= message.code < 200:  # an interim answer (100 Continue) precedes the real one
             message, payload = await protocol.read()
         status = message.code

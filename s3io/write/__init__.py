@@ -17,6 +17,7 @@ _SOURCES = {  # public name -> its module, imported on first use: a read that pa
     "commit_write": "s3io.write.commit",
     "WriteCrashPoint": "s3io.write.crash",
     "WriteOptions": "s3io.write.options",
+    "check_append": "s3io.write.schema_check",
     "TaskOutput": "s3io.write.task",
     "TaskWriter": "s3io.write.task",
     "WriteSpec": "s3io.write.task",

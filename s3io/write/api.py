@@ -9,6 +9,7 @@ the files visible at once. It runs on the caller's event loop (encoding in a wor
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ from s3io.table import layout
 from s3io.transport.credentials import Credentials
 from s3io.write.commit import WriteReport, abort_write, commit_write
 from s3io.write.options import WriteOptions
+from s3io.write.progress import ProgressCallback, WriteProgress, resolve_progress
+from s3io.write.schema_check import check_append
 from s3io.write.task import TaskWriter, WriteSpec
 
 log = logging.getLogger("s3io.write")
@@ -48,6 +51,7 @@ async def write_parquet_async(
     credentials: Credentials | str | None = None,
     policy: Policy | Mapping[str, object] | None = None,
     engine: EngineConfig | Mapping[str, object] | None = None,
+    progress: bool | ProgressCallback | None = None,
     **option_values: Any,
 ) -> WriteReport:
     """Write ``data`` as parquet files under the directory ``url`` and commit them; returns the WriteReport.
@@ -58,6 +62,10 @@ async def write_parquet_async(
     - ``target_file_size``: bytes (or "128MB"); files are rolled there, never more than one row group over.
     - ``mode``: "append" (add files), or "overwrite" (replace every data file under ``url``; with
       ``partition_overwrite_mode="dynamic"``, only those of the partition directories written).
+    - an append (and a dynamic overwrite) is checked against the table's schema and partition columns before
+      anything is uploaded (SchemaMismatch naming both); ``merge_schema=True`` allows new nullable columns.
+    - ``progress``: a bar of rows, bytes, rate and ETA on stderr (None, the default: only when stderr is a
+      terminal; True: always; False: never), or a callable receiving each ``WriteProgress``.
     - any other WriteOptions field as a keyword (``compression``, ``grace_period``, ...), or ``options``.
     - the store: ``store`` (a StoreConfig) and the keywords over it, as for ``read_parquet``, and the encryption of
       every object written: ``sse`` ("AES256", "aws:kms", "aws:kms:dsse"), ``sse_kms_key_id``, ``sse_bucket_key``,
@@ -85,14 +93,28 @@ async def write_parquet_async(
         **store_settings,
     )
     spec = WriteSpec(bucket, prefix, layout.new_job_id(), first_schema, parsed)
+    report = resolve_progress(progress)
+    began = time.monotonic()
+
+    def tell(task: TaskWriter, phase: str) -> None:
+        if report is not None:
+            elapsed = time.monotonic() - began
+            encoded, files = task.rows_encoded, task.files_closed
+            report(WriteProgress(encoded, rows_total, task.bytes_encoded, files, elapsed, phase))
+
+    rows_total = sum(b.num_rows for b in batches) if isinstance(batches, list) else None
     async with config.client() as client:
-        async with TaskWriter(client, spec, 0) as task:
+        await check_append(client, spec)
+        async with TaskWriter(client, spec, 0, progress=lambda t: tell(t, "writing")) as task:
             output = await task.write_all(batches)
+        tell(task, "committing")
         try:
-            return await commit_write(client, spec, [output])
+            result = await commit_write(client, spec, [output])
         except BaseException as failure:
             await _abort_keeping(failure, client, spec, output)
             raise
+        tell(task, "done")
+        return result
 
 
 async def _abort_keeping(failure: BaseException, client: Any, spec: WriteSpec, output: Any) -> None:

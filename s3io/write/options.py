@@ -2,7 +2,8 @@
 
 Defaults, and where they come from:
 - target_file_size 128 MiB: the compaction's target (and Spark's maxPartitionBytes): a written file is one a
-  compaction would leave alone. Files are rolled at the target and never exceed it by more than one row group.
+  compaction would leave alone. At least 5 MiB (S3's smallest multipart part): a 128-byte target once made 3,932
+  uploads of a 20,000-row table. Files are rolled at the target and never exceed it by more than one row group.
 - row_group_bytes 64 MiB of Arrow data per row group (the compaction's): with typical compression a 128 MiB file
   holds a handful of row groups. It bounds a task's memory per open file.
 - max_open_files 8: files a task keeps open at once (one per partition directory it is writing); when rows of a
@@ -20,6 +21,8 @@ Defaults, and where they come from:
   AbortIncompleteMultipartUpload, is the backstop either way).
 - lock_wait 10 min: an overwrite takes the prefix's compaction lock for its commit; it waits this long for a
   compaction or another overwrite to finish before it gives up.
+- merge_schema False: an append must have the table's columns and types (schema_check.py); true allows new
+  nullable columns and missing ones, as Delta's mergeSchema does (a reader sees them as null where absent).
 - auto_compact False; auto_compact_min_files 50 (Delta's minNumFiles): after a write, compact the partition
   directories it wrote that hold at least this many files smaller than the compaction's candidate threshold.
 """
@@ -43,6 +46,7 @@ MODES = (APPEND, OVERWRITE)
 STATIC = "static"
 DYNAMIC = "dynamic"
 OVERWRITE_MODES = (STATIC, DYNAMIC)
+MIN_TARGET_FILE_SIZE = MIN_PART_SIZE  # 5 MiB: below one multipart part, files (and uploads) multiply per few rows
 MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # a compaction publishes with one CopyObject (5 GiB at most)
 CODEC_SUFFIXES = {"snappy": "snappy", "gzip": "gz", "zstd": "zstd", "lz4": "lz4", "brotli": "br", "none": None}
 
@@ -115,6 +119,7 @@ class WriteOptions:
     abandon_uploads_after: float = option("abandonUploadsAfter", _seconds, default=86_400.0)
     lock_wait: float = option("lockWait", _seconds, default=600.0)
     complete_concurrency: int = option("completeConcurrency", _count, default=16)
+    merge_schema: bool = option("mergeSchema", _bool, default=False)
     auto_compact: bool = option("autoCompact", _bool, default=False)
     auto_compact_min_files: int = option("autoCompactMinFiles", _count, default=50)
     owner: str | None = option("owner", _optional_text, default=None)  # for messages; default host:pid
@@ -132,10 +137,12 @@ class WriteOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition_by", _columns(self.partition_by, "partition_by"))
-        if not 1 <= self.target_file_size <= MAX_TARGET_FILE_SIZE:
+        if not MIN_TARGET_FILE_SIZE <= self.target_file_size <= MAX_TARGET_FILE_SIZE:
             raise InvalidConfig(
-                f"target_file_size: must be between 1 byte and {MAX_TARGET_FILE_SIZE // MiB} MiB (a compaction "
-                f"publishes a file with one server-side copy, limited to 5 GiB), got {self.target_file_size!r}"
+                f"target_file_size (targetFileSize): must be between {MIN_TARGET_FILE_SIZE // MiB} MiB (S3's "
+                "smallest multipart part: a smaller target makes a file, an upload and a request per few rows) and "
+                f"{MAX_TARGET_FILE_SIZE // MiB} MiB (a compaction publishes a file with one server-side copy, limited "
+                f"to 5 GiB), got {self.target_file_size!r} bytes; the default, 128MB, suits most tables"
             )
         if self.row_group_bytes < 1:
             raise InvalidConfig(f"row_group_bytes: must be at least 1 byte, got {self.row_group_bytes!r}")

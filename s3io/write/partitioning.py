@@ -35,13 +35,19 @@ def value_text(value: object) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime.datetime):
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        text = f"{_date_text(value)} {value.hour:02d}:{value.minute:02d}:{value.second:02d}"
         return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
     if isinstance(value, datetime.date):
-        return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+        return _date_text(value)
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
     return str(value)
+
+
+def _date_text(value: datetime.date) -> str:
+    """``yyyy-MM-dd`` with the year zero-padded to four digits, as Spark writes it (``strftime("%Y")`` is not padded
+    on Linux: year 1 would be ``1-01-01``, which Spark infers as a string)."""
+    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
 
 
 def _supported(data_type: pa.DataType) -> bool:

@@ -151,8 +151,10 @@ class TaskWriter:
         *,
         cpu: Executor | None = None,
         crash_at: WriteCrashPoint | str | None = None,
+        progress: Callable[[TaskWriter], None] | None = None,
     ) -> None:
-        """``crash_at``: a test's crash point (``WriteCrashPoint.TASK_AFTER_PART``; else from the environment)."""
+        """``crash_at``: a test's crash point (``WriteCrashPoint.TASK_AFTER_PART``; else from the environment);
+        ``progress``: called after each row group is encoded (``rows_encoded``, ``bytes_encoded``, ``files_closed``)."""
         self.client = client
         self.spec = spec
         self.task = task
@@ -170,6 +172,10 @@ class TaskWriter:
         self._next_index = 0
         self._ratio = 1.0  # encoded / Arrow bytes, learnt from the files written so far
         self.rows = 0
+        self.rows_encoded = 0  # rows encoded into row groups so far
+        self.bytes_encoded = 0  # parquet bytes handed to uploads so far
+        self._progress = progress
+        self.files_closed = 0
         self.closed_early = 0
         self._before = client.stats()
         self._began = time.monotonic()
@@ -300,7 +306,12 @@ class TaskWriter:
         directory.buffered = rest.to_batches() if rest.num_rows else []
         directory.buffered_bytes = rest.nbytes if rest.num_rows else 0
         file = directory.file or self._open(directory)
-        await file.upload.write(await self._on_cpu(file.encode, group.combine_chunks()))
+        encoded = await self._on_cpu(file.encode, group.combine_chunks())
+        self.rows_encoded += group.num_rows
+        self.bytes_encoded += len(encoded)
+        if self._progress is not None:
+            self._progress(self)
+        await file.upload.write(encoded)
         if file.encoded >= self.options.target_file_size:
             await self._close_file(directory)
 
@@ -329,7 +340,10 @@ class TaskWriter:
         file = directory.file
         assert file is not None
         directory.file = None
-        await file.upload.write(await self._on_cpu(file.close))
+        footer = await self._on_cpu(file.close)
+        self.bytes_encoded += len(footer)
+        self.files_closed += 1
+        await file.upload.write(footer)
         if file.arrow_bytes:
             self._ratio = file.encoded / file.arrow_bytes
         self._staging.append(asyncio.create_task(self._stage(file)))  # the next rows need not wait for its parts

@@ -7,18 +7,28 @@ Exit status: 0 when the job finished (or had nothing to do, or was a dry run); 1
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Sequence
 
 from s3io.cli import POLICY_FLAGS, join_negative_values
 from s3io.compaction.options import CompactionOptions
 from s3io.compaction.progress_bar import ProgressBar
-from s3io.errors import InvalidConfig, S3IOError
+from s3io.errors import EndpointNotS3, InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
 from s3io.store import StoreConfig, add_store_arguments
 from spark_ext.compact.job import compact
 
 FINISHED = ("ok", "nothing_to_do", "dry_run")
+RECOVERY_FLAGS = (  # what a write takes (its leaseTtl, clockSkew, abandonUploadsAfter), for a run and --recover
+    ("--lease-ttl", "lockTtl", "the lock's lease: a holder silent this long is taken over (default 120s)"),
+    ("--clock-skew", "clockSkew", "clock difference allowed between writers and the store (default 2s)"),
+    (
+        "--abandon-uploads-after",
+        "abandonUploadsAfter",
+        "abort uploads of jobs that never committed once this old (default 1d; e.g. 0s after a killed write)",
+    ),
+)
 DESCRIPTION = """\
 Rewrite many small parquet files under an S3 prefix into few large ones, safely for readers that use s3io.
 
@@ -42,11 +52,46 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("url", help="s3://bucket/prefix/ (Hive partition directories are compacted separately)")
     CompactionOptions.add_arguments(parser)
     parser.add_argument("--recover", action="store_true", help="only finish or roll back what a dead job left")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]); 'none': no Spark")
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[*] where PySpark is installed, else none); 'none': no Spark, in this process",
+    )
+    for flag, option, what in RECOVERY_FLAGS:
+        parser.add_argument(flag, dest=option, default=None, metavar="DURATION", help=what)
     parser.add_argument("--no-progress", action="store_true", help="do not draw the progress bar")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v: log retries")
     add_store_arguments(parser, policy_flags=POLICY_FLAGS)
     return parser
+
+
+def _has_pyspark() -> bool:
+    try:
+        return importlib.util.find_spec("pyspark") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _master(parser: argparse.ArgumentParser, given: str | None, needs_spark: bool) -> str:
+    """The Spark master to run on: the one given, else local[*] where PySpark is installed and none (this process)
+    where it is not, said on stderr; a master given without PySpark is refused naming --master none."""
+    if not needs_spark:
+        return given or "none"
+    if given is None:
+        if _has_pyspark():
+            return "local[*]"
+        print(
+            "compact: PySpark is not installed, so the groups are compacted in this process (--master none); "
+            "install s3io[spark] to run them on Spark",
+            file=sys.stderr,
+        )
+        return "none"
+    if given.lower() != "none" and not _has_pyspark():
+        parser.error(
+            f"--master {given} runs the groups on Spark, but PySpark is not installed in this environment; use "
+            "--master none to compact in this process, or install s3io[spark]"
+        )
+    return given
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,19 +99,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         options = CompactionOptions.from_args(args)
+        recovery = {option: getattr(args, option) for _, option, _ in RECOVERY_FLAGS if getattr(args, option)}
+        options = CompactionOptions.from_options(recovery, options)
         store = StoreConfig.from_args(args)
     except InvalidConfig as exc:
         print(f"compact: error: {exc}", file=sys.stderr)
         return 2
-    if options.processes and args.master.lower() != "none":
+    if options.processes and (args.master or ("local[*]" if _has_pyspark() else "none")).lower() != "none":
         parser.error("--processes runs groups in worker processes instead of Spark: add --master none")
+    master = _master(parser, args.master, needs_spark=not options.dry_run and not args.recover)
     configure_cli_logging(args.verbose, "%(name)s: %(levelname)s: %(message)s")  # never the root logger
     spark = None
     try:
-        if args.master.lower() != "none" and not options.dry_run and not args.recover:
+        if master.lower() != "none":
             from spark_ext.session import local_session
 
-            spark = local_session(args.master, "s3io-compaction")
+            spark = local_session(master, "s3io-compaction")
         report = compact(
             spark,
             args.url,
@@ -75,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             store=store,
             progress=None if args.no_progress else ProgressBar(),
         )
+    except EndpointNotS3 as exc:  # the store's answer, not the command line
+        print(f"compact: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except InvalidConfig as exc:
         print(f"compact: error: {exc}", file=sys.stderr)
         return 2

@@ -45,6 +45,12 @@ on the nth such request, 1-based), `times` (fire at most this many times: "the f
 rule's index, and drawn only for requests that pass the filters and nth/times, so runs are reproducible for
 the same request order). Rules are tried in the order added; the first that fires supplies the one fault.
 
+Throttle: `FaultProxy(upstream, upload_bytes_per_second=1_500_000)` caps the upload direction (request bodies,
+client to proxy) at that many bytes a second shared by every connection, as one slow uplink is: bodies are read
+in THROTTLE_CHUNK pieces paced by one clock, and a throttled proxy keeps small receive buffers (its reader's
+limit and SO_RCVBUF) so the client's socket feels the pace. `set_upload_rate(rate)` changes it while running;
+0 takes no byte at all (a dead uplink, with the connection open) until it is raised again.
+
 Log: `proxy.requests` is a list of frozen RequestRecord (seq, monotonic time, connection id, method, path,
 query, Range, If-Match, all headers, status sent, body bytes sent, fault, completed); a request appears when
 its head has been read, so a stalled request is visible while it stalls. `reset_log()`, `counts_by_method()`,
@@ -81,6 +87,9 @@ MAX_HEADER_LINES = 1000
 MAX_REQUESTS_PER_CONNECTION = 100_000
 MAX_HOLD_SECONDS = 3600.0
 FLUSH_TIMEOUT_SECONDS = 2.0
+THROTTLE_CHUNK = 16 * 1024
+THROTTLED_BUFFER_BYTES = 64 * 1024  # a throttled proxy's reader limit and SO_RCVBUF
+THROTTLE_PAUSE_POLL = 0.05
 STOP_TIMEOUT_SECONDS = 5.0
 
 HOP_BY_HOP = frozenset(
@@ -431,8 +440,40 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     raise _BadMessage("too many chunks")
 
 
-async def _read_body(reader: asyncio.StreamReader, headers: Headers, *, until_eof: bool) -> bytes:
-    """Read a body framed by chunked encoding, Content-Length, or (responses only) connection close."""
+class _UploadThrottle:
+    """One clock pacing every connection's request bodies to ``rate`` bytes a second (0: none taken)."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self._free_at = 0.0
+
+    async def take(self, size: int) -> None:
+        """Wait until ``size`` more bytes fit the shared rate."""
+        for _ in range(int(MAX_HOLD_SECONDS / THROTTLE_PAUSE_POLL)):
+            if self.rate > 0:
+                break
+            await asyncio.sleep(THROTTLE_PAUSE_POLL)
+        now = time.monotonic()
+        self._free_at = max(now, self._free_at) + size / max(self.rate, 1e-9)
+        await asyncio.sleep(self._free_at - now)
+
+
+async def _read_paced(reader: asyncio.StreamReader, size: int, throttle: _UploadThrottle) -> bytes:
+    parts: list[bytes] = []
+    left = size
+    while left > 0:
+        piece = min(THROTTLE_CHUNK, left)
+        await throttle.take(piece)
+        parts.append(await reader.readexactly(piece))
+        left -= piece
+    return b"".join(parts)
+
+
+async def _read_body(
+    reader: asyncio.StreamReader, headers: Headers, *, until_eof: bool, throttle: _UploadThrottle | None = None
+) -> bytes:
+    """Read a body framed by chunked encoding, Content-Length, or (responses only) connection close; a
+    Content-Length body paced by ``throttle`` if given."""
     encoding = (_header(headers, "Transfer-Encoding") or "").lower()
     if "chunked" in encoding:
         return await _read_chunked(reader)
@@ -441,6 +482,8 @@ async def _read_body(reader: asyncio.StreamReader, headers: Headers, *, until_eo
         size = int(length)
         if size < 0 or size > MAX_BODY_BYTES:
             raise _BadMessage(f"bad Content-Length {length!r}")
+        if throttle is not None:
+            return await _read_paced(reader, size, throttle)
         return await reader.readexactly(size)
     if not until_eof:
         return b""
@@ -520,8 +563,10 @@ class FaultProxy:
         port: int = 0,
         upstream_timeout: float = 30.0,
         idle_timeout: float = 300.0,
+        upload_bytes_per_second: float | None = None,
     ) -> None:
-        """Prepare (not start) a proxy; port 0 lets the kernel pick a free port."""
+        """Prepare (not start) a proxy; port 0 lets the kernel pick a free port; ``upload_bytes_per_second``: the
+        shared cap on request bodies (see Throttle in the module doc)."""
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"upstream must be http://host:port, got {upstream!r}")
@@ -533,6 +578,7 @@ class FaultProxy:
         self._requested_port = port
         self._upstream_timeout = upstream_timeout
         self._idle_timeout = idle_timeout
+        self._throttle = _UploadThrottle(upload_bytes_per_second) if upload_bytes_per_second is not None else None
 
         self._lock = threading.Lock()
         self._rules: list[_RuleState] = []
@@ -623,8 +669,9 @@ class FaultProxy:
     async def _serve(self) -> None:
         """Listen, serve until the stop event, then abort every connection and task."""
         self._stopping = asyncio.Event()
+        limit = MAX_HEAD_BYTES if self._throttle is None else THROTTLED_BUFFER_BYTES
         server = await asyncio.start_server(
-            self._serve_client, self._host, self._requested_port, limit=MAX_HEAD_BYTES, reuse_address=True
+            self._serve_client, self._host, self._requested_port, limit=limit, reuse_address=True
         )
         self._port = server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -656,6 +703,16 @@ class FaultProxy:
         """Remove a rule added earlier (identity match)."""
         with self._lock:
             self._rules = [state for state in self._rules if state.rule is not rule]
+
+    def set_upload_rate(self, bytes_per_second: float) -> None:
+        """Change the upload cap of a proxy made with ``upload_bytes_per_second`` (0: take no byte)."""
+        if self._throttle is None:
+            raise RuntimeError("FaultProxy was made without upload_bytes_per_second")
+        throttle, rate = self._throttle, float(bytes_per_second)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(setattr, throttle, "rate", rate)
+        else:
+            throttle.rate = rate
 
     def clear_rules(self) -> None:
         """Remove every rule: from now on the proxy forwards faithfully."""
@@ -759,6 +816,10 @@ class FaultProxy:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        if self._throttle is not None:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, THROTTLED_BUFFER_BYTES)
         conn = _Connection(next(self._conn_ids), writer)
         self._connections_opened = conn.id
         self._conns[conn.id] = conn
@@ -798,7 +859,7 @@ class FaultProxy:
         if has_body and (_header(head.headers, "Expect") or "").lower() == "100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             await writer.drain()
-        body = await _read_body(reader, head.headers, until_eof=False)
+        body = await _read_body(reader, head.headers, until_eof=False, throttle=self._throttle)
 
         path, _, query = target.partition("?")
         request = ProxyRequest(
