@@ -218,6 +218,15 @@ class StoreConfig:
     credential_providers: tuple[str, ...] | None = option(
         "credentialProviders", parse_providers, default=None, help="which of botocore's credential providers to ask"
     )
+    require_atomic_deletes: bool = option(
+        "requireAtomicDeletes",
+        _parse_bool,
+        default=False,
+        flag="--require-atomic-deletes",
+        env="S3IO_REQUIRE_ATOMIC_DELETES",
+        help="refuse writes and compaction (nothing written) on a store whose only guard of a data file's delete is "
+        "a HEAD If-Match before it (not atomic): demand a conditional DELETE or x-amz-delete-if-unmodified-since",
+    )
     policy: Policy = field(default_factory=Policy)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -255,6 +264,7 @@ class StoreConfig:
             ca_bundle=self.ca_bundle,
             transport=transport,
             credential_providers=self.credential_providers,
+            require_atomic_deletes=self.require_atomic_deletes,
         )
 
     @property

@@ -18,6 +18,7 @@ from test_compact_support import (
     TEST_OPTIONS,
     all_keys,
     checksum_of,
+    control_keys,
     data_keys,
     make_client,
     plain_table,
@@ -104,7 +105,7 @@ async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
 
         for table in (await visible_table(client, bucket, PREFIX), plain_table(s3_client, bucket, PREFIX)):
             assert same_rows(table, original)
-        assert [k for k in all_keys(s3_client, bucket) if "_s3io_" in k] == []  # no staging, journal or lock
+        assert control_keys(s3_client, bucket) == []  # no staging, journal or lock
         remaining = set(data_keys(s3_client, bucket, PREFIX))
         if crash_at in BEFORE_COMMIT:
             assert remaining == inputs  # rolled back: nothing was committed
@@ -116,4 +117,4 @@ async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
         assert rerun.status in ("ok", "nothing_to_do"), rerun.to_text()
         assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
         assert len(data_keys(s3_client, bucket, PREFIX)) == 2
-        assert [k for k in all_keys(s3_client, bucket) if "_s3io_" in k] == []
+        assert control_keys(s3_client, bucket) == []

@@ -25,8 +25,12 @@ from test_compact_support import (
     plain_table,
     rows_table,
     same_rows,
+    stored_objects,
     visible_table,
     write_landing_zone,
+)
+from test_compact_support import (
+    control_keys as support_control_keys,
 )
 
 from s3io import S3Client
@@ -66,7 +70,7 @@ async def client(s3_endpoint: Any) -> Any:
 
 
 def control_keys(s3: Any, bucket: str) -> list[str]:
-    return [k for k in all_keys(s3, bucket) if "_s3io_" in k]
+    return support_control_keys(s3, bucket)
 
 
 # ---------------------------------------------------------------------------------------------- full runs
@@ -94,10 +98,10 @@ async def test_a_second_run_plans_nothing_and_changes_nothing(client: S3Client, 
     write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
     url = URL_OF.format(bucket=bucket)
     assert (await compact_prefix(client, url, TEST_OPTIONS)).status == "ok"
-    before = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    before = stored_objects(s3_client, bucket)
     again = await compact_prefix(client, url, TEST_OPTIONS)
     assert again.status == "nothing_to_do" and not again.plan.groups
-    after = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    after = stored_objects(s3_client, bucket)
     assert after == before
 
 
@@ -457,10 +461,10 @@ async def test_a_live_lock_blocks_and_changes_nothing(client: S3Client, s3_clien
     write_landing_zone(s3_client, bucket, PREFIX, {"": 5})
     body = {"owner": "other-host:42", "job_id": "J", "acquired_at": time.time(), "expires_at": time.time() + 600}
     s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=json.dumps(body).encode())
-    before = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    before = stored_objects(s3_client, bucket)
     report = await compact_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
     assert report.status == "locked" and "other-host:42 (job J)" in report.message
-    assert {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]} == before
+    assert stored_objects(s3_client, bucket) == before
 
 
 async def test_an_expired_lock_is_taken_over(client: S3Client, s3_client: Any, bucket: str) -> None:
@@ -595,7 +599,7 @@ async def test_a_prefix_holding_only_non_data_objects_reports_nothing_to_do(
     s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}_SUCCESS", Body=b"")
     report = await compact_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
     assert report.status == "nothing_to_do" and report.files_before == 0 and report.files_after == 0
-    assert all_keys(s3_client, bucket) == [f"{PREFIX}_SUCCESS"]
+    assert list(stored_objects(s3_client, bucket)) == [f"{PREFIX}_SUCCESS"]
 
 
 def test_schema_of_the_support_table_is_stable() -> None:

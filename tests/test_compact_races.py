@@ -29,6 +29,9 @@ from test_compact_support import (
     visible_table,
     write_landing_zone,
 )
+from test_compact_support import (
+    control_keys as support_control_keys,
+)
 
 from s3io.compaction import GroupResult, GroupTask, compact_prefix, in_process_executor, recover_prefix
 from s3io.compaction import driver as driver_module
@@ -84,7 +87,7 @@ async def client(s3_endpoint: Any) -> Any:
 
 
 def _control_keys(s3: Any, bucket: str) -> list[str]:
-    return [k for k in all_keys(s3, bucket) if "_s3io_" in k]
+    return support_control_keys(s3, bucket)
 
 
 async def test_a_challenger_whose_clock_runs_an_hour_ahead_never_takes_a_live_lock(

@@ -30,7 +30,7 @@ from s3io.compaction.grouping import (
     SkippedFile,
     plan_compaction,
 )
-from s3io.compaction.lock import CompactionLock
+from s3io.compaction.lock import CompactionLock, lock_held
 from s3io.compaction.options import CompactionOptions
 from s3io.compaction.protocol import Clock, Sleep, commit_group, finish_entries
 from s3io.compaction.recover import recover
@@ -47,8 +47,8 @@ from s3io.compaction.report import (
 )
 from s3io.compaction.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
 from s3io.compaction.store_probe import probe_store
-from s3io.errors import InvalidConfig, NotFound, PathNotFound, S3IOError
-from s3io.s3.capabilities import StoreCapabilities, StoreClock
+from s3io.errors import InvalidConfig, PathNotFound, S3IOError
+from s3io.s3.capabilities import DeleteGuard, StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
@@ -62,6 +62,7 @@ from s3io.stream_state.lease import (
     stream_leases,
 )
 from s3io.table import layout
+from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
 from s3io.table.journal import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
 from s3io.table.visibility import apply_journal
 from s3io.table.writes import is_sink_key, is_write_key, list_write_keys, read_write_entries, write_claims
@@ -261,6 +262,7 @@ class _Job:
             self.report.message = str(exc)
             return None
         self.report.store = verdict.summary()
+        self.report.delete_guard = verdict.delete_guard.value
         self._store = verdict
         store = verdict.clock
         assert store is not None  # probe_store refuses a store without one
@@ -453,6 +455,20 @@ class _Job:
                 f"{len(data) - len(candidates)} file(s) left out: a journal entry of another job claims them "
                 "(a job that lost its lock); the next run rolls that entry back and compacts them"
             )
+        if self._store is not None and self._store.delete_guard is DeleteGuard.UNMODIFIED_SINCE:
+            now = await self._store_now() if self._store_now is not None else None
+            young = {
+                o.key
+                for o in candidates
+                if now is None or not plannable(DeleteGuard.UNMODIFIED_SINCE, o.last_modified, now)
+            }
+            if young:
+                candidates = [o for o in candidates if o.key not in young]
+                self.report.warnings.append(
+                    f"{len(young)} file(s) left out: written less than {UNMODIFIED_SINCE_MARGIN:.0f} s ago by the "
+                    "store's clock, and this store's delete guard (x-amz-delete-if-unmodified-since) has whole "
+                    "seconds; the next run compacts them"
+                )
         facts = await fetch_file_facts(
             self.client,
             candidates,
@@ -675,6 +691,8 @@ class _Job:
             marker = relative.find("/" + control)
             if marker >= 0:
                 root = obj.key[: len(self.prefix) + marker + 1]
+                if obj.key == layout.lock_key(root) and await lock_held(self.client, self.bucket, root) is None:
+                    continue  # a lock its holder released: nothing in flight there
                 return (
                     f"a compaction rooted at s3://{self.bucket}/{root} left its lock or journal there "
                     f"({obj.key}); finish it first (run the compaction or --recover on that directory), "
@@ -682,11 +700,7 @@ class _Job:
                 )
         for root in layout.journal_roots(self.prefix)[1:]:
             lock_key = layout.lock_key(root)
-            try:
-                await self.client.head_object(self.bucket, lock_key)
-            except NotFound:
-                pass
-            else:
+            if await lock_held(self.client, self.bucket, root) is not None:
                 return (
                     f"a compaction rooted at s3://{self.bucket}/{root} holds its lock ({lock_key}); "
                     "compact either the parent or the child directory, not both at once"

@@ -7,13 +7,17 @@ State machine (the journal entry's ``state``; "-" = no entry):
     pending    --commit_group-->    committed   entry If-Match, after the lock is seen still ours <- the commit point
     committed  --copy_to_final-->   committed   + final object (readers still use staging)  [>= grace after commit]
     committed  --record_published-> published   entry If-Match, final ETag/size recorded
-    published  --delete_inputs-->   published   each input If-Match its planned ETag (412: left, reported)
+    published  --delete_inputs-->   published   each input through the store's delete guard (412: left, reported)
     published  --delete_staging-->  published   [>= grace after the last input delete]
     published  --record_done-->     done        entry If-Match
-    done       --forget-->          -           entry deleted (If-Match)
+    done       --forget-->          -           entry deleted (plainly: a done entry never moves again)
 
-Recovery: "-" with a staging object -> delete it (roll back); pending -> delete the entry and its staging (roll
-back); committed -> roll forward from copy_to_final (after checking staging still has the recorded ETag and size;
+No step needs a conditional DELETE: an entry is rolled back by marking it "aborted" (If-Match) before it is
+deleted, and an input's delete goes through the best guard the store offers (``DeleteGuard``: conditional DELETE,
+RGW's x-amz-delete-if-unmodified-since on the planned Last-Modified, or a HEAD If-Match just before the DELETE).
+
+Recovery: "-" with a staging object -> delete it (roll back); pending -> mark it aborted, delete it and its staging
+(roll back); committed -> roll forward from copy_to_final (after checking staging still has the recorded ETag and size;
 if it is gone and every input is intact, roll back instead); published -> continue from delete_inputs (after
 checking the final object still has the recorded ETag and size, else publishing again from staging); done ->
 forget. Every step runs inside ``lock.fenced``: it checks first that the lock is still ours and is cut off when our
@@ -50,12 +54,12 @@ from s3io.compaction.rewrite import GroupOutput
 from s3io.compaction.store_probe import bulk_conditional_delete
 from s3io.engine.tasks import gather_all, map_bounded
 from s3io.errors import NotFound, ObjectChanged, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION
+from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.checksums import StoredChecksum
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.table import journal, layout
-from s3io.table.conditional import delete_if_match, require_etag
+from s3io.table.conditional import delete_guard, delete_guarded, require_etag
 from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
 
 Clock = Callable[[], float]
@@ -96,7 +100,8 @@ async def commit_group(
         bucket=group.bucket,
         prefix=prefix,
         partition_dir=group.partition_dir,
-        inputs=tuple(ObjectRef(f.key, f.etag, f.size) for f in output.inputs),  # those the output holds
+        # the inputs the output holds, with the Last-Modified RGW's delete guard names
+        inputs=tuple(ObjectRef(f.key, f.etag, f.size, modified=f.last_modified) for f in output.inputs),
         staging=output.staging,
         final_key=layout.final_key(group.partition_dir, job_id, group.group_id),
         rows=output.rows,
@@ -118,9 +123,10 @@ async def commit_group(
 
 
 async def _withdraw(client: S3Client, pending: JournalEntry) -> None:
-    """Delete our own pending entry after losing the lock; failures are left to the next holder's recovery."""
+    """Withdraw our own pending entry after losing the lock (marked aborted, then deleted); failures, and an entry
+    another job moved meanwhile, are left to the next holder's recovery."""
     with contextlib.suppress(S3IOError):
-        await journal.remove(client, pending)
+        await journal.withdraw(client, pending)
 
 
 async def copy_to_final(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> ObjectRef:
@@ -211,6 +217,7 @@ class InputDeletion:
     deleted: list[str] = field(default_factory=list)
     already_gone: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    guard: DeleteGuard = DeleteGuard.CONDITIONAL_DELETE
 
 
 async def delete_inputs(
@@ -221,8 +228,10 @@ async def delete_inputs(
     concurrency: int = 16,
     after_each: Callable[[str], None] | None = None,
     bulk: bool = False,
+    guard: DeleteGuard = DeleteGuard.CONDITIONAL_DELETE,
 ) -> InputDeletion:
-    """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported.
+    """Delete a published entry's inputs, each through ``guard`` on its planned ETag (and Last-Modified); a changed
+    input is left and reported.
 
     ``bulk`` (the store honours a per-object ETag in DeleteObjects, see store_probe): one DeleteObjects per 1,000
     inputs, each object conditional on its ETag, instead of one conditional DELETE each; a key it reports failed
@@ -230,11 +239,11 @@ async def delete_inputs(
     retried by the policy, so one transient per-key error does not stop the job."""
     if entry.state != PUBLISHED or entry.final is None:
         raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
-    outcome = InputDeletion()
+    outcome = InputDeletion(guard=guard)
 
     async def one(ref: ObjectRef) -> None:
         try:
-            gone_now = await delete_if_match(client, entry.bucket, ref.key, ref.etag)
+            gone_now = await delete_guarded(client, guard, entry.bucket, ref.key, ref.etag, ref.modified)
         except PreconditionFailed:
             outcome.conflicts.append(
                 f"input s3://{entry.bucket}/{ref.key} was replaced after it was compacted into "
@@ -246,7 +255,7 @@ async def delete_inputs(
             after_each(ref.key)
 
     inputs = list(entry.inputs)
-    if bulk and all(ref.etag for ref in inputs):
+    if bulk and guard is DeleteGuard.CONDITIONAL_DELETE and all(ref.etag for ref in inputs):
         async with lock.fenced(f"the input deletes of {entry.key}"):
             etags = {ref.key: ref.etag for ref in inputs if ref.etag}
             result = await client.delete_objects(entry.bucket, [ref.key for ref in inputs], etags=etags)
@@ -275,10 +284,7 @@ async def delete_inputs(
 
 async def delete_staging(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
     async with lock.fenced(f"the staging delete of {entry.key}"):
-        try:
-            await delete_if_match(client, entry.bucket, entry.staging.key, entry.staging.etag)
-        except PreconditionFailed:
-            pass  # not the object we committed (cannot happen with nonce'd keys); never ours to delete
+        await _delete_own(client, entry.bucket, entry.staging.key)
 
 
 async def record_done(
@@ -290,10 +296,7 @@ async def record_done(
 
 async def forget(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
     async with lock.fenced(f"the delete of {entry.key}"):
-        try:
-            await journal.remove(client, entry)
-        except PreconditionFailed as exc:
-            raise _moved(entry) from exc
+        await journal.forget(client, entry)
 
 
 async def _advance(client: S3Client, entry: JournalEntry, **changes: object) -> JournalEntry:
@@ -319,6 +322,7 @@ class FinishOutcome:
     conflicts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     waited: float = 0.0
+    guard: DeleteGuard | None = None  # how inputs were deleted (None: none were)
 
 
 async def finish_entries(
@@ -380,8 +384,13 @@ async def finish_entries(
         maybe_crash(CrashPoint.AFTER_INPUT_DELETE, crash)
 
     bulk = bool(ready) and await bulk_conditional_delete(client, lock.bucket, lock.prefix)
+    guard = await delete_guard(client, lock.bucket, lock.prefix) if ready else None
+    outcome.guard = guard
     for entry in ready:
-        deletion = await delete_inputs(client, lock, entry, concurrency=concurrency, after_each=deleted_one, bulk=bulk)
+        assert guard is not None
+        deletion = await delete_inputs(
+            client, lock, entry, concurrency=concurrency, after_each=deleted_one, bulk=bulk, guard=guard
+        )
         outcome.deleted_inputs += len(deletion.deleted)
         outcome.conflicts.extend(deletion.conflicts)
     if ready:
@@ -460,8 +469,8 @@ async def _staging_lost(
         async with lock.fenced(f"the roll-back of {entry.key}"):
             await _delete_copy(client, entry.bucket, entry.final_key)
             try:
-                await journal.remove(client, entry)
-            except PreconditionFailed as exc:
+                await journal.withdraw(client, entry)
+            except (PreconditionFailed, NotFound) as exc:
                 raise _moved(entry) from exc
         outcome.rolled_back.append(entry.key)
     else:
@@ -470,13 +479,15 @@ async def _staging_lost(
 
 
 async def _delete_copy(client: S3Client, bucket: str, key: str) -> None:
-    """Delete an unpublished copy at its final key, If-Match the version there now (a copy made before a crash)."""
-    try:
-        head = await client.head_object(bucket, key)
-    except NotFound:
-        return
-    with contextlib.suppress(PreconditionFailed):
-        await delete_if_match(client, bucket, key, head.etag)
+    """Delete an unpublished copy at its final key (a copy made before a crash): the key is this job's group's
+    alone (``part-c-<job>-<group>``), so a plain DELETE deletes nothing of anyone else's."""
+    await _delete_own(client, bucket, key)
+
+
+async def _delete_own(client: S3Client, bucket: str, key: str) -> None:
+    """Delete an object whose key only this job writes (staging keys carry a nonce; final keys the job and group)."""
+    with contextlib.suppress(NotFound):
+        await client.delete_object(bucket, key)
 
 
 def _until_published(entry: JournalEntry, grace: float, clock: Clock, store_clock: Clock | None, job_id: str) -> float:

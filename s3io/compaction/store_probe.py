@@ -1,15 +1,19 @@
-"""Compaction on s3io's store probe: refuse a store that lacks what the lock and the journal need, naming what it does.
+"""The table's check of its store: refuse one that lacks what the lock and the journal need, naming what it does.
 
-The lock and the journal are correct only if the store enforces ``If-None-Match: *`` on PUT, ``If-Match`` on PUT and
-``If-Match`` on DELETE. Many S3-compatible stores ignore some of them (Ceph RGW 16 ignores ``If-Match`` on DELETE;
-AWS S3 itself ignored them on PUT until 2024), which would silently turn a conditional write into a plain one. So
-before it takes the lock, a run asks ``s3io.s3.probe.store_capabilities`` (about twenty-five small requests on
-scratch objects under ``<prefix>_s3io_compaction/probe/``, removed afterwards; once per endpoint and process, then
-kept), and refuses with ``ConditionalWritesUnsupported`` naming each missing behaviour before anything is written.
-Where the store honours a condition only in another form (RGW 16 takes ``If-Match`` on PUT with the ETag unquoted),
-the client sends that form from then on. The verdict's clock (the probe object's Last-Modified, carried forward on
-a monotonic clock) is how lock expiry and takeover are judged on the store's clock (lock.py), never by comparing two
-machines' wall clocks; its summary goes into the report.
+The lock and the journal need the store to enforce ``If-None-Match: *`` on PUT (conditional create) and ``If-Match``
+on PUT (conditional replace); nothing needs a conditional DELETE (the lock is released, and a journal entry rolled
+back, by a conditional replace first). A data file's delete goes through the best guard the store offers (the
+verdict's ``delete_guard``: conditional DELETE; Ceph RGW's ``x-amz-delete-if-unmodified-since``; a HEAD If-Match
+just before the DELETE), and ``StoreConfig.require_atomic_deletes`` refuses a store whose only guard is the last.
+Many S3-compatible stores ignore some conditions (Ceph RGW 16 in a versioned bucket ignores them all; OpenStack
+Swift answers 501), which would silently turn a conditional write into a plain one. So before it takes the lock, a
+run asks ``s3io.s3.probe.store_capabilities`` in the bucket being written (about twenty-five small requests on
+scratch objects under ``<prefix>_s3io_compaction/probe/``, removed afterwards; once per endpoint, bucket and process,
+then kept), and refuses with ``ConditionalWritesUnsupported`` naming each missing behaviour and the fix before
+anything is written. Where the store honours a condition only in another form (RGW 16 takes ``If-Match`` on PUT with
+the ETag unquoted), the client sends that form from then on. The verdict's clock (the probe object's Last-Modified,
+carried forward on a monotonic clock) is how lock expiry and takeover are judged on the store's clock (lock.py),
+never by comparing two machines' wall clocks; its summary goes into the report.
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 from s3io.compaction.errors import CompactionError, ConditionalWritesUnsupported
-from s3io.s3.capabilities import Capability, MissingCapability, StoreCapabilities
+from s3io.s3.capabilities import Capability, DeleteGuard, MissingCapability, StoreCapabilities
 from s3io.s3.client import S3Client
 from s3io.s3.probe import store_capabilities
 from s3io.table.layout import probe_prefix
 
-NEEDED = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE, Capability.CONDITIONAL_DELETE)
+NEEDED = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE)
 NEEDED_BY = "the compaction lock and journal"
 
 StoreNow = Callable[[], Awaitable[float]]
@@ -57,7 +61,15 @@ async def probe_store(
             f"{url}: the store at {verdict.endpoint} does not do what {needed_by} need: "
             + "; ".join(gap.describe() for gap in lacking)
             + f". Without it two jobs, or a retried request, could overwrite each other's commits, so {nothing_done}. "
-            "Use a store that does (docs/stores.md says what each store does)"
+            + _fix(verdict)
+        )
+    if client.require_atomic_deletes and not verdict.delete_guard.atomic:
+        raise ConditionalWritesUnsupported(
+            f"{url}: requireAtomicDeletes is set, and the store at {verdict.endpoint} guards a data file's delete "
+            f"only by {verdict.delete_guard.value}: it honours neither a conditional DELETE nor "
+            f"x-amz-delete-if-unmodified-since ({_delete_gaps(verdict)}), so {nothing_done}. Use a store that does "
+            "(docs/stores.md), or unset requireAtomicDeletes (S3IO_REQUIRE_ATOMIC_DELETES, --require-atomic-deletes) "
+            "to accept a window of one round trip in which a file rewritten by another writer could be deleted"
         )
     if verdict.clock is None:
         raise CompactionError(
@@ -65,6 +77,25 @@ async def probe_store(
             f"store's clock and cannot run without it, so {nothing_done}"
         )
     return verdict
+
+
+def _fix(verdict: StoreCapabilities) -> str:
+    """What to do about a store that lacks a condition: an unversioned bucket where conditions were ignored (Ceph RGW
+    ignores them in a versioned bucket), else another store."""
+    ignored = verdict.gap(Capability.CONDITIONAL_CREATE)
+    if ignored is not None and "overwritten" in ignored.detail:
+        return (
+            f"If bucket {verdict.bucket!r} has versioning enabled (Ceph RGW ignores conditional writes in a versioned "
+            "bucket), put the table in an unversioned bucket; otherwise use a store that enforces them "
+            "(docs/stores.md says what each store does)"
+        )
+    return "Use a store that does (docs/stores.md says what each store does); reads work on it"
+
+
+def _delete_gaps(verdict: StoreCapabilities) -> str:
+    checked = (Capability.CONDITIONAL_DELETE, Capability.DELETE_IF_UNMODIFIED_SINCE)
+    gaps = [g.describe() for c in checked if (g := verdict.gap(c)) is not None]
+    return "; ".join(gaps) or "neither was honoured"
 
 
 def clock_from_probe(
@@ -81,7 +112,9 @@ def clock_from_probe(
 
 
 async def bulk_conditional_delete(client: S3Client, bucket: str, prefix: str) -> bool:
-    """Whether the store honours a per-object ETag in DeleteObjects (the probe's verdict, kept: no request once
-    probed). Where it does not, inputs are deleted one conditional DELETE each: never unconditionally."""
+    """Whether inputs may be deleted by DeleteObjects with per-object ETags: the store guards deletes by conditional
+    DELETE and honours the per-object ETag too (the probe's verdict, kept). Else one guarded DELETE each."""
     verdict = await store_capabilities(client, bucket, probe_prefix(prefix))
-    return verdict.supports(Capability.BULK_CONDITIONAL_DELETE)
+    return verdict.delete_guard is DeleteGuard.CONDITIONAL_DELETE and verdict.supports(
+        Capability.BULK_CONDITIONAL_DELETE
+    )

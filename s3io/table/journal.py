@@ -7,7 +7,9 @@ a write retried after a lost answer is recognised as ours (s3io.table.conditiona
 "committed" is the group's commit point (s3io.compaction.protocol.commit_group says why it takes two writes).
 States, in order:
 
-    pending    a claim only: readers and recovery ignore it as a commit (recovery deletes it: roll back)
+    pending    a claim only: readers and recovery ignore it as a commit (recovery rolls it back)
+    aborted    a rolled-back claim (or a committed entry whose output was lost, its inputs intact): readers ignore
+               it; it is deleted next, with its staging object
     committed  output verified and in staging; readers use the staging object instead of the inputs
     published  output copied to its final key; readers use the final object; inputs being deleted
     done       inputs and staging deleted; the entry is deleted next (or kept as history)
@@ -15,6 +17,7 @@ States, in order:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from collections.abc import Iterable
@@ -32,10 +35,12 @@ from s3io.table.layout import is_journal_key, journal_key, journal_prefix
 
 FORMAT_VERSION = 1
 PENDING = "pending"
+ABORTED = "aborted"
 COMMITTED = "committed"
 PUBLISHED = "published"
 DONE = "done"
-STATES = (PENDING, COMMITTED, PUBLISHED, DONE)
+STATES = (PENDING, ABORTED, COMMITTED, PUBLISHED, DONE)
+CLAIMS = (PENDING, ABORTED)  # states readers ignore: nothing of the group is committed
 _NOT_STORED = ("etag", "stored_at")  # JournalEntry fields describing the journal object itself
 
 
@@ -48,14 +53,17 @@ class ObjectRef:
     etag: str | None
     size: int
     checksum: StoredChecksum | None = None
+    modified: float | None = None  # its Last-Modified when planned (store clock): RGW's delete guard names it
 
     def info(self, bucket: str) -> ObjectInfo:
-        return ObjectInfo(bucket=bucket, key=self.key, size=self.size, etag=self.etag)
+        return ObjectInfo(bucket=bucket, key=self.key, size=self.size, etag=self.etag, last_modified=self.modified)
 
     def as_json(self) -> dict[str, object]:
         data: dict[str, object] = {"key": self.key, "etag": self.etag, "size": self.size}
         if self.checksum is not None:  # absent, not null: entries without one read as before
             data["checksum"] = {"algorithm": self.checksum.algorithm.name, "value": self.checksum.value}
+        if self.modified is not None:
+            data["modified"] = self.modified
         return data
 
     @classmethod
@@ -67,6 +75,7 @@ class ObjectRef:
             etag=data["etag"],
             size=data["size"],
             checksum=None if checksum is None else StoredChecksum(by_name(checksum["algorithm"]), checksum["value"]),
+            modified=data.get("modified"),
         )
 
 
@@ -184,6 +193,17 @@ async def advance(client: S3Client, entry: JournalEntry, **changes: object) -> J
     return replace(updated, etag=etag)
 
 
-async def remove(client: S3Client, entry: JournalEntry) -> None:
-    """Delete the entry (If-Match on its ETag); already gone is fine."""
-    await conditional.delete_if_match(client, entry.bucket, entry.key, entry.etag)
+async def withdraw(client: S3Client, entry: JournalEntry) -> JournalEntry:
+    """Roll the entry back without a conditional DELETE: mark it "aborted" (If-Match on its ETag, so a late
+    "committed" write of its job wins: PreconditionFailed), then delete it plainly (an aborted entry never moves
+    again and its key is never reused). Returns the aborted entry."""
+    if entry.state != ABORTED:
+        entry = await advance(client, entry, state=ABORTED)
+    await forget(client, entry)
+    return entry
+
+
+async def forget(client: S3Client, entry: JournalEntry) -> None:
+    """Delete a finished ("done") or "aborted" entry plainly: no job moves it again; already gone is fine."""
+    with contextlib.suppress(NotFound):
+        await client.delete_object(entry.bucket, entry.key)

@@ -48,7 +48,7 @@ from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
+from s3io.table.journal import CLAIMS, COMMITTED, DONE, PUBLISHED, JournalEntry, ObjectRef, read_entries
 from s3io.table.layout import CONTROL_DIR, is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
 from s3io.table.listing import list_tree
 from s3io.table.writes import COMMITTED as WRITE_COMMITTED
@@ -97,8 +97,8 @@ def apply_journal(
     HEAD of each write entry "committed" before and gone after, by its key.
     """
     scope = prefix if scope is None else scope
-    after = {e.key: e for e in entries if e.state != PENDING}
-    earlier = {e.key: e for e in (before.entries if before is not None else ()) if e.state != PENDING}
+    after = {e.key: e for e in entries if e.state not in CLAIMS}
+    earlier = {e.key: e for e in (before.entries if before is not None else ()) if e.state not in CLAIMS}
     consumed = {ref.key for e in (*after.values(), *earlier.values()) for ref in e.inputs}
     listed_data = {o.key: o for o in listed if is_data_key(o.key, prefix)}
     if writes or (before is not None and before.writes):

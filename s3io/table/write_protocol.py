@@ -21,7 +21,6 @@ are aborted when their job's entry says the job is over, or once they are older 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -29,11 +28,12 @@ from dataclasses import dataclass, field
 
 from s3io.engine.tasks import map_bounded
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
+from s3io.s3.capabilities import DeleteGuard
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
 from s3io.table import sinks, writes
-from s3io.table.conditional import delete_if_match
+from s3io.table.conditional import delete_guard, delete_guarded
 from s3io.table.write_names import job_of_key
 from s3io.table.writes import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, WriteEntry
 
@@ -130,8 +130,7 @@ async def roll_back(client: S3Client, entry: WriteEntry) -> WriteEntry | None:
     if entry.state != ABORTED:
         return entry
     await abort_uploads(client, entry.bucket, entry.files)
-    with contextlib.suppress(PreconditionFailed):  # moved meanwhile: another recoverer's, as far as we go
-        await writes.remove(client, entry)
+    await writes.forget(client, entry)  # aborted: no process moves it again
     return None
 
 
@@ -158,14 +157,19 @@ async def retire(
     clock: Clock = time.time,
     concurrency: int = 16,
     after_each: Callable[[str], None] | None = None,
+    guard: DeleteGuard | None = None,
 ) -> tuple[WriteEntry | None, list[str]]:
-    """Delete the files a published overwrite replaces (If-Match their ETags) and mark it "done"; (the entry, or
-    None if another process moved it meanwhile; files left because they changed since, as messages)."""
+    """Delete the files a published overwrite replaces (each through the store's delete guard on its planned ETag
+    and Last-Modified; ``guard`` None: the probe's verdict) and mark it "done"; (the entry, or None if another
+    process moved it meanwhile; files left because they changed since, as messages)."""
     conflicts: list[str] = []
+    if guard is None:
+        guard = await delete_guard(client, entry.bucket, entry.prefix)
 
     async def one(ref: writes.ObjectRef) -> None:
+        assert guard is not None
         try:
-            await delete_if_match(client, entry.bucket, ref.key, ref.etag)
+            await delete_guarded(client, guard, entry.bucket, ref.key, ref.etag, ref.modified)
         except PreconditionFailed:
             conflicts.append(
                 f"s3://{entry.bucket}/{ref.key} was replaced after the overwrite {entry.job_id} listed it (its ETag is "
@@ -185,8 +189,7 @@ async def forget(client: S3Client, entry: WriteEntry) -> None:
     """Delete a finished entry; a stream micro-batch's is recorded in its sink's record first (sinks.py)."""
     if entry.query_id is not None and entry.batch is not None:
         await sinks.record_batch(client, entry.bucket, entry.prefix, entry.query_id, entry.batch)
-    with contextlib.suppress(PreconditionFailed):
-        await writes.remove(client, entry)
+    await writes.forget(client, entry)
 
 
 def lease_ended(entry: WriteEntry, store_now: float, clock_skew: float) -> bool:

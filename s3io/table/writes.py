@@ -22,6 +22,7 @@ entries (version 1) fails on them loudly instead of misreading them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
@@ -161,7 +162,7 @@ class WriteEntry:
             if data.get("mode") not in MODES:
                 raise ValueError(f"unknown mode {data.get('mode')!r}")
             data["files"] = tuple(NewFile.from_json(f) for f in data["files"])
-            data["replaced"] = tuple(ObjectRef(**r) for r in data["replaced"])
+            data["replaced"] = tuple(ObjectRef.from_json(r) for r in data["replaced"])
             data["scope"] = tuple(data["scope"])
             return cls(**data, etag=etag)
         except (ValueError, TypeError, KeyError) as exc:
@@ -237,9 +238,11 @@ async def advance(client: S3Client, entry: WriteEntry, **changes: object) -> Wri
     return replace(updated, etag=etag)
 
 
-async def remove(client: S3Client, entry: WriteEntry) -> None:
-    """Delete the entry (If-Match on its ETag); already gone is fine."""
-    await conditional.delete_if_match(client, entry.bucket, entry.key, entry.etag)
+async def forget(client: S3Client, entry: WriteEntry) -> None:
+    """Delete a finished ("published"/"done") or "aborted" entry plainly: no process moves it again (an aborted claim
+    cannot be committed, a finished one is only forgotten); already gone is fine."""
+    with contextlib.suppress(NotFound):
+        await client.delete_object(entry.bucket, entry.key)
 
 
 # ------------------------------------------------------------------------------------------ what readers see

@@ -34,14 +34,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from s3io.compaction.errors import CompactionError, LockHeld, LockLost
-from s3io.compaction.lock import CompactionLock
+from s3io.compaction.lock import CompactionLock, lock_held
 from s3io.compaction.recover import recover
 from s3io.compaction.store_probe import probe_store
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import StoreClock
+from s3io.s3.capabilities import DeleteGuard, StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout, sinks, writes
+from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import (
@@ -65,6 +66,7 @@ log = logging.getLogger("s3io.write")
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 LOCK_RETRY = 2.0  # seconds between attempts to take a held lock
+YOUNG_FILE_ATTEMPTS = 4  # listings of an overwrite's scope that may find files too young for RGW's delete guard
 
 COMMITTED_NOW = "committed"
 ALREADY_COMMITTED = "already_committed"
@@ -90,6 +92,7 @@ class WriteReport:
     waited_s: float = 0.0
     recovery: WriteRecovery | None = None
     compaction: object | None = None  # the CompactionReport of auto-compaction, when it ran
+    delete_guard: str = ""  # what guards the delete of a file an overwrite replaces on this store
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -104,9 +107,11 @@ class WriteReport:
         sizes = sorted(size for _, size, _ in self.files)
         spread = f", file sizes {sizes[0]:,}..{sizes[-1]:,} B (median {sizes[len(sizes) // 2]:,})" if sizes else ""
         replaced = f", replaced {self.replaced} file(s) ({self.replaced_bytes:,} B)" if self.replaced else ""
+        guard = f"; deletes through {self.delete_guard}" if self.delete_guard else ""
         return (
             f"{self.mode} {self.url} (job {self.job_id}): {self.status}, {len(self.files)} file(s), {self.rows:,} "
             f"rows, {self.bytes:,} B{spread}{replaced}; {self.requests} commit requests, {self.duration_s:.2f} s"
+            f"{guard}"
         )
 
 
@@ -150,9 +155,9 @@ async def abort_write(client: S3Client, spec: WriteSpec, outputs: Sequence[TaskO
 # ------------------------------------------------------------------------------------------ the store's clock
 
 
-async def store_clock(client: S3Client, bucket: str, prefix: str) -> StoreClock:
-    """The store's clock, from the store probe that also refuses a store ignoring conditional writes; the verdict is
-    kept per endpoint and process (s3io.s3.capabilities.VERDICTS), so a stream's micro-batches probe once."""
+async def store_verdict(client: S3Client, bucket: str, prefix: str) -> StoreCapabilities:
+    """The store probe's verdict (its clock, its delete guard), refusing a store ignoring conditional writes; it is
+    kept per endpoint, bucket and process (s3io.s3.capabilities.VERDICTS), so a stream's micro-batches probe once."""
     verdict = await probe_store(
         client,
         bucket,
@@ -161,7 +166,7 @@ async def store_clock(client: S3Client, bucket: str, prefix: str) -> StoreClock:
         nothing_done="nothing was committed (the write's uploads are aborted)",
     )
     assert verdict.clock is not None  # probe_store refuses a store that gives none
-    return verdict.clock
+    return verdict
 
 
 # ------------------------------------------------------------------------------------------ one commit
@@ -195,6 +200,7 @@ class _Commit:
         self.started = time.monotonic()
         self.before = client.stats()
         self.clock_of_store: StoreClock | None = None
+        self.guard: DeleteGuard | None = None
 
     async def store_now(self) -> float:
         assert self.clock_of_store is not None
@@ -202,7 +208,10 @@ class _Commit:
 
     async def run(self) -> WriteReport:
         self._check()
-        self.clock_of_store = await store_clock(self.client, self.spec.bucket, self.spec.prefix)
+        verdict = await store_verdict(self.client, self.spec.bucket, self.spec.prefix)
+        self.clock_of_store = verdict.clock
+        self.guard = verdict.delete_guard
+        self.report.delete_guard = verdict.delete_guard.value
         if self.query_id is not None and await self._settled_before():
             return self._done(ALREADY_COMMITTED)
         if not self.files and self.options.overwrite and not self.options.partition_by:
@@ -357,16 +366,40 @@ class _Commit:
             )
         written = {layout.partition_dir(f.key) for f in self.files}
         scope = tuple(sorted(written)) if self.options.dynamic else (self.spec.prefix,)
-        found: dict[str, ObjectInfo] = {}
-        for directory in scope:
-            for info in await self._visible_without_compaction_below(directory):
-                found[info.key] = info
+        found = await self._old_enough(scope)
         ours = {f.key for f in self.files}
-        replaced = tuple(ObjectRef(i.key, i.etag, i.size) for k, i in sorted(found.items()) if k not in ours)
+        replaced = tuple(
+            ObjectRef(i.key, i.etag, i.size, modified=i.last_modified)
+            for k, i in sorted(found.items())
+            if k not in ours
+        )
         self.report.replaced = len(replaced)
         self.report.replaced_bytes = sum(r.size for r in replaced)
         self.report.scope = scope
         return replaced, scope
+
+    async def _old_enough(self, scope: tuple[str, ...]) -> dict[str, ObjectInfo]:
+        """The visible data files of ``scope`` by key. Under RGW's delete guard (whole seconds) a file written less
+        than UNMODIFIED_SINCE_MARGIN ago by the store's clock is not planned for a delete: the listing is taken again
+        once it is old enough (a few attempts, then the write is refused naming it)."""
+        for _ in range(YOUNG_FILE_ATTEMPTS):
+            found: dict[str, ObjectInfo] = {}
+            for directory in scope:
+                for info in await self._visible_without_compaction_below(directory):
+                    found[info.key] = info
+            if self.guard is not DeleteGuard.UNMODIFIED_SINCE:
+                return found
+            now = await self.store_now()
+            young = [i for i in found.values() if not plannable(self.guard, i.last_modified, now)]
+            if not young:
+                return found
+            newest = max((i.last_modified or now) for i in young)
+            await self.sleep(max(0.1, newest + UNMODIFIED_SINCE_MARGIN - now))
+        raise WriteError(
+            f"an overwrite of {self.spec.url} kept finding files written less than {UNMODIFIED_SINCE_MARGIN:.0f} s "
+            f"ago (e.g. {young[0].key}): this store guards deletes by x-amz-delete-if-unmodified-since, whole "
+            "seconds, so it cannot plan their delete; stop the other writer, then write again. Nothing was committed"
+        )
 
     async def _visible_without_compaction_below(self, directory: str) -> list[ObjectInfo]:
         """The data files a journal-aware reader sees under ``directory``, once no compaction rooted below the
@@ -377,7 +410,11 @@ class _Commit:
         while True:
             before = await read_journal_before(self.client, bucket, directory)
             listed = [o async for o in self.client.list_objects(bucket, directory)]
-            below = [o.key for o in listed if _compaction_below(o.key, self.spec.prefix)]
+            below = [
+                o.key
+                for o in listed
+                if _compaction_below(o.key, self.spec.prefix) and not await _released_lock(self.client, bucket, o.key)
+            ]
             if not below:
                 return await resolve_visible_files(self.client, bucket, directory, listed, before=before)
             if time.monotonic() + LOCK_RETRY > deadline:
@@ -449,7 +486,7 @@ class _Commit:
                 first[0] = False
                 maybe_crash(WriteCrashPoint.AFTER_FIRST_RETIRE, self.crash)
 
-        _, conflicts = await retire(self.client, entry, clock=self.clock, after_each=deleted)
+        _, conflicts = await retire(self.client, entry, clock=self.clock, after_each=deleted, guard=self.guard)
         self.report.warnings.extend(conflicts)
         maybe_crash(WriteCrashPoint.AFTER_RETIRE, self.crash)  # the entry stays a grace period: recovery forgets it
 
@@ -501,6 +538,13 @@ def _compaction_below(key: str, prefix: str) -> bool:
         return False
     rest = relative[marker + 1 + len(layout.CONTROL_DIR) :]
     return rest == layout.LOCK_NAME or rest.startswith(layout.JOURNAL_DIR)
+
+
+async def _released_lock(client: S3Client, bucket: str, key: str) -> bool:
+    """Whether ``key`` is a table lock its holder released (it stays, marked, where no conditional DELETE exists)."""
+    if not key.endswith(layout.CONTROL_DIR + layout.LOCK_NAME):
+        return False
+    return await lock_held(client, bucket, key.removesuffix(layout.CONTROL_DIR + layout.LOCK_NAME)) is None
 
 
 async def _release(lock: CompactionLock, report: WriteReport) -> None:
