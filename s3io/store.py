@@ -427,7 +427,8 @@ def store_option_names() -> tuple[str, ...]:
     )
 
 
-_KEYWORD_FIELDS = (
+# StoreConfig fields the Python API takes as keywords, beside the endpoint, region, credentials, policy and engine
+KEYWORD_FIELDS = (
     "sse",
     "sse_kms_key_id",
     "sse_bucket_key",
@@ -435,14 +436,15 @@ _KEYWORD_FIELDS = (
     "requester_pays",
     "proxy",
     "ca_bundle",
+    "require_atomic_deletes",
 )
 
 
 def _parsed_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
     """StoreConfig fields given as keywords (``from_kwargs``), parsed by their options' parsers; None: not given."""
-    unknown = sorted(set(settings) - set(_KEYWORD_FIELDS))
+    unknown = sorted(set(settings) - set(KEYWORD_FIELDS))
     if unknown:
-        raise TypeError(f"unexpected keyword argument {unknown[0]!r}; store settings: {', '.join(_KEYWORD_FIELDS)}")
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}; store settings: {', '.join(KEYWORD_FIELDS)}")
     return {
         name: declared_option(StoreConfig, name).parse(value, name)
         for name, value in settings.items()

@@ -459,11 +459,19 @@ async def test_a_bulk_delete_that_fails_some_keys_transiently_deletes_them_one_b
 async def test_a_lock_that_cannot_be_released_is_a_warning_not_a_lost_report(
     fault_proxy: Any, s3_client: Any, bucket: str
 ) -> None:
-    """The job is done when the lock's release fails (403 here, never retried): the report says ok, with a warning
-    that the lock ends by itself, instead of the job raising after its work was done."""
+    """The job is done when the lock's release (a PUT of a "released" body) fails (403 here, never retried): the
+    report says ok, with a warning that the lock ends by itself, instead of the job raising after its work was done.
+    The release is the lock's first PUT after the job forgot its journal entry."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
     denied = ErrorResponse(403, "AccessDenied", "Access Denied")
-    rule = fault_proxy.add_rule(FaultRule(denied, method="DELETE", path=r"/_s3io_compaction/LOCK$"))
+    forgotten = []
+
+    def the_release(request: Any) -> bool:
+        if request.method == "DELETE" and "/journal/" in request.path:
+            forgotten.append(request.path)
+        return bool(forgotten) and request.method == "PUT" and request.path.endswith("/LOCK")
+
+    rule = fault_proxy.add_rule(FaultRule(denied, predicate=the_release, times=1))
     async with make_client(fault_proxy.url) as through_proxy:
         report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert fault_proxy.fired(rule) == 1
