@@ -22,7 +22,7 @@ from test_write_support import plain_ids, run_task, uploads_left
 import spark_ext
 from s3io.compaction import CompactionOptions, recover_prefix
 from s3io.errors import InvalidConfig
-from s3io.table import layout, writes
+from s3io.table import journal, layout
 from s3io.table.write_protocol import complete_files
 from s3io.write import WriteOptions, WriteSpec
 
@@ -256,13 +256,13 @@ async def test_spark_readers_do_not_see_a_write_committed_but_not_yet_published(
     spec = WriteSpec(bucket, "midway/", layout.new_job_id(), new.schema, WriteOptions(grace_period=0.2))
     async with make_client(s3_endpoint.url) as client:
         output = await run_task(client, spec, new)
-        claim = await writes.create(
+        claim = await journal.create(
             client,
-            writes.WriteEntry(
-                job_id=spec.job_id, state=writes.PENDING, bucket=bucket, prefix="midway/", files=output.files
+            journal.WriteEntry(
+                job_id=spec.job_id, state=journal.PENDING, bucket=bucket, prefix="midway/", files=output.files
             ),
         )
-        committed = await writes.advance(client, claim, state=writes.COMMITTED)
+        committed = await journal.advance(client, claim, state=journal.COMMITTED)
         await complete_files(client, committed)
     assert plain_ids(s3_client, bucket, "midway/") == [*range(10), *range(100, 105)]
 

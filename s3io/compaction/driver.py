@@ -63,9 +63,19 @@ from s3io.stream_state.lease import (
 )
 from s3io.table import layout
 from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
-from s3io.table.journal import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
+from s3io.table.journal import (
+    DONE,
+    JournalEntry,
+    ObjectRef,
+    WriteEntry,
+    list_entry_keys,
+    list_write_keys,
+    read_entries,
+    read_journal,
+    write_claims,
+)
+from s3io.table.layout import is_sink_key, is_write_key
 from s3io.table.visibility import apply_journal
-from s3io.table.writes import is_sink_key, is_write_key, list_write_keys, read_write_entries, write_claims
 
 log = logging.getLogger("s3io.compaction")
 TWICE = "left out by its task in both rounds"
@@ -678,7 +688,7 @@ class _Job:
         below = [o for o in listing if is_write_key(o.key)]
         for root in layout.journal_roots(self.prefix)[1:]:
             below += await list_write_keys(self.client, self.bucket, root)  # (and above)
-        writes = await read_write_entries(self.client, self.bucket, below)
+        writes = await read_entries(self.client, WriteEntry, self.bucket, below)
         return claimed + write_claims(writes)
 
     async def _other_roots(self, listing: Sequence[ObjectInfo]) -> str | None:

@@ -193,7 +193,7 @@ async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: Jour
                 await journal.withdraw(client, claim)
                 break
             except (PreconditionFailed, NotFound):
-                current = await read_entry(client, claim.bucket, claim.key)
+                current = await read_entry(client, JournalEntry, claim.bucket, claim.key)
                 if current is None:
                     break
                 if current.state not in CLAIMS:

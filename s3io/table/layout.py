@@ -34,10 +34,13 @@ INPUTS_MODIFIED_METADATA_KEY = b"s3io.compaction.inputs_modified"
 STAGING_DIR = "_s3io_staging/"
 LOCK_NAME = "LOCK"
 JOURNAL_DIR = "journal/"
+WRITES_DIR = "writes/"
+SINKS_DIR = "sinks/"
 PROBE_DIR = "probe/"
 FINAL_PREFIX = "part-c-"
 
-_JOURNAL_KEY = re.compile(r"(?:^|/)_s3io_compaction/journal/(?P<job>[^/]+)/(?P<group>[^/]+)\.json$")
+_JOURNAL_KEY = re.compile(rf"(?:^|/){re.escape(CONTROL_DIR + JOURNAL_DIR)}(?P<job>[^/]+)/(?P<group>[^/]+)\.json$")
+_WRITE_KEY = re.compile(rf"(?:^|/){re.escape(CONTROL_DIR + WRITES_DIR)}(?P<job>[^/]+)\.json$")
 
 
 def parse_prefix(url: str) -> tuple[str, str]:
@@ -64,6 +67,27 @@ def probe_key(prefix: str, job_id: str) -> str:
 
 def is_probe_key(key: str) -> bool:
     return f"/{CONTROL_DIR}{PROBE_DIR}" in f"/{key}"
+
+
+def writes_prefix(prefix: str) -> str:
+    return f"{prefix}{CONTROL_DIR}{WRITES_DIR}"
+
+
+def write_key(prefix: str, job_id: str) -> str:
+    return f"{writes_prefix(prefix)}{job_id}.json"
+
+
+def is_write_key(key: str) -> bool:
+    return _WRITE_KEY.search(key) is not None
+
+
+def is_sink_key(key: str) -> bool:
+    return f"/{CONTROL_DIR}{SINKS_DIR}" in f"/{key}"
+
+
+def root_of_write_key(key: str) -> str:
+    """The prefix a write entry's key belongs to ("" or ending with "/")."""
+    return key[: key.index(CONTROL_DIR + WRITES_DIR)]
 
 
 def journal_prefix(prefix: str) -> str:

@@ -32,10 +32,10 @@ from s3io.s3.capabilities import DeleteGuard
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from s3io.table import sinks, writes
+from s3io.table import journal, sinks
 from s3io.table.conditional import delete_guard, delete_guarded
+from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
 from s3io.table.write_names import job_of_key
-from s3io.table.writes import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, WriteEntry
 
 log = logging.getLogger("s3io.write")
 
@@ -121,16 +121,16 @@ async def roll_back(client: S3Client, entry: WriteEntry) -> WriteEntry | None:
     None once rolled back; the entry as it is now if its writer committed it first (roll that forward)."""
     if entry.state == PENDING:
         try:
-            entry = await writes.advance(client, entry, state=ABORTED)
+            entry = await journal.advance(client, entry, state=ABORTED)
         except (PreconditionFailed, NotFound):
-            current = await writes.read_write_entry(client, entry.bucket, entry.key)
+            current = await journal.read_entry(client, WriteEntry, entry.bucket, entry.key)
             if current is None or current.state in (PENDING, ABORTED):
                 return None if current is None else await roll_back(client, current)
             return current
     if entry.state != ABORTED:
         return entry
     await abort_uploads(client, entry.bucket, entry.files)
-    await writes.forget(client, entry)  # aborted: no process moves it again
+    await journal.forget(client, entry)  # aborted: no process moves it again
     return None
 
 
@@ -138,9 +138,9 @@ async def publish(client: S3Client, entry: WriteEntry, *, clock: Clock = time.ti
     """ "committed" -> "published" once every upload is complete; an entry already published (by a recoverer) is
     fine."""
     try:
-        return await writes.advance(client, entry, state=PUBLISHED, published_at=clock())
+        return await journal.advance(client, entry, state=PUBLISHED, published_at=clock())
     except (PreconditionFailed, NotFound) as exc:
-        current = await writes.read_write_entry(client, entry.bucket, entry.key)
+        current = await journal.read_entry(client, WriteEntry, entry.bucket, entry.key)
         if current is not None and current.state in (PUBLISHED, DONE):
             return current
         raise WriteError(
@@ -166,7 +166,7 @@ async def retire(
     if guard is None:
         guard = await delete_guard(client, entry.bucket, entry.prefix)
 
-    async def one(ref: writes.ObjectRef) -> None:
+    async def one(ref: ObjectRef) -> None:
         assert guard is not None
         try:
             await delete_guarded(client, guard, entry.bucket, ref.key, ref.etag, ref.modified)
@@ -180,7 +180,7 @@ async def retire(
 
     await map_bounded(one, list(entry.replaced), concurrency)
     try:
-        return await writes.advance(client, entry, state=DONE, done_at=clock()), conflicts
+        return await journal.advance(client, entry, state=DONE, done_at=clock()), conflicts
     except (PreconditionFailed, NotFound):
         return None, conflicts
 
@@ -189,7 +189,7 @@ async def forget(client: S3Client, entry: WriteEntry) -> None:
     """Delete a finished entry; a stream micro-batch's is recorded in its sink's record first (sinks.py)."""
     if entry.query_id is not None and entry.batch is not None:
         await sinks.record_batch(client, entry.bucket, entry.prefix, entry.query_id, entry.batch)
-    await writes.forget(client, entry)
+    await journal.forget(client, entry)
 
 
 def lease_ended(entry: WriteEntry, store_now: float, clock_skew: float) -> bool:
@@ -270,7 +270,7 @@ async def recover_writes(
     committing itself. Problems that need a person (an upload lost) are reported in ``errors``, never raised."""
     report = WriteRecovery()
     skipped = set(skip_jobs)
-    entries = [e for e in await writes.read_writes(client, bucket, prefix) if e.job_id not in skipped]
+    entries = [e for e in await journal.read_writes(client, bucket, prefix) if e.job_id not in skipped]
     report.entries_found = len(entries)
     now = await store_now()
     later: list[tuple[WriteEntry, float]] = []  # (an entry only its grace period holds back, seconds left)

@@ -41,8 +41,9 @@ from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.capabilities import DeleteGuard, StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from s3io.table import layout, sinks, writes
+from s3io.table import journal, layout, sinks
 from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
+from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import (
@@ -57,7 +58,6 @@ from s3io.table.write_protocol import (
     retire,
     roll_back,
 )
-from s3io.table.writes import COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
 from s3io.write.auto_compact import auto_compact
 from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
@@ -139,7 +139,7 @@ async def abort_write(client: S3Client, spec: WriteSpec, outputs: Sequence[TaskO
 
     A write already past its commit point (its commit raised after it) is never undone: it is finished instead.
     Returns the keys whose uploads were aborted."""
-    entry = await writes.read_write_entry(client, spec.bucket, writes.write_key(spec.prefix, spec.job_id))
+    entry = await journal.read_entry(client, WriteEntry, spec.bucket, layout.write_key(spec.prefix, spec.job_id))
     if entry is not None and entry.state in (COMMITTED, PUBLISHED, DONE):
         if entry.state == COMMITTED:
             await complete_files(client, entry)
@@ -253,7 +253,7 @@ class _Commit:
             if not self.files and not replaced:
                 return None
             maybe_crash(WriteCrashPoint.BEFORE_CLAIM, self.crash)
-            entry = await writes.create(self.client, self._entry(replaced, scope))
+            entry = await journal.create(self.client, self._entry(replaced, scope))
             maybe_crash(WriteCrashPoint.AFTER_CLAIM, self.crash)
             if lock is not None:
                 await lock.ensure_held()
@@ -289,8 +289,8 @@ class _Commit:
         abort this attempt's uploads and say so. A claim an earlier attempt left (its driver died) is rolled back."""
         assert self.query_id is not None and self.batch is not None
         bucket, prefix, job = self.spec.bucket, self.spec.prefix, self.spec.job_id
-        earlier = await writes.read_write_entry(self.client, bucket, writes.write_key(prefix, job))
-        if earlier is not None and earlier.state in (PENDING, writes.ABORTED):
+        earlier = await journal.read_entry(self.client, WriteEntry, bucket, layout.write_key(prefix, job))
+        if earlier is not None and earlier.state in (PENDING, ABORTED):
             earlier = await roll_back(self.client, earlier)  # the same batch's earlier attempt: its driver is gone
         committed = earlier is not None or await sinks.committed_batch(self.client, bucket, prefix, self.query_id) >= (
             self.batch
@@ -444,7 +444,7 @@ class _Commit:
 
     async def _commit_point(self, pending: WriteEntry) -> WriteEntry:
         try:
-            entry = await writes.advance(self.client, pending, state=COMMITTED, committed_at=self.clock())
+            entry = await journal.advance(self.client, pending, state=COMMITTED, committed_at=self.clock())
         except (PreconditionFailed, NotFound) as exc:
             raise CommitLost(
                 f"the claim of write {self.spec.job_id} was rolled back before it could commit (its lease of "

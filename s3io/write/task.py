@@ -34,8 +34,8 @@ from s3io.errors import InvalidConfig, SchemaMismatch
 from s3io.parquet.sink import ByteSink
 from s3io.s3.client import S3Client
 from s3io.s3.multipart import MultipartWriter
+from s3io.table.journal import NewFile
 from s3io.table.write_names import data_file_name
-from s3io.table.writes import NewFile
 from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.options import WriteOptions
 from s3io.write.partitioning import Partitioner
