@@ -91,7 +91,7 @@ async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
         assert states <= {e.state for e in entries}, [e.state for e in entries]
         if staged:
             assert any("/_s3io_staging/" in k for k in all_keys(s3_client, bucket))
-        assert any(k.endswith("_s3io_compaction/LOCK") for k in all_keys(s3_client, bucket))  # the dead job's
+        assert any(k.endswith("_s3io_table/LOCK") for k in all_keys(s3_client, bucket))  # the dead job's
         if crash_at is CrashPoint.AFTER_INPUT_DELETE:
             remaining_inputs = set(data_keys(s3_client, bucket, PREFIX)) & inputs
             assert remaining_inputs and remaining_inputs != inputs  # mid-way through the deletes

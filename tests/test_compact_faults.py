@@ -37,7 +37,7 @@ async def test_compaction_through_503s_resets_stalls_and_lost_responses_is_exact
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
     rules = [
         # lost responses of conditional writes: applied upstream, then the connection is reset
-        FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"_s3io_compaction/LOCK$", times=1),
+        FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"_s3io_table/LOCK$", times=1),
         FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"/journal/", nth=1),
         FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"/journal/", nth=3),
         FaultRule(ResetBeforeHeaders(forward_first=True), method="DELETE", path=r"part-000\d\d\.parquet", times=2),

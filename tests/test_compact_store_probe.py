@@ -31,7 +31,7 @@ from test_compact_support import (
     write_landing_zone,
 )
 
-from s3io.compaction import CompactionLock, MissingETag, compact_prefix, recover_prefix
+from s3io.compaction import MissingETag, TableLock, compact_prefix, recover_prefix
 from s3io.s3.capabilities import VERDICTS
 from s3io.table import conditional, layout
 
@@ -48,7 +48,7 @@ def lax_store(s3_endpoint: Any) -> Iterator[str]:
 
 
 def _objects(s3: Any, bucket: str) -> dict[str, str]:
-    """Every object but a released lock (it stays, marked released: see s3io.compaction.lock)."""
+    """Every object but a released lock (it stays, marked released: see s3io.table.lock)."""
     listed = s3.list_objects_v2(Bucket=bucket).get("Contents", [])
     return {o["Key"]: o["ETag"] for o in listed if not released_lock(s3, bucket, o["Key"])}
 
@@ -141,12 +141,12 @@ async def test_the_probe_runs_once_per_store_before_the_lock_and_its_verdict_is_
     assert first.status == second.status == "ok", first.to_text() + second.to_text()
     verdict = VERDICTS.get(fault_proxy.url)
     assert verdict is not None
-    locked = min(r.seq for r in fault_proxy.requests if r.path.endswith("_s3io_compaction/LOCK"))
+    locked = min(r.seq for r in fault_proxy.requests if r.path.endswith("_s3io_table/LOCK"))
     exists, *probe = [r for r in fault_proxy.requests if r.seq < locked]  # the first things the first run did
     assert exists.method == "GET" and "list-type=2" in exists.query  # one LIST: is anything there at all?
     assert len(probe) == verdict.requests
-    assert all("_s3io_compaction/probe/" in r.path or r.query == "delete=" for r in probe), probe
-    assert [r for r in fault_proxy.requests if "_s3io_compaction/probe/" in r.path and r.seq > locked] == []
+    assert all("_s3io_table/probe/" in r.path or r.query == "delete=" for r in probe), probe
+    assert [r for r in fault_proxy.requests if "_s3io_table/probe/" in r.path and r.seq > locked] == []
     assert first.store == second.store == verdict.summary()
     assert "lacks per-object ETags in DeleteObjects" in first.store and verdict.summary() in first.to_text()
     assert [r.getMessage() for r in caplog.records].count(verdict.summary()) == 1
@@ -160,7 +160,7 @@ async def test_the_probe_runs_once_per_store_before_the_lock_and_its_verdict_is_
 async def test_a_missing_etag_is_refused_and_never_sent_without_its_condition(
     fault_proxy: Any, s3_client: Any, bucket: str
 ) -> None:
-    key = f"{PREFIX}_s3io_compaction/journal/j/g.json"
+    key = f"{PREFIX}_s3io_table/journal/j/g.json"
     s3_client.put_object(Bucket=bucket, Key=key, Body=b"theirs")
     async with make_client(fault_proxy.url) as client:
         for missing in (None, "", '""'):
@@ -181,7 +181,7 @@ async def test_a_lock_whose_etag_the_store_withholds_is_never_taken_over_uncondi
     no_lock_etag = without_etags(lambda method, path: method in ("GET", "HEAD") and path.endswith(lock_key))
     with MotoWsgiServer(no_lock_etag) as url:
         async with make_client(url) as client:
-            lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=5, clock_skew=0)
+            lock = TableLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=5, clock_skew=0)
             with pytest.raises(MissingETag, match="judge the lock"):
                 await lock.acquire()
     assert json.loads(s3_client.get_object(Bucket=bucket, Key=lock_key)["Body"].read()) == dead

@@ -200,10 +200,10 @@ def test_a_stream_sink_killed_after_a_commit_and_restarted_writes_every_row_once
         spark.range(n * 10, n * 10 + 10).coalesce(1).write.mode("append").parquet(str(source))
     url, checkpoint = f"s3://{bucket}/sink/", tmp_path / "checkpoint"
     # the second raise of the sink's record (batch 1's, right after its publish) hangs: the driver dies there
-    fault_proxy.add_rule(FaultRule(fault=Latency(120), method="PUT", path=r"/sink/_s3io_compaction/sinks/", nth=2))
+    fault_proxy.add_rule(FaultRule(fault=Latency(120), method="PUT", path=r"/sink/_s3io_table/sinks/", nth=2))
     (tmp_path / "driver.py").write_text(SINK_DRIVER)
     with spark_driver(tmp_path / "driver.py", fault_proxy.url, str(source), url, str(checkpoint)):
-        fault_proxy.wait_for_requests(2, timeout=240, method="PUT", path=r"/sink/_s3io_compaction/sinks/")
+        fault_proxy.wait_for_requests(2, timeout=240, method="PUT", path=r"/sink/_s3io_table/sinks/")
     assert plain_ids(s3_client, bucket, "sink/") == list(range(20))  # batches 0 and 1 are published
 
     query = (

@@ -28,7 +28,7 @@ from test_compact_support import (
 from test_write_support import plain_ids, rows, uploads_left, visible_ids
 
 from s3io import S3Client
-from s3io.compaction import CompactionLock, ConditionalWritesUnsupported, compact_prefix, recover_prefix
+from s3io.compaction import ConditionalWritesUnsupported, TableLock, compact_prefix, recover_prefix
 from s3io.s3.capabilities import VERDICTS, DeleteGuard
 from s3io.table import journal, layout
 from s3io.table.journal import PENDING, JournalEntry, ObjectRef
@@ -136,9 +136,9 @@ async def test_a_lock_taken_over_is_never_released_by_its_old_holder_and_a_relea
     key = layout.lock_key(PREFIX)
     with _store(AS_LOCALSTACK) as url:
         async with _client(url) as client:
-            old = CompactionLock(client, bucket, PREFIX, owner="old", job_id="a", ttl=0.5, clock_skew=0.0)
+            old = TableLock(client, bucket, PREFIX, owner="old", job_id="a", ttl=0.5, clock_skew=0.0)
             await old.acquire()
-            new = CompactionLock(client, bucket, PREFIX, owner="new", job_id="b", ttl=30.0, clock_skew=0.0)
+            new = TableLock(client, bucket, PREFIX, owner="new", job_id="b", ttl=30.0, clock_skew=0.0)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 try:
@@ -155,7 +155,7 @@ async def test_a_lock_taken_over_is_never_released_by_its_old_holder_and_a_relea
             await new.release()
             assert json.loads(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())["released"] is True
             started = time.monotonic()
-            third = CompactionLock(client, bucket, PREFIX, owner="third", job_id="c", ttl=30.0, clock_skew=0.0)
+            third = TableLock(client, bucket, PREFIX, owner="third", job_id="c", ttl=30.0, clock_skew=0.0)
             await third.acquire()  # a released lock is taken with If-Match, without waiting for any lease
             assert time.monotonic() - started < 5 and third.taken_over is None
             await third.release()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from s3io.compaction.grouping import CompactionPlan, SkippedFile, SkippedGroup, format_size
-from s3io.compaction.recover import RecoveryReport
+from s3io.table.recovery import RecoveryReport
 
 # status values
 OK = "ok"  # every planned group was published (or committed, with finish=False)

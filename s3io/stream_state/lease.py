@@ -1,6 +1,6 @@
 """A stream's lease: a small object in the compaction folder saying "these files are mine until I have read them".
 
-    <prefix>_s3io_compaction/leases/<streamName>.json
+    <prefix>_s3io_table/leases/<streamName>.json
         {"stream", "owner", "state": "s3://bucket/<state prefix>", "committed_batch", "ttl", "max_file_age", ...}
 
 A running stream writes it before its first listing and renews it every ttl/3 and at each commit (If-Match on its
@@ -40,7 +40,7 @@ from s3io.urls import split_s3_url
 
 log = logging.getLogger("s3io.stream_state")
 
-LEASES_DIR = "_s3io_compaction/leases/"
+LEASES_DIR = f"{layout.CONTROL_DIR}leases/"
 FORMAT = "s3io-stream-lease/1"
 READ_ATTEMPTS = 5  # reads of one lease that a renewal between HEAD and GET may spoil before it is an error
 

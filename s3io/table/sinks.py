@@ -1,6 +1,6 @@
 """A stream sink's progress: the last micro-batch it committed, one small object per streaming query.
 
-    <prefix>_s3io_compaction/sinks/<query key>.json     {"query_id", "batch", "write_id"}
+    <prefix>_s3io_table/sinks/<query key>.json     {"query_id", "batch", "write_id"}
 
 While a micro-batch's write entry exists (journal.py, job id ``s<query>-b<batch>``) it says whether the batch is
 committed; this object says so once the entry is forgotten. It only ever grows (created with If-None-Match: *,

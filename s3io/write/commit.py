@@ -33,17 +33,17 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from s3io.compaction.errors import CompactionError, LockHeld, LockLost
-from s3io.compaction.lock import CompactionLock, lock_held
-from s3io.compaction.recover import recover
-from s3io.compaction.store_probe import probe_store
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.capabilities import DeleteGuard, StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import journal, layout, sinks
 from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
+from s3io.table.errors import LockHeld, LockLost, TableError
 from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
+from s3io.table.lock import TableLock, lock_held
+from s3io.table.recovery import recover
+from s3io.table.store_check import probe_store
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import (
@@ -244,7 +244,7 @@ class _Commit:
             self.report.compaction = await auto_compact(self.client, entry.bucket, entry.prefix, written, self.options)
         return self._done(COMMITTED_NOW)
 
-    async def _claim_and_commit(self, lock: CompactionLock | None) -> WriteEntry | None:
+    async def _claim_and_commit(self, lock: TableLock | None) -> WriteEntry | None:
         """Steps 2-4: what an overwrite replaces, the claim, the commit point; None if there is nothing to commit.
         Any failure before the commit point rolls the write back."""
         entry: WriteEntry | None = None
@@ -316,9 +316,9 @@ class _Commit:
         self.outputs.append(output)
         self.files.extend(output.files)
 
-    async def _lock(self) -> CompactionLock:
+    async def _lock(self) -> TableLock:
         """The prefix's compaction lock, waiting up to ``lock_wait`` for its holder to finish."""
-        lock = CompactionLock(
+        lock = TableLock(
             self.client,
             self.spec.bucket,
             self.spec.prefix,
@@ -344,7 +344,7 @@ class _Commit:
         lock.start_renewing()
         return lock
 
-    async def _replaced(self, lock: CompactionLock) -> tuple[tuple[ObjectRef, ...], tuple[str, ...]]:
+    async def _replaced(self, lock: TableLock) -> tuple[tuple[ObjectRef, ...], tuple[str, ...]]:
         """What an overwrite replaces: the data files a journal-aware reader sees now in its scope (after finishing
         what a dead compaction left: its outputs are then plain files)."""
         assert self.clock_of_store is not None
@@ -511,7 +511,7 @@ class _Commit:
     async def _roll_back(self, entry: WriteEntry | None, cause: BaseException) -> None:
         """Before the commit point: undo the claim and abort every upload (best effort; recovery does the rest).
         A claim that turns out committed after all (its answer was lost) is left to roll forward."""
-        with contextlib.suppress(S3IOError, CompactionError, asyncio.CancelledError):
+        with contextlib.suppress(S3IOError, TableError, asyncio.CancelledError):
             if entry is not None:
                 current = await roll_back(self.client, entry)
                 if current is not None and current.state in (COMMITTED, PUBLISHED, DONE):
@@ -547,7 +547,7 @@ async def _released_lock(client: S3Client, bucket: str, key: str) -> bool:
     return await lock_held(client, bucket, key.removesuffix(layout.CONTROL_DIR + layout.LOCK_NAME)) is None
 
 
-async def _release(lock: CompactionLock, report: WriteReport) -> None:
+async def _release(lock: TableLock, report: WriteReport) -> None:
     try:
         await asyncio.shield(lock.release())
     except (S3IOError, LockLost) as exc:

@@ -3,14 +3,14 @@
 Pass ``crash_at=WriteCrashPoint.X`` to ``commit_write`` (or set ``S3IO_WRITE_CRASH_AT=x`` under the test switch
 ``S3IO_TEST_CRASH_POINTS=1``, for a commit that runs where no argument reaches, such as a Spark commit worker):
 the first time the commit reaches that step it dies as a killed driver would, with no finally and no atexit. The
-mechanism is the compaction's (s3io.compaction.crash).
+mechanism is the compaction's (s3io.table.crash).
 """
 
 from __future__ import annotations
 
 import enum
 
-from s3io.compaction.crash import maybe_crash, resolve
+from s3io.table.crash import maybe_crash, resolve
 
 ENV_VAR = "S3IO_WRITE_CRASH_AT"
 

@@ -34,14 +34,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from s3io.compaction.errors import LockHeld, LockLost
-from s3io.compaction.store_probe import StoreNow, clock_from_probe
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.table import conditional
+from s3io.table.errors import LockHeld, LockLost
 from s3io.table.layout import lock_key
+from s3io.table.store_check import StoreNow, clock_from_probe
 
 log = logging.getLogger("s3io.compaction")
 ACQUIRE_ATTEMPTS = 5
@@ -102,8 +102,8 @@ class LockInfo:
             )
 
 
-class CompactionLock:
-    """``async with CompactionLock(...) as lock:`` acquires, renews in the background, releases on exit.
+class TableLock:
+    """``async with TableLock(...) as lock:`` acquires, renews in the background, releases on exit.
 
     ``store_now`` returns the store's clock (default: probe the store on first need, see store_probe.py);
     ``clock`` is this machine's wall clock, used only for the times written into the body.
@@ -318,7 +318,7 @@ class CompactionLock:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def __aenter__(self) -> CompactionLock:
+    async def __aenter__(self) -> TableLock:
         await self.acquire()
         self.start_renewing()
         return self

@@ -46,90 +46,35 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from s3io.compaction.crash import CrashPoint, maybe_crash
-from s3io.compaction.errors import CompactionError, LockLost
-from s3io.compaction.grouping import CompactionGroup
-from s3io.compaction.lock import CompactionLock
-from s3io.compaction.rewrite import GroupOutput
-from s3io.compaction.store_probe import bulk_conditional_delete
 from s3io.engine.tasks import gather_all, map_bounded
-from s3io.errors import NotFound, ObjectChanged, PreconditionFailed, S3IOError
+from s3io.errors import NotFound, ObjectChanged, PreconditionFailed
 from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.checksums import StoredChecksum
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
-from s3io.table import journal, layout
+from s3io.table import journal
 from s3io.table.conditional import delete_guard, delete_guarded, require_etag
-from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
+from s3io.table.crash import CrashPoint, maybe_crash
+from s3io.table.errors import LockLost, TableError
+from s3io.table.journal import COMMITTED, DONE, PUBLISHED, JournalEntry, ObjectRef
+from s3io.table.lock import TableLock
+from s3io.table.store_check import bulk_conditional_delete
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class StagingLost(CompactionError):
+class StagingLost(TableError):
     """A committed entry's staging object is gone or changed before it was published."""
 
 
-class ChecksumConflict(CompactionError):
+class ChecksumConflict(TableError):
     """The store states another checksum for an output than the journal recorded (under the recorded ETag and size),
     or a copy's differs from its source's: it holds other bytes than were verified. Nothing is published or deleted
     on its account; the entry is left for a person."""
 
 
-async def commit_group(
-    client: S3Client,
-    lock: CompactionLock,
-    *,
-    job_id: str,
-    prefix: str,
-    group: CompactionGroup,
-    output: GroupOutput,
-    owner: str = "",
-    clock: Clock = time.time,
-) -> JournalEntry:
-    """Make a verified output the truth for its inputs: a "pending" entry, a lock check, then "committed".
-
-    See the module doc for why it takes two writes and a check in between. If the lock is lost in between, the
-    pending entry is withdrawn (best effort; the next holder's recovery deletes it otherwise) and LockLost raised.
-    """
-    require_etag(output.staging.etag, group.bucket, output.staging.key, "commit")
-    entry = JournalEntry(
-        job_id=job_id,
-        group_id=group.group_id,
-        state=PENDING,
-        bucket=group.bucket,
-        prefix=prefix,
-        partition_dir=group.partition_dir,
-        # the inputs the output holds, with the Last-Modified RGW's delete guard names
-        inputs=tuple(ObjectRef(f.key, f.etag, f.size, modified=f.last_modified) for f in output.inputs),
-        staging=output.staging,
-        final_key=layout.final_key(group.partition_dir, job_id, group.group_id),
-        rows=output.rows,
-        checksums=dict(output.checksums),
-        committed_at=clock(),
-        owner=owner,
-    )
-    async with lock.fenced(f"the commit of group {group.group_id}"):
-        pending = await journal.create(client, entry)
-        try:
-            await lock.ensure_held()  # after the pending entry landed: no other job took the lock before it did
-        except LockLost:
-            await _withdraw(client, pending)
-            raise
-        try:
-            return await journal.advance(client, pending, state=COMMITTED, committed_at=clock())
-        except (PreconditionFailed, NotFound) as exc:
-            raise _moved(pending) from exc
-
-
-async def _withdraw(client: S3Client, pending: JournalEntry) -> None:
-    """Withdraw our own pending entry after losing the lock (marked aborted, then deleted); failures, and an entry
-    another job moved meanwhile, are left to the next holder's recovery."""
-    with contextlib.suppress(S3IOError):
-        await journal.withdraw(client, pending)
-
-
-async def copy_to_final(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> ObjectRef:
+async def copy_to_final(client: S3Client, lock: TableLock, entry: JournalEntry) -> ObjectRef:
     """Copy the committed staging object to the final key; returns the final object's ETag and size."""
     async with lock.fenced(f"the copy of {entry.key} to its final key"):
         return await _copy_to_final(client, entry)
@@ -153,7 +98,7 @@ async def _copy_to_final(client: S3Client, entry: JournalEntry) -> ObjectRef:
     copied = await client.copy_object(entry.bucket, staging.key, entry.bucket, entry.final_key, if_match=staging.etag)
     final = await client.head_object(entry.bucket, entry.final_key)
     if final.size != staging.size:
-        raise CompactionError(
+        raise TableError(
             f"copy of s3://{entry.bucket}/{staging.key} to {entry.final_key} has {final.size} bytes, "
             f"expected {staging.size}"
         )
@@ -206,7 +151,7 @@ def _conflict(entry: JournalEntry, ref: ObjectRef, stored: StoredChecksum, what:
 
 
 async def record_published(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, final: ObjectRef, *, clock: Clock = time.time
+    client: S3Client, lock: TableLock, entry: JournalEntry, final: ObjectRef, *, clock: Clock = time.time
 ) -> JournalEntry:
     async with lock.fenced(f"the publish record of {entry.key}"):
         return await _advance(client, entry, state=PUBLISHED, final=final, published_at=clock())
@@ -222,7 +167,7 @@ class InputDeletion:
 
 async def delete_inputs(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     entry: JournalEntry,
     *,
     concurrency: int = 16,
@@ -238,7 +183,7 @@ async def delete_inputs(
     for another reason than "gone" or "changed" (InternalError, SlowDown, ...) gets a conditional DELETE of its own,
     retried by the policy, so one transient per-key error does not stop the job."""
     if entry.state != PUBLISHED or entry.final is None:
-        raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
+        raise TableError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
     outcome = InputDeletion(guard=guard)
 
     async def one(ref: ObjectRef) -> None:
@@ -282,19 +227,19 @@ async def delete_inputs(
     return outcome
 
 
-async def delete_staging(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+async def delete_staging(client: S3Client, lock: TableLock, entry: JournalEntry) -> None:
     async with lock.fenced(f"the staging delete of {entry.key}"):
         await _delete_own(client, entry.bucket, entry.staging.key)
 
 
 async def record_done(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, *, clock: Clock = time.time
+    client: S3Client, lock: TableLock, entry: JournalEntry, *, clock: Clock = time.time
 ) -> JournalEntry:
     async with lock.fenced(f"the done record of {entry.key}"):
         return await _advance(client, entry, state=DONE, done_at=clock())
 
 
-async def forget(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+async def forget(client: S3Client, lock: TableLock, entry: JournalEntry) -> None:
     async with lock.fenced(f"the delete of {entry.key}"):
         await journal.forget(client, entry)
 
@@ -303,10 +248,10 @@ async def _advance(client: S3Client, entry: JournalEntry, **changes: object) -> 
     try:
         return await journal.advance(client, entry, **changes)
     except (PreconditionFailed, NotFound) as exc:
-        raise _moved(entry) from exc
+        raise moved(entry) from exc
 
 
-def _moved(entry: JournalEntry) -> LockLost:
+def moved(entry: JournalEntry) -> LockLost:
     """Only a lock holder changes the journal: an entry that moved under us means another job holds the lock."""
     return LockLost(f"journal entry s3://{entry.bucket}/{entry.key} was changed by another job; stopping")
 
@@ -327,7 +272,7 @@ class FinishOutcome:
 
 async def finish_entries(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     entries: Sequence[JournalEntry],
     *,
     grace_period: float,
@@ -414,7 +359,7 @@ async def finish_entries(
 
 
 async def _check_final(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, outcome: FinishOutcome, clock: Clock
+    client: S3Client, lock: TableLock, entry: JournalEntry, outcome: FinishOutcome, clock: Clock
 ) -> JournalEntry | None:
     """Before deleting the inputs of an entry published by an earlier run: is its final object still the one
     recorded? If not, publish again from staging when staging is intact; otherwise leave the entry (and its
@@ -452,7 +397,7 @@ async def _check_final(
 
 
 async def _staging_lost(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, exc: StagingLost, outcome: FinishOutcome
+    client: S3Client, lock: TableLock, entry: JournalEntry, exc: StagingLost, outcome: FinishOutcome
 ) -> None:
     """A committed entry without its staging object: roll back if every input is intact, else leave and report."""
     intact = True
@@ -471,7 +416,7 @@ async def _staging_lost(
             try:
                 await journal.withdraw(client, entry)
             except (PreconditionFailed, NotFound) as exc:
-                raise _moved(entry) from exc
+                raise moved(entry) from exc
         outcome.rolled_back.append(entry.key)
     else:
         outcome.errors.append(f"{exc}; some inputs are gone too: left for manual inspection")

@@ -24,16 +24,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from s3io.compaction.crash import CrashPoint
-from s3io.compaction.lock import CompactionLock
-from s3io.compaction.protocol import Clock, Sleep, finish_entries
 from s3io.engine.tasks import map_bounded
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import journal
+from s3io.table.crash import CrashPoint
 from s3io.table.journal import CLAIMS, JournalEntry, read_entry, read_journal
 from s3io.table.layout import is_staging_key
+from s3io.table.lock import TableLock
+from s3io.table.transaction import Clock, Sleep, finish_entries
 from s3io.table.write_protocol import WriteRecovery, recover_writes
 
 
@@ -80,7 +80,7 @@ class RecoveryReport:
 
 async def recover(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     bucket: str,
     prefix: str,
     listing: Sequence[ObjectInfo] | None = None,
@@ -158,7 +158,7 @@ async def recover(
 
 async def _recover_writes(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     prefix: str,
     grace_period: float,
     store_clock: Clock | None,
@@ -184,7 +184,7 @@ async def _recover_writes(
         )
 
 
-async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: JournalEntry) -> JournalEntry | None:
+async def _roll_back_pending(client: S3Client, lock: TableLock, claim: JournalEntry) -> JournalEntry | None:
     """Withdraw a pending (or aborted) entry: marked "aborted" (If-Match: its writer can no longer commit it), deleted,
     then its staging object; the entry as it is now if its writer committed it first."""
     async with lock.fenced(f"the roll-back of {claim.key}"):
@@ -205,7 +205,7 @@ async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: Jour
 
 
 async def _abort_unfinished_uploads(
-    client: S3Client, lock: CompactionLock, bucket: str, prefix: str, report: RecoveryReport
+    client: S3Client, lock: TableLock, bucket: str, prefix: str, report: RecoveryReport
 ) -> None:
     """Abort staging uploads a crashed job started and never finished: invisible to listings, but their parts
     stay stored (and billed) until aborted. Runs under the lock before this job uploads anything, so none

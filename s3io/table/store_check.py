@@ -8,7 +8,7 @@ just before the DELETE), and ``StoreConfig.require_atomic_deletes`` refuses a st
 Many S3-compatible stores ignore some conditions (Ceph RGW 16 in a versioned bucket ignores them all; OpenStack
 Swift answers 501), which would silently turn a conditional write into a plain one. So before it takes the lock, a
 run asks ``s3io.s3.probe.store_capabilities`` in the bucket being written (about twenty-five small requests on
-scratch objects under ``<prefix>_s3io_compaction/probe/``, removed afterwards; once per endpoint, bucket and process,
+scratch objects under ``<prefix>_s3io_table/probe/``, removed afterwards; once per endpoint, bucket and process,
 then kept), and refuses with ``ConditionalWritesUnsupported`` naming each missing behaviour and the fix before
 anything is written. Where the store honours a condition only in another form (RGW 16 takes ``If-Match`` on PUT with
 the ETag unquoted), the client sends that form from then on. The verdict's clock (the probe object's Last-Modified,
@@ -21,10 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from s3io.compaction.errors import CompactionError, ConditionalWritesUnsupported
 from s3io.s3.capabilities import Capability, DeleteGuard, MissingCapability, StoreCapabilities
 from s3io.s3.client import S3Client
 from s3io.s3.probe import store_capabilities
+from s3io.table.errors import ConditionalWritesUnsupported, TableError
 from s3io.table.layout import probe_prefix
 
 NEEDED = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE)
@@ -46,7 +46,7 @@ async def probe_store(
     nothing_done: str = NOTHING_DONE,
 ) -> StoreCapabilities:
     """The store's verdict (see the module doc); ConditionalWritesUnsupported if it lacks a condition compaction
-    needs, CompactionError if it gives no clock. ``needed_by`` / ``nothing_done``: what needs the conditions and
+    needs, TableError if it gives no clock. ``needed_by`` / ``nothing_done``: what needs the conditions and
     what was (not) done, in the refusal's words (the writer's commit asks the same of the store)."""
     url = f"s3://{bucket}/{prefix}"
     try:
@@ -72,7 +72,7 @@ async def probe_store(
             "to accept a window of one round trip in which a file rewritten by another writer could be deleted"
         )
     if verdict.clock is None:
-        raise CompactionError(
+        raise TableError(
             f"{url}: the store answered a HEAD without Last-Modified; {needed_by} judge lock expiry on the "
             f"store's clock and cannot run without it, so {nothing_done}"
         )
