@@ -30,6 +30,7 @@ from test_compact_support import (
 
 from s3io.compaction import CrashPoint, compact_prefix, recover_prefix
 from s3io.table import read_journal
+from s3io.table.crash import COMPACTION_POINTS
 
 PREFIX = "zone/"
 LOCK_TTL = 2.5  # renewed every ttl/3: a renewal has 1.7 s to land on a loaded machine before the lease ends
@@ -73,7 +74,7 @@ async def recover_when_the_lock_expires(client: Any, url: str) -> Any:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("crash_at", list(CrashPoint), ids=[p.value for p in CrashPoint])
+@pytest.mark.parametrize("crash_at", COMPACTION_POINTS, ids=[p.value for p in COMPACTION_POINTS])
 async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
     crash_at: CrashPoint, s3_endpoint: Any, s3_client: Any, bucket: str
 ) -> None:

@@ -39,9 +39,10 @@ from test_compact_support import (
 from test_write_support import plain_ids, rows, uploads_left, visible_ids
 
 import s3io
-from s3io.compaction import ConditionalWritesUnsupported, CrashPoint, compact_prefix, recover_prefix
+from s3io.compaction import ConditionalWritesUnsupported, compact_prefix, recover_prefix
 from s3io.s3.capabilities import VERDICTS, DeleteGuard
 from s3io.table import layout
+from s3io.table.crash import COMPACTION_POINTS
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -150,16 +151,16 @@ def test_a_compaction_killed_at_each_step_and_recovered_leaves_every_row_once(
     then each prefix recovered once its dead job's lock expired: every reader sees every row once."""
     originals = {
         point: write_landing_zone(s3_client, bucket, f"crash-{i}/", {"date=1": 5, "date=2": 5}, rows_per_file=20)
-        for i, point in enumerate(CrashPoint)
+        for i, point in enumerate(COMPACTION_POINTS)
     }
     time.sleep(OLD_ENOUGH)
-    for i, point in enumerate(CrashPoint):
+    for i, point in enumerate(COMPACTION_POINTS):
         killed = run_job_until_killed(s3_endpoint.url, f"s3://{bucket}/crash-{i}/", point, CRASH_OPTIONS)
         assert killed.returncode == -signal.SIGKILL, (point, killed.returncode, killed.stderr[-2000:])
 
     async def recover_all() -> None:
         async with make_client(s3_endpoint.url, FAST_POLICY) as client:
-            for i, point in enumerate(CrashPoint):
+            for i, point in enumerate(COMPACTION_POINTS):
                 url = f"s3://{bucket}/crash-{i}/"
                 assert checksum_of(await visible_table(client, bucket, f"crash-{i}/")) == checksum_of(originals[point])
                 for _ in range(100):

@@ -1,7 +1,7 @@
 """The commit of a write: its tasks' uploads made visible at once, under the journal (docs/writing.md, "Protocol").
 
 ``commit_write`` runs once, on the driver, after every task has uploaded its files (uncompleted multipart uploads,
-task.py). Steps (s3io.table.write_protocol has each one; ``WriteCrashPoint`` names the boundaries):
+task.py). Steps (s3io.table.write_protocol has each one; ``CrashPoint`` names the boundaries):
 
 1. probe the store (conditional writes enforced, its clock), once per process and prefix every few minutes;
 2. an overwrite takes the prefix's compaction lock (it waits up to ``lock_wait`` for a compaction or another
@@ -39,6 +39,7 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import journal, layout, sinks
 from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
+from s3io.table.crash import WRITE_ENV_VAR, CrashPoint, maybe_crash, resolve
 from s3io.table.errors import LockHeld, LockLost, TableError
 from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
 from s3io.table.lock import TableLock, lock_held
@@ -59,7 +60,6 @@ from s3io.table.write_protocol import (
     roll_back,
 )
 from s3io.write.auto_compact import auto_compact
-from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
 
 log = logging.getLogger("s3io.write")
@@ -122,14 +122,14 @@ async def commit_write(
     *,
     query_id: str | None = None,
     batch: int | None = None,
-    crash_at: WriteCrashPoint | str | None = None,
+    crash_at: CrashPoint | str | None = None,
     clock: Clock = time.time,
     sleep: Sleep = asyncio.sleep,
 ) -> WriteReport:
     """Commit the files ``outputs`` uploaded (see the module doc); returns once readers see them (an overwrite:
     once the replaced files are deleted, after the grace period). A stream's micro-batch passes its ``query_id``
     and ``batch``; ``spec.job_id`` must then be their ``stream_job_id``."""
-    crash = resolve_write_crash(crash_at)
+    crash = resolve(crash_at, WRITE_ENV_VAR)
     commit = _Commit(client, spec, outputs, query_id, batch, crash, clock, sleep)
     return await commit.run()
 
@@ -180,7 +180,7 @@ class _Commit:
         outputs: Sequence[TaskOutput],
         query_id: str | None,
         batch: int | None,
-        crash: WriteCrashPoint | None,
+        crash: CrashPoint | None,
         clock: Clock,
         sleep: Sleep,
     ) -> None:
@@ -238,7 +238,7 @@ class _Commit:
         if entry.replaced:
             await self._retire(entry)
         await self._recover_others()
-        maybe_crash(WriteCrashPoint.BEFORE_RETURN, self.crash)
+        maybe_crash(CrashPoint.BEFORE_RETURN, self.crash)
         if self.options.auto_compact:
             written = [f.key for f in entry.files]
             self.report.compaction = await auto_compact(self.client, entry.bucket, entry.prefix, written, self.options)
@@ -252,9 +252,9 @@ class _Commit:
             replaced, scope = await self._replaced(lock) if lock is not None else ((), ())
             if not self.files and not replaced:
                 return None
-            maybe_crash(WriteCrashPoint.BEFORE_CLAIM, self.crash)
+            maybe_crash(CrashPoint.BEFORE_CLAIM, self.crash)
             entry = await journal.create(self.client, self._entry(replaced, scope))
-            maybe_crash(WriteCrashPoint.AFTER_CLAIM, self.crash)
+            maybe_crash(CrashPoint.AFTER_CLAIM, self.crash)
             if lock is not None:
                 await lock.ensure_held()
             return await self._commit_point(entry)
@@ -452,7 +452,7 @@ class _Commit:
                 bucket=self.spec.bucket,
                 key=pending.key,
             ) from exc
-        maybe_crash(WriteCrashPoint.AFTER_COMMIT, self.crash)
+        maybe_crash(CrashPoint.AFTER_COMMIT, self.crash)
         return entry
 
     async def _publish(self, entry: WriteEntry) -> WriteEntry:
@@ -461,12 +461,12 @@ class _Commit:
         def completed(_: NewFile) -> None:
             if first[0]:
                 first[0] = False
-                maybe_crash(WriteCrashPoint.AFTER_FIRST_COMPLETE, self.crash)
+                maybe_crash(CrashPoint.AFTER_FIRST_COMPLETE, self.crash)
 
         await complete_files(self.client, entry, concurrency=self.options.complete_concurrency, after_each=completed)
-        maybe_crash(WriteCrashPoint.AFTER_COMPLETES, self.crash)
+        maybe_crash(CrashPoint.AFTER_COMPLETES, self.crash)
         entry = await publish(self.client, entry, clock=self.clock)
-        maybe_crash(WriteCrashPoint.AFTER_PUBLISH, self.crash)
+        maybe_crash(CrashPoint.AFTER_PUBLISH, self.crash)
         if self.query_id is not None and self.batch is not None:
             await sinks.record_batch(self.client, entry.bucket, entry.prefix, self.query_id, self.batch)
         self.report.files = [(f.key, f.size, f.rows) for f in entry.files]
@@ -484,11 +484,11 @@ class _Commit:
         def deleted(_: str) -> None:
             if first[0]:
                 first[0] = False
-                maybe_crash(WriteCrashPoint.AFTER_FIRST_RETIRE, self.crash)
+                maybe_crash(CrashPoint.AFTER_FIRST_RETIRE, self.crash)
 
         _, conflicts = await retire(self.client, entry, clock=self.clock, after_each=deleted, guard=self.guard)
         self.report.warnings.extend(conflicts)
-        maybe_crash(WriteCrashPoint.AFTER_RETIRE, self.crash)  # the entry stays a grace period: recovery forgets it
+        maybe_crash(CrashPoint.AFTER_RETIRE, self.crash)  # the entry stays a grace period: recovery forgets it
 
     async def _recover_others(self) -> None:
         """Drive on what other writers left here (best effort: a failure is a warning, the write is committed)."""
