@@ -35,12 +35,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.table import conditional
 from s3io.table.errors import LockHeld, LockLost
 from s3io.table.layout import lock_key
+from s3io.table.lease import lease_end
 from s3io.table.store_check import StoreNow, clock_from_probe
 
 log = logging.getLogger("s3io.compaction")
@@ -206,9 +206,9 @@ class TableLock:
         """(has the holder's lease ended, when it ends or ended on the store's clock; None if unknown)."""
         if holder.ttl is None:  # an older version's body: its own expiry time, against our clock
             return holder.expires_at + self.clock_skew <= self.clock(), holder.expires_at
-        if holder.last_modified is None:
+        until = lease_end(holder.last_modified, holder.ttl, self.clock_skew)
+        if until is None:
             return False, None  # a store without Last-Modified: never judged expired
-        until = holder.last_modified + holder.ttl + self.clock_skew + STORE_CLOCK_RESOLUTION
         return await self.store_now() > until, until
 
     async def renew(self) -> LockInfo:

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 from s3io.engine.tasks import map_bounded
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import DeleteGuard
+from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from s3io.table import journal, sinks
+from s3io.table import journal, lease, sinks
 from s3io.table.conditional import delete_guard, delete_guarded
 from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
 from s3io.table.write_names import job_of_key
@@ -41,7 +41,6 @@ log = logging.getLogger("s3io.write")
 
 StoreNow = Callable[[], Awaitable[float]]
 Clock = Callable[[], float]
-STORE_CLOCK_RESOLUTION = 1.0  # Last-Modified has whole seconds
 
 
 class WriteError(S3IOError):
@@ -195,9 +194,7 @@ async def forget(client: S3Client, entry: WriteEntry) -> None:
 def lease_ended(entry: WriteEntry, store_now: float, clock_skew: float) -> bool:
     """Whether a pending entry's writer is gone: its lease, from the entry's Last-Modified, ended on the store's
     clock (unknown Last-Modified: not judged)."""
-    if entry.stored_at is None:
-        return False
-    return entry.stored_at + entry.lease_ttl + clock_skew + STORE_CLOCK_RESOLUTION < store_now
+    return lease.lease_ended(entry.stored_at, entry.lease_ttl, clock_skew, store_now)
 
 
 def seconds_until_due(entry: WriteEntry, store_now: float, grace: float) -> float | None:
