@@ -56,6 +56,24 @@ class CommitLost(WriteError):
     """Our entry moved under us: recovery rolled our claim back (its lease ended before we committed)."""
 
 
+class UploadsGone(WriteError):
+    """Before the commit point: uploads the write would complete are gone (aborted by another write's recovery after
+    ``abandonUploadsAfter``, a lifecycle rule or a person); the write is rolled back, nothing committed."""
+
+
+class CommittedNotFinished(WriteError):
+    """After the commit point: the write's rows ARE committed (whoever runs next on the prefix publishes them), but
+    this process could not finish; retrying an append would write its rows twice."""
+
+
+async def missing_uploads(client: S3Client, bucket: str, prefix: str, files: Sequence[NewFile]) -> list[NewFile]:
+    """The files whose multipart upload no longer exists (one ListMultipartUploads listing of ``prefix``, paged)."""
+    if not files:
+        return []
+    live = {(u.key, u.upload_id) async for u in client.list_multipart_uploads(bucket, prefix)}
+    return [f for f in files if (f.key, f.upload_id) not in live]
+
+
 # ------------------------------------------------------------------------------------------ the steps
 
 
@@ -327,10 +345,36 @@ async def _recover_one(
             return None
         entry = moved
     if entry.state == COMMITTED:
-        await complete_files(client, entry)
+        try:
+            await complete_files(client, entry)
+        except UploadLost:
+            if await _roll_back_lost(client, entry):
+                report.rolled_back.append(entry.job_id)
+                return None
+            raise
         entry = await publish(client, entry, clock=clock)
         report.rolled_forward.append(entry.job_id)
     return await _finish_published(client, entry, now, grace, clock, report)
+
+
+async def _roll_back_lost(client: S3Client, entry: WriteEntry) -> bool:
+    """A committed entry none of whose files can be completed any more (every upload gone, no object made from it):
+    it can never be published, so it is rolled back instead of blocking the prefix (it was never visible to a
+    journal-aware reader). False (left for a person) where some file is complete: its rows may have been read."""
+    for file in entry.files:
+        try:
+            await client.head_object(entry.bucket, file.key)
+        except NotFound:
+            continue
+        return False
+    try:
+        aborted = await journal.advance(client, entry, state=ABORTED)
+    except (PreconditionFailed, NotFound):
+        return False  # moved: another process is finishing it
+    await abort_uploads(client, entry.bucket, entry.files)
+    await journal.forget(client, aborted)
+    log.warning("write %s: committed, but every upload of it is gone; rolled back (it was never visible)", entry.job_id)
+    return True
 
 
 async def _finish_published(

@@ -32,6 +32,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.capabilities import DeleteGuard, StoreCapabilities, StoreClock
@@ -49,11 +50,14 @@ from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import (
     CommitLost,
+    CommittedNotFinished,
+    UploadsGone,
     WriteError,
     WriteRecovery,
     abort_job_strays,
     abort_uploads,
     complete_files,
+    missing_uploads,
     publish,
     recover_writes,
     retire,
@@ -65,6 +69,7 @@ from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
 log = logging.getLogger("s3io.write")
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 LOCK_RETRY = 2.0  # seconds between attempts to take a held lock
 YOUNG_FILE_ATTEMPTS = 4  # listings of an overwrite's scope that may find files too young for RGW's delete guard
 
@@ -224,7 +229,7 @@ class _Commit:
         try:
             entry = await self._claim_and_commit(lock)
             if entry is not None:
-                entry = await self._publish(entry)
+                entry = await self._committed(self._publish(entry))
         finally:
             if lock is not None:
                 await _release(lock, self.report)
@@ -236,7 +241,7 @@ class _Commit:
             self.client, self.spec.bucket, self.spec.prefix, self.spec.job_id, [f.upload_id for f in entry.files]
         )
         if entry.replaced:
-            await self._retire(entry)
+            await self._committed(self._retire(entry))
         await self._recover_others()
         maybe_crash(CrashPoint.BEFORE_RETURN, self.crash)
         if self.options.auto_compact:
@@ -257,10 +262,37 @@ class _Commit:
             maybe_crash(CrashPoint.AFTER_CLAIM, self.crash)
             if lock is not None:
                 await lock.ensure_held()
+            await self._uploads_still_there()
             return await self._commit_point(entry)
         except BaseException as exc:
             await self._roll_back(entry, exc)
             raise
+
+    async def _uploads_still_there(self) -> None:
+        """Before the commit point: every upload the commit will complete still exists (one listing of the prefix's
+        uploads), so a write whose uploads were aborted under it fails here, rolled back, instead of committing an
+        entry no one can finish."""
+        gone = await missing_uploads(self.client, self.spec.bucket, self.spec.prefix, self.files)
+        if gone:
+            raise UploadsGone(
+                f"write {self.spec.job_id}: the uploads of {len(gone)} of its {len(self.files)} file(s) are gone "
+                f"(e.g. {gone[0].key}): aborted by another writer's recovery (abandonUploadsAfter), a lifecycle rule "
+                "or a person; nothing was committed (the write is rolled back: run it again)",
+                bucket=self.spec.bucket,
+                key=gone[0].key,
+            )
+
+    async def _committed(self, step: Awaitable[T]) -> T:
+        """Run a step after the commit point: a failure there says the rows ARE committed, with the job id."""
+        try:
+            return await step
+        except (S3IOError, TableError) as exc:
+            raise CommittedNotFinished(
+                f"write {self.spec.job_id} to {self.spec.url} IS committed (its rows are, or will be, visible: the "
+                f"next write, compaction or --recover on the prefix finishes it), but this process could not finish "
+                f"it: {exc}. Do not retry an append: its rows would be written twice",
+                bucket=self.spec.bucket,
+            ) from exc
 
     # ------------------------------------------------------------------ steps
 
