@@ -833,6 +833,24 @@ class S3Client:
 
         await self._runner.run("abort_multipart", bucket, key, attempt)
 
+    async def upload_exists(self, bucket: str, key: str, upload_id: str) -> bool:
+        """Whether a multipart upload is still open (neither completed nor aborted): ListParts of at most one part,
+        answered 200 while it is and 404 NoSuchUpload once it is not. ListMultipartUploads is no substitute: on Ceph
+        RGW 16 a listing of a write's prefix named none of its open uploads (measured)."""
+        _check_key(bucket, key)
+
+        async def attempt(watchdog: Watchdog) -> bool:
+            try:
+                await self._send(
+                    watchdog,
+                    S3Request("list_parts", "GET", bucket, key, query={"uploadId": upload_id, "max-parts": "1"}),
+                )
+            except errors.NotFound:
+                return False
+            return True
+
+        return await self._runner.run("list_parts", bucket, key, attempt)
+
     async def create_bucket(self, bucket: str) -> None:
         """Create a bucket in the client's region; a bucket that already exists and is ours is not an error."""
         region = self.endpoint.region

@@ -66,12 +66,15 @@ class CommittedNotFinished(WriteError):
     this process could not finish; retrying an append would write its rows twice."""
 
 
-async def missing_uploads(client: S3Client, bucket: str, prefix: str, files: Sequence[NewFile]) -> list[NewFile]:
-    """The files whose multipart upload no longer exists (one ListMultipartUploads listing of ``prefix``, paged)."""
-    if not files:
-        return []
-    live = {(u.key, u.upload_id) async for u in client.list_multipart_uploads(bucket, prefix)}
-    return [f for f in files if (f.key, f.upload_id) not in live]
+async def missing_uploads(
+    client: S3Client, bucket: str, files: Sequence[NewFile], *, concurrency: int = 16
+) -> list[NewFile]:
+    """The files whose multipart upload no longer exists (one ListParts each, ``concurrency`` at a time)."""
+
+    async def gone(file: NewFile) -> NewFile | None:
+        return None if await client.upload_exists(bucket, file.key, file.upload_id) else file
+
+    return [f for f in await map_bounded(gone, list(files), concurrency) if f is not None]
 
 
 # ------------------------------------------------------------------------------------------ the steps

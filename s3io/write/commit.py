@@ -269,10 +269,12 @@ class _Commit:
             raise
 
     async def _uploads_still_there(self) -> None:
-        """Before the commit point: every upload the commit will complete still exists (one listing of the prefix's
-        uploads), so a write whose uploads were aborted under it fails here, rolled back, instead of committing an
-        entry no one can finish."""
-        gone = await missing_uploads(self.client, self.spec.bucket, self.spec.prefix, self.files)
+        """Before the commit point: every upload the commit will complete still exists (one ListParts each), so a
+        write whose uploads were aborted under it fails here, rolled back, instead of committing an entry no one can
+        finish."""
+        gone = await missing_uploads(
+            self.client, self.spec.bucket, self.files, concurrency=self.options.complete_concurrency
+        )
         if gone:
             raise UploadsGone(
                 f"write {self.spec.job_id}: the uploads of {len(gone)} of its {len(self.files)} file(s) are gone "
