@@ -218,6 +218,15 @@ class StoreConfig:
     credential_providers: tuple[str, ...] | None = option(
         "credentialProviders", parse_providers, default=None, help="which of botocore's credential providers to ask"
     )
+    require_atomic_deletes: bool = option(
+        "requireAtomicDeletes",
+        _parse_bool,
+        default=False,
+        flag="--require-atomic-deletes",
+        env="S3IO_REQUIRE_ATOMIC_DELETES",
+        help="refuse writes and compaction (nothing written) on a store whose only guard of a data file's delete is "
+        "a HEAD If-Match before it (not atomic): demand a conditional DELETE or x-amz-delete-if-unmodified-since",
+    )
     policy: Policy = field(default_factory=Policy)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -255,6 +264,7 @@ class StoreConfig:
             ca_bundle=self.ca_bundle,
             transport=transport,
             credential_providers=self.credential_providers,
+            require_atomic_deletes=self.require_atomic_deletes,
         )
 
     @property
@@ -417,7 +427,8 @@ def store_option_names() -> tuple[str, ...]:
     )
 
 
-_KEYWORD_FIELDS = (
+# StoreConfig fields the Python API takes as keywords, beside the endpoint, region, credentials, policy and engine
+KEYWORD_FIELDS = (
     "sse",
     "sse_kms_key_id",
     "sse_bucket_key",
@@ -425,14 +436,15 @@ _KEYWORD_FIELDS = (
     "requester_pays",
     "proxy",
     "ca_bundle",
+    "require_atomic_deletes",
 )
 
 
 def _parsed_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
     """StoreConfig fields given as keywords (``from_kwargs``), parsed by their options' parsers; None: not given."""
-    unknown = sorted(set(settings) - set(_KEYWORD_FIELDS))
+    unknown = sorted(set(settings) - set(KEYWORD_FIELDS))
     if unknown:
-        raise TypeError(f"unexpected keyword argument {unknown[0]!r}; store settings: {', '.join(_KEYWORD_FIELDS)}")
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}; store settings: {', '.join(KEYWORD_FIELDS)}")
     return {
         name: declared_option(StoreConfig, name).parse(value, name)
         for name, value in settings.items()

@@ -320,12 +320,12 @@ def test_a_corrupt_file_raises_naming_it_or_is_skipped(s3_endpoint: Any, bucket:
 def test_an_error_listing_the_tables_control_objects_names_the_path_the_user_gave(
     s3_endpoint: Any, bucket: str, s3_client: Any
 ) -> None:
-    """The journal-aware listing reads ``_s3io_compaction/`` first; a refusal there is reported for the table."""
+    """The journal-aware listing reads ``_s3io_table/`` first; a refusal there is reported for the table."""
     s3_client.put_object(Bucket=bucket, Key="table/a.parquet", Body=parquet_bytes(make_table(3)))
     wrong = s3io.Credentials("AKIDWRONGWRONGWRONG0", "not-the-secret")
     with pytest.raises(s3io.errors.AccessDenied) as refused:
         s3io.read_parquet(f"s3://{bucket}/table/", endpoint_url=s3_endpoint.url, credentials=wrong)
-    assert f"object=s3://{bucket}/table/;" in str(refused.value) and "_s3io_compaction" not in str(refused.value)
+    assert f"object=s3://{bucket}/table/;" in str(refused.value) and "_s3io_table" not in str(refused.value)
 
 
 def test_the_journals_of_several_paths_are_read_once_before_their_listings_and_once_after(
@@ -339,4 +339,4 @@ def test_the_journals_of_several_paths_are_read_once_before_their_listings_and_o
     assert s3io.read_parquet(urls, endpoint_url=fault_proxy.url).num_rows == 6
     lists = Counter(parse_qs(r.query).get("prefix", [""])[0] for r in fault_proxy.requests if "list-type" in r.query)
     control = ("lake/a/", "lake/b/", "lake/", "")
-    assert lists == {"lake/a/": 1, "lake/b/": 1, **{f"{root}_s3io_compaction/": 2 for root in control}}, lists
+    assert lists == {"lake/a/": 1, "lake/b/": 1, **{f"{root}_s3io_table/": 2 for root in control}}, lists

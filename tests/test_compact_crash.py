@@ -18,6 +18,7 @@ from test_compact_support import (
     TEST_OPTIONS,
     all_keys,
     checksum_of,
+    control_keys,
     data_keys,
     make_client,
     plain_table,
@@ -29,6 +30,7 @@ from test_compact_support import (
 
 from s3io.compaction import CrashPoint, compact_prefix, recover_prefix
 from s3io.table import read_journal
+from s3io.table.crash import COMPACTION_POINTS
 
 PREFIX = "zone/"
 LOCK_TTL = 2.5  # renewed every ttl/3: a renewal has 1.7 s to land on a loaded machine before the lease ends
@@ -72,7 +74,7 @@ async def recover_when_the_lock_expires(client: Any, url: str) -> Any:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("crash_at", list(CrashPoint), ids=[p.value for p in CrashPoint])
+@pytest.mark.parametrize("crash_at", COMPACTION_POINTS, ids=[p.value for p in COMPACTION_POINTS])
 async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
     crash_at: CrashPoint, s3_endpoint: Any, s3_client: Any, bucket: str
 ) -> None:
@@ -90,7 +92,7 @@ async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
         assert states <= {e.state for e in entries}, [e.state for e in entries]
         if staged:
             assert any("/_s3io_staging/" in k for k in all_keys(s3_client, bucket))
-        assert any(k.endswith("_s3io_compaction/LOCK") for k in all_keys(s3_client, bucket))  # the dead job's
+        assert any(k.endswith("_s3io_table/LOCK") for k in all_keys(s3_client, bucket))  # the dead job's
         if crash_at is CrashPoint.AFTER_INPUT_DELETE:
             remaining_inputs = set(data_keys(s3_client, bucket, PREFIX)) & inputs
             assert remaining_inputs and remaining_inputs != inputs  # mid-way through the deletes
@@ -104,7 +106,7 @@ async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
 
         for table in (await visible_table(client, bucket, PREFIX), plain_table(s3_client, bucket, PREFIX)):
             assert same_rows(table, original)
-        assert [k for k in all_keys(s3_client, bucket) if "_s3io_" in k] == []  # no staging, journal or lock
+        assert control_keys(s3_client, bucket) == []  # no staging, journal or lock
         remaining = set(data_keys(s3_client, bucket, PREFIX))
         if crash_at in BEFORE_COMMIT:
             assert remaining == inputs  # rolled back: nothing was committed
@@ -116,4 +118,4 @@ async def test_sigkill_at_every_protocol_boundary_loses_and_duplicates_nothing(
         assert rerun.status in ("ok", "nothing_to_do"), rerun.to_text()
         assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
         assert len(data_keys(s3_client, bucket, PREFIX)) == 2
-        assert [k for k in all_keys(s3_client, bucket) if "_s3io_" in k] == []
+        assert control_keys(s3_client, bucket) == []

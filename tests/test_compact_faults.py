@@ -15,6 +15,7 @@ from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
     all_keys,
+    control_keys,
     make_client,
     plain_table,
     same_rows,
@@ -36,7 +37,7 @@ async def test_compaction_through_503s_resets_stalls_and_lost_responses_is_exact
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
     rules = [
         # lost responses of conditional writes: applied upstream, then the connection is reset
-        FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"_s3io_compaction/LOCK$", times=1),
+        FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"_s3io_table/LOCK$", times=1),
         FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"/journal/", nth=1),
         FaultRule(ResetBeforeHeaders(forward_first=True), method="PUT", path=r"/journal/", nth=3),
         FaultRule(ResetBeforeHeaders(forward_first=True), method="DELETE", path=r"part-000\d\d\.parquet", times=2),
@@ -58,7 +59,7 @@ async def test_compaction_through_503s_resets_stalls_and_lost_responses_is_exact
     assert report.retries >= 15
     assert report.files_after == 2
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
-    assert [k for k in all_keys(s3_client, bucket) if "_s3io_" in k] == []
+    assert control_keys(s3_client, bucket) == []
 
 
 async def test_a_prefix_without_permission_raises_access_denied_and_changes_nothing(

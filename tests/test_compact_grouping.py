@@ -188,7 +188,7 @@ def test_checksum_of_strings_is_the_same_across_hashing_slices(monkeypatch: pyte
 def test_the_crash_point_comes_from_the_argument_or_from_the_environment_only_under_the_test_switch(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from s3io.compaction.crash import ENV_VAR, TEST_SWITCH, CrashPoint, resolve
+    from s3io.table.crash import ENV_VAR, TEST_SWITCH, CrashPoint, resolve
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.delenv(TEST_SWITCH, raising=False)

@@ -28,10 +28,13 @@ import pytest
 from test_compact_support import TEST_OPTIONS, make_client, parquet_bytes, rows_table
 
 from s3io import S3Client
-from s3io.compaction import CompactionLock, fetch_file_facts, plan_compaction, protocol, rewrite_group
+from s3io.compaction import fetch_file_facts, plan_compaction, rewrite_group
+from s3io.compaction.group_commit import commit_group
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.types import ObjectInfo
 from s3io.table import JournalSnapshot, layout, read_journal_before, resolve_visible_files
+from s3io.table import transaction as protocol
+from s3io.table.lock import TableLock
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -161,7 +164,7 @@ async def test_paged_readers_see_every_row_once_for_every_interleaving_of_pages_
     readers = [PagedReader(i, j, split) for i in BOUNDARIES for j in BOUNDARIES if i < j for split in SPLITS]
     readers += [PagedReader(b, b, "") for b in BOUNDARIES]
     async with make_client(s3_endpoint.url) as client, make_client(s3_endpoint.url) as reader_client:
-        lock = CompactionLock(client, bucket, PREFIX, owner="stepper", job_id="job1", ttl=60, clock_skew=0)
+        lock = TableLock(client, bucket, PREFIX, owner="stepper", job_id="job1", ttl=60, clock_skew=0)
         await lock.acquire()
         listing = [o async for o in client.list_objects(bucket, PREFIX)]
         facts = await fetch_file_facts(client, listing, threshold=TEST_OPTIONS.threshold, footers=True)  # q apart
@@ -175,7 +178,7 @@ async def test_paged_readers_see_every_row_once_for_every_interleaving_of_pages_
         async def step(name: str) -> None:
             if name == "commit":
                 entries[:] = [
-                    await protocol.commit_group(client, lock, job_id="job1", prefix=PREFIX, group=g, output=o)
+                    await commit_group(client, lock, job_id="job1", prefix=PREFIX, group=g, output=o)
                     for g, o in zip(groups, outputs, strict=True)
                 ]
             elif name == "copy":

@@ -27,7 +27,6 @@ from test_compact_support import (
 
 import spark_ext
 from s3io import Policy
-from s3io.compaction.crash import CrashPoint
 from s3io.compaction.grouping import CompactionGroup
 from s3io.compaction.options import CompactionOptions
 from s3io.compaction.process_executor import WORKER_DIED, process_executor
@@ -35,6 +34,7 @@ from s3io.compaction.rewrite import GroupTask
 from s3io.errors import InvalidConfig
 from s3io.s3.types import ObjectInfo
 from s3io.store import StoreConfig
+from s3io.table.crash import CrashPoint
 from spark_ext.compact.__main__ import main as cli_main
 
 pytestmark = pytest.mark.timeout(180)
@@ -92,7 +92,7 @@ def test_groups_run_in_worker_processes_which_end_with_the_run_and_know_what_the
     assert not wait_for_no_children(10.0)
     assert "upload checksums (x-amz-checksum-crc64nvme on PUT, kept and stated to HEAD): refused" in report.store
     refused = [r for r in proxy.requests if r.status == 400]
-    assert len(refused) == 2 and all("/_s3io_compaction/probe/" in r.path for r in refused), refused
+    assert len(refused) == 2 and all("/_s3io_table/probe/" in r.path for r in refused), refused
     assert len([r for r in proxy.requests if "/_s3io_staging/" in r.path and r.method == "PUT"]) == 3
 
 

@@ -25,32 +25,37 @@ from test_compact_support import (
     plain_table,
     rows_table,
     same_rows,
+    stored_objects,
     visible_table,
     write_landing_zone,
+)
+from test_compact_support import (
+    control_keys as support_control_keys,
 )
 
 from s3io import S3Client
 from s3io.compaction import (
-    CompactionLock,
     CompactionOptions,
     GroupResult,
     GroupTask,
     LockHeld,
     LockLost,
+    TableLock,
     compact_prefix,
     execute_group_task,
     fetch_file_facts,
     in_process_executor,
     plan_compaction,
-    protocol,
     recover_prefix,
     rewrite_group,
 )
 from s3io.compaction import rewrite as rewrite_module
 from s3io.compaction.errors import InputChanged, VerificationFailed
+from s3io.compaction.group_commit import commit_group
 from s3io.compaction.rewrite import RewriteSettings
 from s3io.errors import PathNotFound
 from s3io.table import conditional, layout, read_journal
+from s3io.table import transaction as protocol
 from s3io.table.journal import COMMITTED, DONE, PUBLISHED
 
 pytestmark = pytest.mark.timeout(120)
@@ -66,7 +71,7 @@ async def client(s3_endpoint: Any) -> Any:
 
 
 def control_keys(s3: Any, bucket: str) -> list[str]:
-    return [k for k in all_keys(s3, bucket) if "_s3io_" in k]
+    return support_control_keys(s3, bucket)
 
 
 # ---------------------------------------------------------------------------------------------- full runs
@@ -94,10 +99,10 @@ async def test_a_second_run_plans_nothing_and_changes_nothing(client: S3Client, 
     write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6, "date=2": 6})
     url = URL_OF.format(bucket=bucket)
     assert (await compact_prefix(client, url, TEST_OPTIONS)).status == "ok"
-    before = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    before = stored_objects(s3_client, bucket)
     again = await compact_prefix(client, url, TEST_OPTIONS)
     assert again.status == "nothing_to_do" and not again.plan.groups
-    after = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    after = stored_objects(s3_client, bucket)
     assert after == before
 
 
@@ -199,7 +204,7 @@ async def test_readers_see_exactly_the_original_rows_after_every_protocol_step(
         if plain.num_rows > original.num_rows:
             plain_duplicates.append(step)
 
-    lock = CompactionLock(client, bucket, PREFIX, owner="stepper", job_id="job1", ttl=30, clock_skew=0)
+    lock = TableLock(client, bucket, PREFIX, owner="stepper", job_id="job1", ttl=30, clock_skew=0)
     await lock.acquire()
     listing = [o async for o in client.list_objects(bucket, PREFIX)]
     facts = await fetch_file_facts(client, listing, threshold=TEST_OPTIONS.threshold)
@@ -208,7 +213,7 @@ async def test_readers_see_exactly_the_original_rows_after_every_protocol_step(
     await check("start")
     output = await rewrite_group(client, group, layout.staging_key(group.partition_dir, "job1", group.group_id))
     await check("staging written and verified")
-    entry = await protocol.commit_group(client, lock, job_id="job1", prefix=PREFIX, group=group, output=output)
+    entry = await commit_group(client, lock, job_id="job1", prefix=PREFIX, group=group, output=output)
     assert entry.state == COMMITTED
     await check("committed")
     final = await protocol.copy_to_final(client, lock, entry)
@@ -282,12 +287,12 @@ async def test_an_input_replaced_before_deletion_is_left_in_place_and_reported(
 
 async def _publish_one_group(client: S3Client, bucket: str) -> Any:
     """Drive one group to "published" by hand, then let the job "die" (release the lock, delete nothing)."""
-    lock = CompactionLock(client, bucket, PREFIX, owner="stepper", job_id="job1", ttl=30, clock_skew=0)
+    lock = TableLock(client, bucket, PREFIX, owner="stepper", job_id="job1", ttl=30, clock_skew=0)
     await lock.acquire()
     listing = [o async for o in client.list_objects(bucket, PREFIX)]
     (group,) = plan_compaction(await fetch_file_facts(client, listing, threshold=1 << 30), TEST_OPTIONS).groups
     output = await rewrite_group(client, group, layout.staging_key(group.partition_dir, "job1", group.group_id))
-    entry = await protocol.commit_group(client, lock, job_id="job1", prefix=PREFIX, group=group, output=output)
+    entry = await commit_group(client, lock, job_id="job1", prefix=PREFIX, group=group, output=output)
     entry = await protocol.record_published(client, lock, entry, await protocol.copy_to_final(client, lock, entry))
     await lock.release()
     return entry
@@ -457,10 +462,10 @@ async def test_a_live_lock_blocks_and_changes_nothing(client: S3Client, s3_clien
     write_landing_zone(s3_client, bucket, PREFIX, {"": 5})
     body = {"owner": "other-host:42", "job_id": "J", "acquired_at": time.time(), "expires_at": time.time() + 600}
     s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=json.dumps(body).encode())
-    before = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
+    before = stored_objects(s3_client, bucket)
     report = await compact_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
     assert report.status == "locked" and "other-host:42 (job J)" in report.message
-    assert {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]} == before
+    assert stored_objects(s3_client, bucket) == before
 
 
 async def test_an_expired_lock_is_taken_over(client: S3Client, s3_client: Any, bucket: str) -> None:
@@ -479,9 +484,7 @@ async def test_of_two_jobs_racing_for_an_expired_lock_exactly_one_wins(
     body = {"owner": "dead", "job_id": "D", "acquired_at": 0.0, "expires_at": 1.0}
     s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=json.dumps(body).encode())
     async with make_client(s3_endpoint.url) as a, make_client(s3_endpoint.url) as b:
-        locks = [
-            CompactionLock(c, bucket, PREFIX, owner=o, job_id=o, ttl=30, clock_skew=0) for c, o in ((a, "A"), (b, "B"))
-        ]
+        locks = [TableLock(c, bucket, PREFIX, owner=o, job_id=o, ttl=30, clock_skew=0) for c, o in ((a, "A"), (b, "B"))]
         results = await asyncio.gather(*(lock.acquire() for lock in locks), return_exceptions=True)
         assert sorted(type(r).__name__ for r in results) == ["LockHeld", "LockInfo"]
         winner = next(lock for lock, r in zip(locks, results, strict=True) if not isinstance(r, BaseException))
@@ -492,7 +495,7 @@ async def test_of_two_jobs_racing_for_an_expired_lock_exactly_one_wins(
 async def test_the_holder_renews_and_fencing_detects_a_stolen_lock(
     client: S3Client, s3_client: Any, bucket: str
 ) -> None:
-    lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
+    lock = TableLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
     async with lock:
         first = lock.info
         for _ in range(100):  # renewed every ttl/3: polled, at most 10 s
@@ -501,7 +504,7 @@ async def test_the_holder_renews_and_fencing_detects_a_stolen_lock(
             await asyncio.sleep(0.1)
         assert lock.info.etag != first.etag and lock.info.expires_at > first.expires_at
         await lock.ensure_held()
-        other = CompactionLock(client, bucket, PREFIX, owner="other", job_id="K", ttl=30, clock_skew=0)
+        other = TableLock(client, bucket, PREFIX, owner="other", job_id="K", ttl=30, clock_skew=0)
         with pytest.raises(LockHeld):
             await other.acquire()
         s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=b'{"owner": "thief"}')
@@ -595,7 +598,7 @@ async def test_a_prefix_holding_only_non_data_objects_reports_nothing_to_do(
     s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}_SUCCESS", Body=b"")
     report = await compact_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
     assert report.status == "nothing_to_do" and report.files_before == 0 and report.files_after == 0
-    assert all_keys(s3_client, bucket) == [f"{PREFIX}_SUCCESS"]
+    assert list(stored_objects(s3_client, bucket)) == [f"{PREFIX}_SUCCESS"]
 
 
 def test_schema_of_the_support_table_is_stable() -> None:
@@ -654,7 +657,7 @@ def test_a_journal_entry_is_stored_in_its_documented_json_and_reads_back_equal()
         b'"rows":5,"staging":{"etag":"\\"s\\"","key":"t/d=1/_s3io_staging/x","size":30},"state":"committed",'
         b'"version":1,"write_id":"w"}'
     )
-    back = JournalEntry.decode(body, etag='"journal-etag"', url="s3://b/t/_s3io_compaction/journal/x")
+    back = JournalEntry.decode(body, etag='"journal-etag"', url="s3://b/t/_s3io_table/journal/x")
     assert back == dataclasses.replace(entry, stored_at=None)
 
 
@@ -662,7 +665,7 @@ def test_the_grace_before_publishing_never_compares_two_machines_clocks() -> Non
     """On the store's clock when the journal object's time is known; on our clock for our own entry; and for
     another job's entry whose store time is unknown (it changed between listing and reading), the whole grace:
     that job's committed_at (here 1,000 s behind ours) says nothing on our clock."""
-    from s3io.compaction.protocol import STORE_CLOCK_RESOLUTION, _until_published
+    from s3io.table.transaction import STORE_CLOCK_RESOLUTION, _until_published
 
     ours_now, store_now, grace = 5_000.0, 7_000.0, 60.0
     theirs = _entry_of("j-other", committed_at=ours_now - 1_000.0)
@@ -698,8 +701,8 @@ async def test_an_unreadable_lock_says_to_delete_it_instead_of_promising_a_takeo
     """An unreadable lock object has no expiry that can be judged, so it is never taken over: the error says so and
     names the object to delete (it used to say "until unknown; retry after that time")."""
     s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=b"{not a lock")
-    lock = CompactionLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
-    with pytest.raises(LockHeld, match=r"cannot be judged.*never taken over.*delete s3://.*/_s3io_compaction/LOCK"):
+    lock = TableLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=3.0, clock_skew=0)
+    with pytest.raises(LockHeld, match=r"cannot be judged.*never taken over.*delete s3://.*/_s3io_table/LOCK"):
         await lock.acquire()
 
 

@@ -29,6 +29,9 @@ from test_compact_support import (
     visible_table,
     write_landing_zone,
 )
+from test_compact_support import (
+    control_keys as support_control_keys,
+)
 
 from s3io.compaction import GroupResult, GroupTask, compact_prefix, in_process_executor, recover_prefix
 from s3io.compaction import driver as driver_module
@@ -68,7 +71,7 @@ def _lease(stream: str, bucket: str, ttl: float = 600.0) -> Lease:
 def _hold_commits_then_renewals_of_job_a() -> Gate:
     """A gate for job A's journal writes and, once one of those is held, A's lock renewals too: a renewal sent before
     the commit passes (held, it would stall the commit behind the lock's mutex), so the commit is always held."""
-    journal, lock = _by_job_a("/_s3io_compaction/journal/"), _by_job_a("/_s3io_compaction/LOCK")
+    journal, lock = _by_job_a("/_s3io_table/journal/"), _by_job_a("/_s3io_table/LOCK")
 
     def matches(request: GatedRequest) -> bool:
         return journal(request) or (lock(request) and any(journal(held) for held in gate.held))
@@ -84,7 +87,7 @@ async def client(s3_endpoint: Any) -> Any:
 
 
 def _control_keys(s3: Any, bucket: str) -> list[str]:
-    return [k for k in all_keys(s3, bucket) if "_s3io_" in k]
+    return support_control_keys(s3, bucket)
 
 
 async def test_a_challenger_whose_clock_runs_an_hour_ahead_never_takes_a_live_lock(
@@ -96,7 +99,7 @@ async def test_a_challenger_whose_clock_runs_an_hour_ahead_never_takes_a_live_lo
     named inputs and a staging object B had deleted, and every later run was refused until a person stepped in.)"""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
     url = f"s3://{bucket}/{PREFIX}"
-    gate = Gate(_by_job_a("/_s3io_compaction/journal/"))
+    gate = Gate(_by_job_a("/_s3io_table/journal/"))
     gate.arm()
     with MotoWsgiServer(gate.middleware) as gated_url:
         try:
@@ -209,7 +212,7 @@ async def test_inputs_a_late_claim_names_are_left_out_of_the_next_plan(
 
     def second_journal_listing(request: GatedRequest) -> bool:  # B's: 1st in recovery, 2nd before planning
         listing = request.method == "GET" and "list-type=2" in request.query
-        return listing and "prefix=raced%2F_s3io_compaction%2Fjournal%2F" in request.query and next(journal_lists) == 2
+        return listing and "prefix=raced%2F_s3io_table%2Fjournal%2F" in request.query and next(journal_lists) == 2
 
     gate_b = Gate(second_journal_listing)
     with MotoWsgiServer(gate_a.middleware) as url_a, MotoWsgiServer(gate_b.middleware) as url_b:
@@ -265,7 +268,7 @@ async def test_a_stream_whose_lease_lands_after_planning_keeps_its_unread_files(
     original = write_landing_zone(s3_client, bucket, PREFIX, {files_dir: 5}, rows_per_file=10)
     url = f"s3://{bucket}/{PREFIX}"
     late = _lease("late", bucket)
-    lease = f"{PREFIX}{stream_dir}_s3io_compaction/leases/late.json"
+    lease = f"{PREFIX}{stream_dir}_s3io_table/leases/late.json"
 
     async def lease_lands_then_rewrite(tasks: list[GroupTask]) -> AsyncIterator[GroupResult]:
         await StreamLease(client, bucket, PREFIX + stream_dir, late).write()
@@ -304,7 +307,7 @@ async def test_a_lease_renewed_between_compactions_head_and_get_is_read_again_ne
     assert fault_proxy.fired(rule) == 2
     assert report.status == "nothing_to_do" and report.leased_files == 5, report.to_text()
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
-    assert _control_keys(s3_client, bucket) == [f"{PREFIX}_s3io_compaction/leases/renewing.json"]
+    assert _control_keys(s3_client, bucket) == [f"{PREFIX}_s3io_table/leases/renewing.json"]
 
     fault_proxy.add_rule(FaultRule(renewed, method="GET", path=r"/leases/renewing\.json"))  # rewritten on every read
     async with make_client(fault_proxy.url) as through_proxy:
@@ -318,7 +321,7 @@ async def test_an_unreadable_lease_stops_compaction_with_an_error_naming_it(
 ) -> None:
     """A lease object that is not a lease: compaction cannot tell what it protects, so it compacts nothing."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
-    key = f"{PREFIX}_s3io_compaction/leases/garbled.json"
+    key = f"{PREFIX}_s3io_table/leases/garbled.json"
     s3_client.put_object(Bucket=bucket, Key=key, Body=b"{not json")
     with pytest.raises(S3IOError, match=r"unreadable stream lease.*delete the object.*garbled\.json"):
         await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
@@ -338,7 +341,7 @@ async def test_a_lease_broken_by_this_run_does_not_hold_back_the_files_it_was_br
     report = await compact_prefix(client, url, TEST_OPTIONS)
     assert report.status == "ok" and report.groups_done == 1, report.to_text()
     assert any("marked broken" in w for w in report.warnings), report.to_text()
-    lease = await read_lease(client, bucket, f"{PREFIX}_s3io_compaction/leases/stopped.json")
+    lease = await read_lease(client, bucket, f"{PREFIX}_s3io_table/leases/stopped.json")
     assert lease is not None and lease.broken is not None and lease.broken["count"] == 5
     assert same_rows(await visible_table(client, bucket, PREFIX), original)
 
@@ -396,7 +399,7 @@ async def test_a_group_dropped_at_planning_leaves_no_group_id_for_the_second_rou
     assert report.status == "ok", report.to_text()
     ids = [g.group_id for g in report.groups]
     assert len(ids) == len(set(ids)) and report.groups_done == 3, report.to_text()  # a/, c/ and c/'s odd files
-    assert _control_keys(s3_client, bucket) == [f"{PREFIX}b/_s3io_compaction/leases/st.json"]
+    assert _control_keys(s3_client, bucket) == [f"{PREFIX}b/_s3io_table/leases/st.json"]
 
 
 async def test_a_dry_run_of_a_recovery_is_refused_before_anything_changes(
@@ -418,7 +421,7 @@ async def test_a_conditional_write_that_meets_a_409_conflict_is_retried(
     the lock's creation meets one and the job goes on (it used to stop with a RequestError)."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
     conflict = ErrorResponse(409, "ConditionalRequestConflict", "A conflicting conditional operation is in progress")
-    rule = fault_proxy.add_rule(FaultRule(conflict, method="PUT", path=r"/_s3io_compaction/LOCK$", times=1))
+    rule = fault_proxy.add_rule(FaultRule(conflict, method="PUT", path=r"/_s3io_table/LOCK$", times=1))
     async with make_client(fault_proxy.url) as through_proxy:
         report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert fault_proxy.fired(rule) == 1
@@ -456,11 +459,19 @@ async def test_a_bulk_delete_that_fails_some_keys_transiently_deletes_them_one_b
 async def test_a_lock_that_cannot_be_released_is_a_warning_not_a_lost_report(
     fault_proxy: Any, s3_client: Any, bucket: str
 ) -> None:
-    """The job is done when the lock's release fails (403 here, never retried): the report says ok, with a warning
-    that the lock ends by itself, instead of the job raising after its work was done."""
+    """The job is done when the lock's release (a PUT of a "released" body) fails (403 here, never retried): the
+    report says ok, with a warning that the lock ends by itself, instead of the job raising after its work was done.
+    The release is the lock's first PUT after the job forgot its journal entry."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
     denied = ErrorResponse(403, "AccessDenied", "Access Denied")
-    rule = fault_proxy.add_rule(FaultRule(denied, method="DELETE", path=r"/_s3io_compaction/LOCK$"))
+    forgotten = []
+
+    def the_release(request: Any) -> bool:
+        if request.method == "DELETE" and "/journal/" in request.path:
+            forgotten.append(request.path)
+        return bool(forgotten) and request.method == "PUT" and request.path.endswith("/LOCK")
+
+    rule = fault_proxy.add_rule(FaultRule(denied, predicate=the_release, times=1))
     async with make_client(fault_proxy.url) as through_proxy:
         report = await compact_prefix(through_proxy, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert fault_proxy.fired(rule) == 1

@@ -29,9 +29,9 @@ from test_compact_support import (
     write_landing_zone,
 )
 
-from s3io.compaction import CompactionLock, compact_prefix, recover_prefix
-from s3io.compaction.protocol import copy_to_final, record_published
+from s3io.compaction import TableLock, compact_prefix, recover_prefix
 from s3io.table import layout, read_journal
+from s3io.table.transaction import copy_to_final, record_published
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -103,7 +103,7 @@ def _swap_bytes(s3: Any, bucket: str, key: str) -> None:
 async def _publish_without_deleting(client: Any, bucket: str) -> None:
     """Copy the committed entry's output to its final key and record it published, as a job that died right after
     (CrashPoint.AFTER_PUBLISH_RECORD) leaves it: inputs, staging and the entry still there."""
-    async with CompactionLock(client, bucket, PREFIX, owner="dead-job", job_id="dead", ttl=30, clock_skew=0) as lock:
+    async with TableLock(client, bucket, PREFIX, owner="dead-job", job_id="dead", ttl=30, clock_skew=0) as lock:
         (entry,) = await read_journal(client, bucket, PREFIX)
         await record_published(client, lock, entry, await copy_to_final(client, lock, entry))
 
@@ -137,8 +137,8 @@ async def test_recovery_refuses_an_output_whose_stored_checksum_is_not_the_journ
     assert f"the journal recorded CRC64NVME {ref['checksum']['value']}" in error
     assert "the store holds other bytes under that ETag" in error and "nothing was deleted" in error
     after = {k: s3_client.head_object(Bucket=bucket, Key=k)["ETag"] for k in all_keys(s3_client, bucket)}
-    assert {k: v for k, v in after.items() if not k.endswith("_s3io_compaction/LOCK")} == {
-        k: v for k, v in before.items() if not k.endswith("_s3io_compaction/LOCK")
+    assert {k: v for k, v in after.items() if not k.endswith("_s3io_table/LOCK")} == {
+        k: v for k, v in before.items() if not k.endswith("_s3io_table/LOCK")
     }
     assert _entry_bodies(s3_client, bucket)[entry_key]["state"] == state
     inputs = [s3_client.get_object(Bucket=bucket, Key=ref["key"])["Body"].read() for ref in entry["inputs"]]

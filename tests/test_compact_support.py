@@ -122,6 +122,30 @@ def all_keys(s3: Any, bucket: str, prefix: str = "") -> list[str]:
             return sorted(keys)
 
 
+def control_keys(s3: Any, bucket: str, prefix: str = "") -> list[str]:
+    """The keys s3io's protocol left under ``prefix`` (``_s3io_`` in them), but a table lock its holder released:
+    a lock stays once released (marked so), since removing it would need a conditional DELETE."""
+    return [k for k in all_keys(s3, bucket, prefix) if "_s3io_" in k and not released_lock(s3, bucket, k)]
+
+
+def stored_objects(s3: Any, bucket: str, prefix: str = "") -> dict[str, str]:
+    """Every object's ETag by key, but a released table lock's (it stays, marked released, and each run that takes
+    and releases it rewrites it)."""
+    return {
+        o["Key"]: o["ETag"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in page.get("Contents", [])
+        if not released_lock(s3, bucket, o["Key"])
+    }
+
+
+def released_lock(s3: Any, bucket: str, key: str) -> bool:
+    """Whether ``key`` is a table lock whose body says it was released."""
+    if not key.endswith("/LOCK") and key != "LOCK":
+        return False
+    return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read()).get("released") is True
+
+
 def data_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
     return [k for k in all_keys(s3, bucket, prefix) if not is_hidden(k[len(prefix) :])]
 

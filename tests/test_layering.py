@@ -1,7 +1,8 @@
 """The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, s3io's layers import only
 downwards (policy -> transport -> resilience -> s3 -> engine -> store -> parquet -> dataset -> table ->
 stream_state -> compaction -> write -> api), every
-reader lists through the table layer, and one place makes an S3Client from settings (s3io.store.StoreConfig)."""
+reader lists through the table layer, the writer and compaction build side by side on the table layer (the writer
+imports compaction only to run it), and one place makes an S3Client from settings (s3io.store.StoreConfig)."""
 
 from __future__ import annotations
 
@@ -138,6 +139,28 @@ def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
             if _layer_of(target) > own:
                 offenders.append(f"s3io/{relative}: imports {name}")
     assert offenders == []
+
+
+# The writer and compaction build side by side on the table layer (its journal, lock, recovery and store check):
+# the writer reaches compaction only to run it after a write (auto-compaction).
+WRITE_TO_COMPACTION = {"s3io/write/auto_compact.py"}
+
+
+def test_the_writer_imports_compaction_only_for_auto_compaction() -> None:
+    offenders = []
+    for path in sorted((ROOT / "s3io" / "write").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        for name in _runtime_imports(ast.parse(path.read_text())):
+            if name.split(".")[:2] == ["s3io", "compaction"] and relative not in WRITE_TO_COMPACTION:
+                offenders.append(f"{relative}: imports {name}")
+    assert offenders == []
+    table = [
+        f"{path.relative_to(ROOT).as_posix()}: imports {name}"
+        for path in sorted((ROOT / "s3io" / "table").rglob("*.py"))
+        for name in _runtime_imports(ast.parse(path.read_text()))
+        if name.split(".")[:2] in (["s3io", "compaction"], ["s3io", "write"])
+    ]
+    assert table == []
 
 
 READ_SIDE = """

@@ -76,7 +76,7 @@ def test_compaction_on_a_bucket_that_demands_sse_kms_fails_fast_naming_the_setti
     refused = capsys.readouterr().err
     assert refused.startswith("compact: AccessDenied:") and "explicit deny in a resource-based policy" in refused
     assert "asked for no server-side encryption" in refused and "set sse (option sse, S3IO_SSE, --sse" in refused
-    assert "_s3io_compaction/probe/" in refused and "attempts=1" in refused  # the probe's first PUT: nothing else
+    assert "_s3io_table/probe/" in refused and "attempts=1" in refused  # the probe's first PUT: nothing else
     assert _keys(s3_client, bucket) == before
 
     assert compact_command([*common, "--sse", "aws:kms", "--sse-kms-key-id", "alias/warehouse"]) == 0
@@ -145,7 +145,7 @@ def test_sse_c_round_trips_through_read_parquet_and_compaction_and_the_key_stays
     assert s3_client.head_object(Bucket=bucket, Key=output, **SSE_C_ARGS)["SSECustomerAlgorithm"] == "AES256"
     assert _sorted(s3io.read_parquet(url, **settings)).equals(_sorted(rows))
 
-    journal = [k for k in _keys(s3_client, bucket) if "/_s3io_compaction/journal/" in k]
+    journal = [k for k in _keys(s3_client, bucket) if "/_s3io_table/journal/" in k]
     assert journal  # kept (keepHistory): the entries were written with the key, and never hold it
     shown = [report.to_text(), repr(report), repr(store), store.describe()]
     shown += [s3_client.get_object(Bucket=bucket, Key=k, **SSE_C_ARGS)["Body"].read().decode() for k in journal]

@@ -318,8 +318,8 @@ def test_stream_and_compaction_running_together_while_files_land_read_every_row_
     reports: list[Any] = []
 
     def lease_written() -> bool:  # the stream writes it before its first listing
-        keys = s3_client.list_objects_v2(Bucket=bucket, Prefix="live/_s3io_compaction/leases/").get("Contents", [])
-        return [o["Key"] for o in keys] == ["live/_s3io_compaction/leases/live.json"]
+        keys = s3_client.list_objects_v2(Bucket=bucket, Prefix="live/_s3io_table/leases/").get("Contents", [])
+        return [o["Key"] for o in keys] == ["live/_s3io_table/leases/live.json"]
 
     def landing() -> None:
         for n in range(30):

@@ -212,8 +212,8 @@ def test_a_declared_filter_lists_each_matching_partition_once_and_reads_only_the
     lists = [parse_qs(r.query) for r in requests if "list-type" in r.query]
     listed = Counter((q.get("prefix", [""])[0], "delimiter" in q) for q in lists)
     assert listed == {
-        ("daily/_s3io_compaction/", False): 2,
-        ("_s3io_compaction/", False): 2,
+        ("daily/_s3io_table/", False): 2,
+        ("_s3io_table/", False): 2,
         ("daily/", True): 1,
         **{(f"daily/day={day}/", True): 1 for day in days},
     }, listed
@@ -264,7 +264,7 @@ def test_a_wrong_bucket_at_load_names_the_bucket_and_the_path_in_a_few_lines(spa
         spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load("s3a://no-such-bucket-31/t/")
     lines = _python_part(str(caught.value))
     assert any("bucket 'no-such-bucket-31' does not exist (reading s3://no-such-bucket-31/t/)" in x for x in lines)
-    assert "_s3io_compaction" not in str(caught.value)
+    assert "_s3io_table" not in str(caught.value)
     assert len(lines) <= 10, "\n".join(lines)  # was 73
 
 

@@ -22,7 +22,7 @@ from test_write_support import plain_ids, run_task, uploads_left
 import spark_ext
 from s3io.compaction import CompactionOptions, recover_prefix
 from s3io.errors import InvalidConfig
-from s3io.table import layout, writes
+from s3io.table import journal, layout
 from s3io.table.write_protocol import complete_files
 from s3io.write import WriteOptions, WriteSpec
 
@@ -200,10 +200,10 @@ def test_a_stream_sink_killed_after_a_commit_and_restarted_writes_every_row_once
         spark.range(n * 10, n * 10 + 10).coalesce(1).write.mode("append").parquet(str(source))
     url, checkpoint = f"s3://{bucket}/sink/", tmp_path / "checkpoint"
     # the second raise of the sink's record (batch 1's, right after its publish) hangs: the driver dies there
-    fault_proxy.add_rule(FaultRule(fault=Latency(120), method="PUT", path=r"/sink/_s3io_compaction/sinks/", nth=2))
+    fault_proxy.add_rule(FaultRule(fault=Latency(120), method="PUT", path=r"/sink/_s3io_table/sinks/", nth=2))
     (tmp_path / "driver.py").write_text(SINK_DRIVER)
     with spark_driver(tmp_path / "driver.py", fault_proxy.url, str(source), url, str(checkpoint)):
-        fault_proxy.wait_for_requests(2, timeout=240, method="PUT", path=r"/sink/_s3io_compaction/sinks/")
+        fault_proxy.wait_for_requests(2, timeout=240, method="PUT", path=r"/sink/_s3io_table/sinks/")
     assert plain_ids(s3_client, bucket, "sink/") == list(range(20))  # batches 0 and 1 are published
 
     query = (
@@ -256,13 +256,13 @@ async def test_spark_readers_do_not_see_a_write_committed_but_not_yet_published(
     spec = WriteSpec(bucket, "midway/", layout.new_job_id(), new.schema, WriteOptions(grace_period=0.2))
     async with make_client(s3_endpoint.url) as client:
         output = await run_task(client, spec, new)
-        claim = await writes.create(
+        claim = await journal.create(
             client,
-            writes.WriteEntry(
-                job_id=spec.job_id, state=writes.PENDING, bucket=bucket, prefix="midway/", files=output.files
+            journal.WriteEntry(
+                job_id=spec.job_id, state=journal.PENDING, bucket=bucket, prefix="midway/", files=output.files
             ),
         )
-        committed = await writes.advance(client, claim, state=writes.COMMITTED)
+        committed = await journal.advance(client, claim, state=journal.COMMITTED)
         await complete_files(client, committed)
     assert plain_ids(s3_client, bucket, "midway/") == [*range(10), *range(100, 105)]
 

@@ -16,7 +16,15 @@ from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals, with
 
 from s3io import Policy
 from s3io.errors import PreconditionFailed, TransportError
-from s3io.s3.capabilities import VERDICTS, Capability, EtagForm, Gap, MissingCapability, StoreCapabilities
+from s3io.s3.capabilities import (
+    VERDICTS,
+    Capability,
+    DeleteGuard,
+    EtagForm,
+    Gap,
+    MissingCapability,
+    StoreCapabilities,
+)
 from s3io.s3.checksum_refusals import REFUSALS, Feature
 from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
 from s3io.s3.probe import probe_store, store_capabilities
@@ -84,10 +92,10 @@ MISSING_ONE_AT_A_TIME = [
         id="replace-never-holds",
     ),
     pytest.param(
-        [quirks.ignores_header("DELETE", "If-Match")],
+        [quirks.ignores_header("DELETE", "If-Match"), quirks.honours_delete_if_unmodified_since],
         Capability.CONDITIONAL_DELETE,
         "DELETE If-Match was ignored (an object was deleted despite another ETag)",
-        id="delete-ignored",
+        id="delete-ignored-as-rgw",
     ),
     pytest.param(
         [quirks.ignores_ranges],
@@ -115,6 +123,43 @@ async def test_each_missing_capability_is_named_alone(
     assert gap is not None and detail in gap.detail
     assert gap.describe() in verdict.summary() and "\n" not in verdict.summary()
     assert _left_behind(s3_client, bucket) == []
+
+
+DELETE_GUARDS = [
+    pytest.param([], DeleteGuard.CONDITIONAL_DELETE, (), id="as-aws-documents"),
+    pytest.param(
+        [quirks.ignores_header("DELETE", "If-Match"), quirks.honours_delete_if_unmodified_since],
+        DeleteGuard.UNMODIFIED_SINCE,
+        (Capability.CONDITIONAL_DELETE,),
+        id="as-rgw-16",
+    ),
+    pytest.param(
+        [quirks.refuses_header("DELETE", "If-Match")],
+        DeleteGuard.HEAD_IF_MATCH,
+        (Capability.CONDITIONAL_DELETE, Capability.DELETE_IF_UNMODIFIED_SINCE),
+        id="as-localstack",
+    ),
+    pytest.param(
+        [quirks.ignores_header("DELETE", "If-Match")],
+        DeleteGuard.HEAD_IF_MATCH,
+        (Capability.CONDITIONAL_DELETE, Capability.DELETE_IF_UNMODIFIED_SINCE),
+        id="ignores-both",
+    ),
+]
+
+
+@pytest.mark.parametrize(("quirk", "guard", "missing"), DELETE_GUARDS)
+async def test_the_verdict_names_the_best_delete_guard_the_store_honours(
+    bucket: str, s3_client: Any, quirk: list[Middleware], guard: DeleteGuard, missing: tuple[Capability, ...]
+) -> None:
+    """Conditional DELETE where it holds (AWS, moto); else RGW's x-amz-delete-if-unmodified-since where that holds;
+    else a HEAD If-Match before the DELETE, which is not atomic. The summary names the guard."""
+    with MotoWsgiServer(S3_AS_DOCUMENTED, *quirk) as url:
+        verdict = await _probe(url, bucket)
+    assert verdict.delete_guard is guard and verdict.delete_guard.atomic is (guard is not DeleteGuard.HEAD_IF_MATCH)
+    assert verdict.missing == missing, verdict.summary()
+    assert f"data files are deleted through {guard.value}" in verdict.summary()
+    assert verdict.bucket == bucket and _left_behind(s3_client, bucket) == []
 
 
 CHECKSUMS = (Capability.UPLOAD_CHECKSUMS, Capability.FULL_OBJECT_MULTIPART)
@@ -169,7 +214,9 @@ async def test_a_store_that_ignores_every_condition_lacks_create_replace_and_del
         Capability.CONDITIONAL_CREATE,
         Capability.CONDITIONAL_REPLACE,
         Capability.CONDITIONAL_DELETE,
+        Capability.DELETE_IF_UNMODIFIED_SINCE,
     )
+    assert verdict.delete_guard is DeleteGuard.HEAD_IF_MATCH
     with pytest.raises(MissingCapability) as raised:
         verdict.require(Capability.CONDITIONAL_CREATE, Capability.RANGES, needed_by="the journal")
     message = str(raised.value)

@@ -25,7 +25,7 @@ from test_write_support import (
 
 from s3io.compaction import CompactionOptions, compact_prefix, recover_prefix
 from s3io.errors import InvalidConfig, SchemaMismatch
-from s3io.table import layout, writes
+from s3io.table import journal, layout
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import recover_writes
 from s3io.write import TaskWriter, WriteSpec, abort_write, commit_write, write_parquet_async
@@ -178,11 +178,11 @@ async def test_a_stream_micro_batch_replayed_is_committed_once(s3_endpoint: Any,
         # batch 1: its first attempt's driver died after the claim; the replay rolls that claim back and commits
         batch1 = WriteSpec(bucket, PREFIX, stream_job_id(query, 1), SCHEMA, spec.options)
         dead = await run_task(client, batch1, rows(100, 50))
-        await writes.create(
+        await journal.create(
             client,
-            writes.WriteEntry(
+            journal.WriteEntry(
                 job_id=batch1.job_id,
-                state=writes.PENDING,
+                state=journal.PENDING,
                 bucket=bucket,
                 prefix=PREFIX,
                 files=dead.files,
@@ -198,7 +198,7 @@ async def test_a_stream_micro_batch_replayed_is_committed_once(s3_endpoint: Any,
         # long after: the entries are forgotten, the sink's record still knows batch 1
         await asyncio.sleep(1.2)  # the grace period, on the store's whole-second clock
 
-        entry_time = (await client.head_object(bucket, writes.write_key(PREFIX, batch1.job_id))).last_modified
+        entry_time = (await client.head_object(bucket, layout.write_key(PREFIX, batch1.job_id))).last_modified
 
         async def store_now() -> float:  # the store's clock, a while after the last entry was written
             return entry_time + 3
@@ -237,13 +237,13 @@ async def test_compaction_merges_written_files_and_leaves_a_write_in_flight_alon
     spec = spec_for(bucket, partition_by=("day",))
     async with make_client(s3_endpoint.url) as client:
         in_flight = await run_task(client, spec, rows(5000, 100, days=1))
-        claim = await writes.create(
+        claim = await journal.create(
             client,
-            writes.WriteEntry(
-                job_id=spec.job_id, state=writes.PENDING, bucket=bucket, prefix=PREFIX, files=in_flight.files
+            journal.WriteEntry(
+                job_id=spec.job_id, state=journal.PENDING, bucket=bucket, prefix=PREFIX, files=in_flight.files
             ),
         )
-        await writes.advance(client, claim, state=writes.COMMITTED)  # its driver died right after the commit point
+        await journal.advance(client, claim, state=journal.COMMITTED)  # its driver died right after the commit point
         await asyncio.sleep(1.2)
         options = CompactionOptions(grace_period=0.2, lock_ttl=5.0, clock_skew=0.0, min_input_files=3)
         report = await compact_prefix(client, url, options)

@@ -20,20 +20,21 @@ from test_write_support import control_keys, plain_ids, rows, run_write_until_ki
 
 from s3io.compaction import CompactionOptions, recover_prefix
 from s3io.table import layout
-from s3io.write import TaskWriter, WriteCrashPoint, WriteOptions, WriteSpec, commit_write, write_parquet_async
+from s3io.table.crash import WRITE_POINTS
+from s3io.write import CrashPoint, TaskWriter, WriteOptions, WriteSpec, commit_write, write_parquet_async
 
 PREFIX = "zone/"
 OPTIONS = {"grace_period": 0.2, "lease_ttl": 2.0, "clock_skew": 0.0, "partition_by": ["day"]}
 RECOVERY = CompactionOptions(grace_period=0.2, lock_ttl=5.0, clock_skew=0.0, abandon_uploads_after=0.0, owner="next")
-BEFORE_COMMIT = {WriteCrashPoint.BEFORE_CLAIM, WriteCrashPoint.AFTER_CLAIM}
+BEFORE_COMMIT = {CrashPoint.BEFORE_CLAIM, CrashPoint.AFTER_CLAIM}
 PUBLISHED = {
-    WriteCrashPoint.AFTER_PUBLISH,
-    WriteCrashPoint.AFTER_FIRST_RETIRE,
-    WriteCrashPoint.AFTER_RETIRE,
-    WriteCrashPoint.BEFORE_RETURN,
+    CrashPoint.AFTER_PUBLISH,
+    CrashPoint.AFTER_FIRST_RETIRE,
+    CrashPoint.AFTER_RETIRE,
+    CrashPoint.BEFORE_RETURN,
 }
-RETIRE_POINTS = (WriteCrashPoint.AFTER_FIRST_RETIRE, WriteCrashPoint.AFTER_RETIRE)  # an overwrite's only
-COMMIT_POINTS = [p for p in WriteCrashPoint if p is not WriteCrashPoint.TASK_AFTER_PART]
+RETIRE_POINTS = (CrashPoint.AFTER_FIRST_RETIRE, CrashPoint.AFTER_RETIRE)  # an overwrite's only
+COMMIT_POINTS = [p for p in WRITE_POINTS if p is not CrashPoint.TASK_AFTER_PART]
 CASES = [("append", p) for p in COMMIT_POINTS if p not in RETIRE_POINTS] + [("overwrite", p) for p in COMMIT_POINTS]
 
 
@@ -52,7 +53,7 @@ async def recover_until_clean(client: Any, s3: Any, bucket: str, url: str) -> An
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(("mode", "crash_at"), CASES, ids=[f"{m}-{p.value}" for m, p in CASES])
 async def test_sigkill_at_every_commit_step_loses_and_duplicates_nothing(
-    mode: str, crash_at: WriteCrashPoint, s3_endpoint: Any, s3_client: Any, bucket: str
+    mode: str, crash_at: CrashPoint, s3_endpoint: Any, s3_client: Any, bucket: str
 ) -> None:
     url = f"s3://{bucket}/{PREFIX}"
     await write_parquet_async(rows(0, 300), url, endpoint_url=s3_endpoint.url, partition_by="day", grace_period=0)

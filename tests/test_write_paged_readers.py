@@ -22,7 +22,7 @@ import pytest
 from test_compact_paged_readers import PagedReader, read_around_steps
 from test_compact_support import make_client, parquet_bytes, rows_table
 
-from s3io.table import writes
+from s3io.table import journal
 from s3io.table.conditional import delete_if_match
 from s3io.table.journal import ObjectRef
 from s3io.table.write_protocol import complete_file
@@ -69,12 +69,12 @@ async def test_paged_readers_see_the_old_rows_or_the_new_for_every_interleaving_
             await task.write(new.to_batches()[0])
             output = await task.close()
         assert len(output.files) == 2
-        entry = writes.WriteEntry(
+        entry = journal.WriteEntry(
             job_id=spec.job_id,
-            state=writes.PENDING,
+            state=journal.PENDING,
             bucket=bucket,
             prefix=PREFIX,
-            mode=writes.OVERWRITE,
+            mode=journal.OVERWRITE,
             files=output.files,
             replaced=tuple(old),
             scope=(PREFIX,),
@@ -83,17 +83,17 @@ async def test_paged_readers_see_the_old_rows_or_the_new_for_every_interleaving_
         async def step(name: str) -> None:
             nonlocal entry
             if name == "claim":
-                entry = await writes.create(client, entry)
+                entry = await journal.create(client, entry)
             elif name in ("commit", "publish", "done"):
-                state = {"commit": writes.COMMITTED, "publish": writes.PUBLISHED, "done": writes.DONE}[name]
-                entry = await writes.advance(client, entry, state=state)
+                state = {"commit": journal.COMMITTED, "publish": journal.PUBLISHED, "done": journal.DONE}[name]
+                entry = await journal.advance(client, entry, state=state)
             elif name.startswith("complete"):
                 await complete_file(client, bucket, next(f for f in entry.files if f"/{name[-3:]}/" in f.key))
             elif name == "delete replaced":
                 for ref in entry.replaced:
                     assert await delete_if_match(client, bucket, ref.key, ref.etag)
             else:
-                await writes.remove(client, entry)
+                await journal.forget(client, entry)
 
         await read_around_steps(reader_client, bucket, PREFIX, readers, STEPS, step)
 

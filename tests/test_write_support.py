@@ -60,8 +60,8 @@ def uploads_left(s3: Any, bucket: str) -> list[str]:
 
 
 def control_keys(s3: Any, bucket: str, prefix: str, folder: str) -> list[str]:
-    """Keys under ``<prefix>_s3io_compaction/<folder>/``."""
-    found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}_s3io_compaction/{folder}/").get("Contents", [])
+    """Keys under ``<prefix>_s3io_table/<folder>/``."""
+    found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}_s3io_table/{folder}/").get("Contents", [])
     return sorted(o["Key"] for o in found)
 
 

@@ -156,6 +156,20 @@ def delete_result(deleted: Iterable[str], failed: Iterable[tuple[str, str, str]]
     return f'{DECLARATION}<DeleteResult xmlns="{NS}">{ok}{bad}</DeleteResult>'.encode()
 
 
+def list_parts(bucket: str, key: str, upload: Upload, numbers: list[int], truncated: bool) -> bytes:
+    parts = [
+        f'{DECLARATION}<ListPartsResult xmlns="{NS}"><Bucket>{escape(bucket)}</Bucket><Key>{escape(key)}</Key>',
+        f"<UploadId>{upload.upload_id}</UploadId><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>",
+    ]
+    parts.extend(
+        f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(upload.parts[n].etag)}</ETag>"
+        f"<Size>{len(upload.parts[n].data)}</Size></Part>"
+        for n in numbers
+    )
+    parts.append("</ListPartsResult>")
+    return "".join(parts).encode()
+
+
 def list_uploads(
     bucket: str,
     uploads: list[Upload],

@@ -414,7 +414,7 @@ class Endpoint:
                 return "DeleteObjects", self.delete_objects
         elif method == "GET":
             if "uploadId" in query:
-                return "ListParts", _raiser(_not_implemented("ListParts"))
+                return "ListParts", self.list_parts
             if "partNumber" in query:
                 return "GetObject(partNumber)", _raiser(_not_implemented("GetObject with partNumber"))
             return "GetObject", self.get_object
@@ -764,6 +764,15 @@ class Endpoint:
         location_url = f"http://{host}/{call.bucket}/{quote(call.key, safe='/~')}"
         body = documents.complete_multipart(location_url, call.bucket, call.key, etag)
         return Response(200, [("Content-Type", XML), ("x-amz-server-side-encryption", "AES256")], body)
+
+    def list_parts(self, call: Call) -> Response:
+        """The upload's parts, ``max-parts`` at most (a write's commit asks whether its uploads are still open)."""
+        bucket = self._bucket(call.bucket)
+        upload = self._upload(bucket, call)
+        max_parts = _int_argument(call.query, "max-parts", MAX_PARTS, 1, MAX_PARTS)
+        numbers = sorted(upload.parts)
+        body = documents.list_parts(call.bucket, call.key, upload, numbers[:max_parts], len(numbers) > max_parts)
+        return Response(200, [("Content-Type", XML)], body)
 
     def abort_multipart_upload(self, call: Call) -> Response:
         bucket = self._bucket(call.bucket)

@@ -9,7 +9,6 @@ Worker side: ``rewrite_group`` / ``execute_group_task`` (one group, e.g. inside 
 """
 
 from s3io.compaction.checksum import TableChecksum, table_checksum
-from s3io.compaction.crash import CrashPoint
 from s3io.compaction.driver import Progress, compact_prefix, recover_prefix
 from s3io.compaction.errors import (
     CompactionError,
@@ -22,11 +21,9 @@ from s3io.compaction.errors import (
 )
 from s3io.compaction.facts import fetch_file_facts
 from s3io.compaction.grouping import CompactionGroup, CompactionPlan, FileFacts, plan_compaction
-from s3io.compaction.lock import CompactionLock
 from s3io.compaction.options import CompactionOptions
 from s3io.compaction.process_executor import process_executor
 from s3io.compaction.progress_bar import ProgressBar
-from s3io.compaction.recover import RecoveryReport, recover
 from s3io.compaction.report import CompactionReport, GroupReport
 from s3io.compaction.rewrite import (
     ExecuteGroups,
@@ -39,11 +36,13 @@ from s3io.compaction.rewrite import (
     rewrite_group,
     run_group_task,
 )
+from s3io.table.crash import CrashPoint
+from s3io.table.lock import TableLock
+from s3io.table.recovery import RecoveryReport, recover
 
 __all__ = [
     "CompactionError",
     "CompactionGroup",
-    "CompactionLock",
     "CompactionOptions",
     "CompactionPlan",
     "CompactionReport",
@@ -64,6 +63,7 @@ __all__ = [
     "RecoveryReport",
     "RewriteSettings",
     "TableChecksum",
+    "TableLock",
     "VerificationFailed",
     "compact_prefix",
     "execute_group_task",

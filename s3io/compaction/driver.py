@@ -19,9 +19,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from s3io.compaction.crash import CrashPoint, maybe_crash, resolve
 from s3io.compaction.errors import CompactionError, ConditionalWritesUnsupported, LockHeld, LockLost
 from s3io.compaction.facts import fetch_file_facts, list_prefix
+from s3io.compaction.group_commit import commit_group
 from s3io.compaction.grouping import (
     UNREADABLE,
     CompactionGroup,
@@ -30,10 +30,7 @@ from s3io.compaction.grouping import (
     SkippedFile,
     plan_compaction,
 )
-from s3io.compaction.lock import CompactionLock
 from s3io.compaction.options import CompactionOptions
-from s3io.compaction.protocol import Clock, Sleep, commit_group, finish_entries
-from s3io.compaction.recover import recover
 from s3io.compaction.report import (
     DRY_RUN,
     LOCK_LOST,
@@ -46,9 +43,8 @@ from s3io.compaction.report import (
     GroupReport,
 )
 from s3io.compaction.rewrite import ExecuteGroups, GroupResult, GroupTask, RewriteSettings, in_process_executor
-from s3io.compaction.store_probe import probe_store
-from s3io.errors import InvalidConfig, NotFound, PathNotFound, S3IOError
-from s3io.s3.capabilities import StoreCapabilities, StoreClock
+from s3io.errors import InvalidConfig, PathNotFound, S3IOError
+from s3io.s3.capabilities import DeleteGuard, StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
@@ -62,9 +58,25 @@ from s3io.stream_state.lease import (
     stream_leases,
 )
 from s3io.table import layout
-from s3io.table.journal import DONE, JournalEntry, ObjectRef, list_entry_keys, read_journal
+from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
+from s3io.table.crash import CrashPoint, maybe_crash, resolve
+from s3io.table.journal import (
+    DONE,
+    JournalEntry,
+    ObjectRef,
+    WriteEntry,
+    list_entry_keys,
+    list_write_keys,
+    read_entries,
+    read_journal,
+    write_claims,
+)
+from s3io.table.layout import is_sink_key, is_write_key
+from s3io.table.lock import TableLock, lock_held
+from s3io.table.recovery import recover
+from s3io.table.store_check import probe_store
+from s3io.table.transaction import Clock, Sleep, finish_entries
 from s3io.table.visibility import apply_journal
-from s3io.table.writes import is_sink_key, is_write_key, list_write_keys, read_write_entries, write_claims
 
 log = logging.getLogger("s3io.compaction")
 TWICE = "left out by its task in both rounds"
@@ -261,6 +273,7 @@ class _Job:
             self.report.message = str(exc)
             return None
         self.report.store = verdict.summary()
+        self.report.delete_guard = verdict.delete_guard.value
         self._store = verdict
         store = verdict.clock
         assert store is not None  # probe_store refuses a store without one
@@ -271,10 +284,10 @@ class _Job:
         self._store_now = store_now
         return store
 
-    async def _lock(self) -> CompactionLock | None:
+    async def _lock(self) -> TableLock | None:
         """Take the prefix's lock and start renewing it; None (LOCKED) if another live job holds it."""
         assert self._store_now is not None
-        lock = CompactionLock(
+        lock = TableLock(
             self.client,
             self.bucket,
             self.prefix,
@@ -297,9 +310,7 @@ class _Job:
         maybe_crash(CrashPoint.AFTER_LOCK_ACQUIRE, self.crash)
         return lock
 
-    async def _recover(
-        self, lock: CompactionLock, store: StoreClock, *, refuse_leftovers: bool
-    ) -> list[ObjectInfo] | None:
+    async def _recover(self, lock: TableLock, store: StoreClock, *, refuse_leftovers: bool) -> list[ObjectInfo] | None:
         """Finish or roll back what a dead job left; the listing after it, or None (REFUSED) when another
         compaction root overlaps, or when ``refuse_leftovers`` and recovery left entries that need a person."""
         listing = await list_prefix(self.client, self.bucket, self.prefix)
@@ -363,14 +374,14 @@ class _Job:
         self._planned = await self._break_or_honour(self._planned, expired)
         return self._planned
 
-    async def _compact(self, lock: CompactionLock, plan: CompactionPlan, execute: ExecuteGroups) -> list[JournalEntry]:
+    async def _compact(self, lock: TableLock, plan: CompactionPlan, execute: ExecuteGroups) -> list[JournalEntry]:
         """Rewrite the groups (``execute``) and commit each verified output as it arrives."""
         committed = await self._execute_and_commit(lock, plan, execute)
         if committed:
             maybe_crash(CrashPoint.AFTER_ALL_COMMITS, self.crash)
         return committed
 
-    async def _publish(self, lock: CompactionLock, committed: Sequence[JournalEntry]) -> None:
+    async def _publish(self, lock: TableLock, committed: Sequence[JournalEntry]) -> None:
         """After the grace period: publish the committed outputs, delete their inputs, then staging and the entries
         (or leave them committed with ``finish=False``)."""
         if not committed:
@@ -453,6 +464,20 @@ class _Job:
                 f"{len(data) - len(candidates)} file(s) left out: a journal entry of another job claims them "
                 "(a job that lost its lock); the next run rolls that entry back and compacts them"
             )
+        if self._store is not None and self._store.delete_guard is DeleteGuard.UNMODIFIED_SINCE:
+            now = await self._store_now() if self._store_now is not None else None
+            young = {
+                o.key
+                for o in candidates
+                if now is None or not plannable(DeleteGuard.UNMODIFIED_SINCE, o.last_modified, now)
+            }
+            if young:
+                candidates = [o for o in candidates if o.key not in young]
+                self.report.warnings.append(
+                    f"{len(young)} file(s) left out: written less than {UNMODIFIED_SINCE_MARGIN:.0f} s ago by the "
+                    "store's clock, and this store's delete guard (x-amz-delete-if-unmodified-since) has whole "
+                    "seconds; the next run compacts them"
+                )
         facts = await fetch_file_facts(
             self.client,
             candidates,
@@ -492,7 +517,7 @@ class _Job:
         self.bytes_total += plan.input_bytes
 
     async def _execute_and_commit(
-        self, lock: CompactionLock, plan: CompactionPlan, execute: ExecuteGroups
+        self, lock: TableLock, plan: CompactionPlan, execute: ExecuteGroups
     ) -> list[JournalEntry]:
         """Run the groups; commit each verified output as soon as it arrives. Inputs a task left out (unreadable,
         or of another schema than its group: a plan from the listing cannot know) are planned again from what the
@@ -509,7 +534,7 @@ class _Job:
         return committed
 
     async def _run_round(
-        self, lock: CompactionLock, plan: CompactionPlan, execute: ExecuteGroups, committed: list[JournalEntry]
+        self, lock: TableLock, plan: CompactionPlan, execute: ExecuteGroups, committed: list[JournalEntry]
     ) -> list[FileFacts]:
         """Execute ``plan``'s groups and commit their outputs; the inputs their tasks left out."""
         settings = RewriteSettings.from_options(self.options)
@@ -544,7 +569,7 @@ class _Job:
 
     async def _commit_result(
         self,
-        lock: CompactionLock,
+        lock: TableLock,
         result: GroupResult,
         groups: dict[str, CompactionGroup],
         reports: dict[str, GroupReport],
@@ -662,7 +687,7 @@ class _Job:
         below = [o for o in listing if is_write_key(o.key)]
         for root in layout.journal_roots(self.prefix)[1:]:
             below += await list_write_keys(self.client, self.bucket, root)  # (and above)
-        writes = await read_write_entries(self.client, self.bucket, below)
+        writes = await read_entries(self.client, WriteEntry, self.bucket, below)
         return claimed + write_claims(writes)
 
     async def _other_roots(self, listing: Sequence[ObjectInfo]) -> str | None:
@@ -675,6 +700,8 @@ class _Job:
             marker = relative.find("/" + control)
             if marker >= 0:
                 root = obj.key[: len(self.prefix) + marker + 1]
+                if obj.key == layout.lock_key(root) and await lock_held(self.client, self.bucket, root) is None:
+                    continue  # a lock its holder released: nothing in flight there
                 return (
                     f"a compaction rooted at s3://{self.bucket}/{root} left its lock or journal there "
                     f"({obj.key}); finish it first (run the compaction or --recover on that directory), "
@@ -682,11 +709,7 @@ class _Job:
                 )
         for root in layout.journal_roots(self.prefix)[1:]:
             lock_key = layout.lock_key(root)
-            try:
-                await self.client.head_object(self.bucket, lock_key)
-            except NotFound:
-                pass
-            else:
+            if await lock_held(self.client, self.bucket, root) is not None:
                 return (
                     f"a compaction rooted at s3://{self.bucket}/{root} holds its lock ({lock_key}); "
                     "compact either the parent or the child directory, not both at once"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from s3io.compaction.grouping import CompactionPlan, SkippedFile, SkippedGroup, format_size
-from s3io.compaction.recover import RecoveryReport
+from s3io.table.recovery import RecoveryReport
 
 # status values
 OK = "ok"  # every planned group was published (or committed, with finish=False)
@@ -51,6 +51,7 @@ class CompactionReport:
     warnings: list[str] = field(default_factory=list)
     lock_taken_over_from: str | None = None
     store: str = ""  # the store probe's verdict: what the store lacks, the condition forms it needs, its clock
+    delete_guard: str = ""  # what guards each input's delete on this store (s3io.s3.capabilities.DeleteGuard)
     duration_s: float = 0.0
     requests: int = 0
     retries: int = 0
@@ -81,6 +82,8 @@ class CompactionReport:
             rows.append(("recovery", self.recovery.describe()))
         if self.lock_taken_over_from:
             rows.append(("lock", f"taken over from {self.lock_taken_over_from} (expired)"))
+        if self.delete_guard:
+            rows.append(("deletes", f"inputs deleted through {self.delete_guard}"))
         if self.store:
             rows.append(("store", self.store))
         width = max(len(k) for k, _ in rows)

@@ -45,7 +45,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from s3io.compaction.checksum import TableChecksum
-from s3io.compaction.crash import CrashPoint, maybe_crash, resolve
 from s3io.compaction.errors import CompactionError, InputChanged, VerificationFailed
 from s3io.compaction.facts import FooterFactsMemo
 from s3io.compaction.grouping import CompactionGroup, FileFacts, first_schema, join_schema, worth_a_group
@@ -62,6 +61,7 @@ from s3io.s3.capabilities import VERDICTS, StoreCapabilities
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout
+from s3io.table.crash import CrashPoint, maybe_crash, resolve
 from s3io.table.journal import ObjectRef
 
 MAX_INFLIGHT_GETS = 16

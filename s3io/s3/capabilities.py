@@ -39,6 +39,7 @@ class Capability(enum.Enum):
     CONDITIONAL_CREATE = "conditional create (PUT If-None-Match: *)"
     CONDITIONAL_REPLACE = "conditional replace (PUT If-Match)"
     CONDITIONAL_DELETE = "conditional delete (DELETE If-Match)"
+    DELETE_IF_UNMODIFIED_SINCE = "x-amz-delete-if-unmodified-since on DELETE (Ceph RGW's own)"
     BULK_CONDITIONAL_DELETE = "per-object ETags in DeleteObjects"
     RANGES = "byte ranges (GET Range)"
     MULTIPART_ETAG = "the ETag in CompleteMultipartUpload's answer"
@@ -50,6 +51,20 @@ CHECKSUM_FEATURES = {  # a checksum capability whose request form a store may re
     Capability.UPLOAD_CHECKSUMS: Feature.UPLOAD_CHECKSUMS,
     Capability.FULL_OBJECT_MULTIPART: Feature.FULL_OBJECT_MULTIPART,
 }
+
+
+class DeleteGuard(enum.Enum):
+    """What keeps a delete of a data file from destroying a newer object at its key, best first (the probe picks
+    the first the store honours): the value is how reports and refusals name it."""
+
+    CONDITIONAL_DELETE = "conditional DELETE (If-Match)"
+    UNMODIFIED_SINCE = "x-amz-delete-if-unmodified-since"
+    HEAD_IF_MATCH = "HEAD If-Match just before DELETE (not atomic)"
+
+    @property
+    def atomic(self) -> bool:
+        """Whether the store checks the condition in the operation that deletes (no window for a rewrite)."""
+        return self is not DeleteGuard.HEAD_IF_MATCH
 
 
 class EtagForm(enum.Enum):
@@ -100,13 +115,15 @@ class Gap:
 class StoreCapabilities:
     """The verdict of one probe of one endpoint: what is missing, the condition forms that work, the store's clock."""
 
-    endpoint: str  # scheme://host[:port], the cache key
+    endpoint: str  # scheme://host[:port], with ``bucket`` the cache key
     gaps: tuple[Gap, ...] = ()
     if_match_form: EtagForm = EtagForm.QUOTED  # the form of an object's own ETag that PUT If-Match accepts
     clock: StoreClock | None = None  # None when the store sent no Last-Modified
     clock_offset: float | None = None  # the store's clock minus this machine's, at the probe (whole seconds)
     requests: int = 0  # what the probe cost
     checksums_probed: bool = True  # False: the probing client sends no checksums (Policy.checksums), none were asked
+    bucket: str = ""  # the bucket probed: conditions can differ by bucket (Ceph RGW ignores them in versioned ones)
+    delete_guard: DeleteGuard = DeleteGuard.CONDITIONAL_DELETE  # the best guard of a data file's delete it honours
 
     def supports(self, capability: Capability) -> bool:
         return self.gap(capability) is None
@@ -142,7 +159,10 @@ class StoreCapabilities:
     def summary(self) -> str:
         """One line: what the store lacks, the forms it needs, its clock."""
         parts = [f"store {self.endpoint}"]
+        if self.bucket:
+            parts[0] += f" (bucket {self.bucket})"
         parts.append("lacks " + "; ".join(g.describe() for g in self.gaps) if self.gaps else "has every capability")
+        parts.append(f"data files are deleted through {self.delete_guard.value}")
         if self.if_match_form is EtagForm.BARE:
             parts.append("PUT If-Match needs the ETag unquoted (sent so)")
         if not self.checksums_probed:
@@ -159,26 +179,37 @@ def endpoint_key(endpoint: Endpoint) -> str:
 
 
 class VerdictCache:
-    """Verdicts by endpoint for the life of the process; the first one for an endpoint is kept and logged. A kept
-    verdict's refused checksum forms go to ``refusals``, so that no client of the process sends them again."""
+    """Verdicts by endpoint and bucket for the life of the process (a store's conditions can differ by bucket: Ceph
+    RGW ignores them in a versioned one); the first one for each is kept and logged. A kept verdict's refused
+    checksum forms go to ``refusals``, so that no client of the process sends them again."""
 
     def __init__(self, refusals: ChecksumRefusals = REFUSALS) -> None:
         self._lock = threading.Lock()
-        self._verdicts: dict[str, StoreCapabilities] = {}
+        self._verdicts: dict[tuple[str, str], StoreCapabilities] = {}
         self._refusals = refusals
 
-    def get(self, endpoint: str) -> StoreCapabilities | None:
-        return self._verdicts.get(endpoint)
+    def get(self, endpoint: str, bucket: str | None = None) -> StoreCapabilities | None:
+        """The verdict for ``bucket`` at ``endpoint``; without a bucket (or none kept for it), the endpoint's first."""
+        with self._lock:
+            if bucket is not None and (endpoint, bucket) in self._verdicts:
+                return self._verdicts[(endpoint, bucket)]
+            return next((v for (e, _), v in self._verdicts.items() if e == endpoint), None)
+
+    def exact(self, endpoint: str, bucket: str) -> StoreCapabilities | None:
+        """The verdict probed in ``bucket`` at ``endpoint``, or None."""
+        with self._lock:
+            return self._verdicts.get((endpoint, bucket))
 
     def endpoints(self) -> list[str]:
         """The endpoints a verdict is kept for."""
         with self._lock:
-            return list(self._verdicts)
+            return list(dict.fromkeys(e for e, _ in self._verdicts))
 
     def remember(self, verdict: StoreCapabilities) -> StoreCapabilities:
-        """Keep ``verdict`` unless one for its endpoint is already kept; returns the kept one (logged once)."""
+        """Keep ``verdict`` unless one for its endpoint and bucket is already kept; returns the kept one (logged
+        once)."""
         with self._lock:
-            kept = self._verdicts.setdefault(verdict.endpoint, verdict)
+            kept = self._verdicts.setdefault((verdict.endpoint, verdict.bucket), verdict)
         if kept is verdict:
             for gap in verdict.gaps:
                 if gap.refused and gap.capability in CHECKSUM_FEATURES:
@@ -192,7 +223,8 @@ class VerdictCache:
             if endpoint is None:
                 self._verdicts.clear()
             else:
-                self._verdicts.pop(endpoint, None)
+                for known in [k for k in self._verdicts if k[0] == endpoint]:
+                    del self._verdicts[known]
 
 
 VERDICTS = VerdictCache()  # the process's verdicts: what S3Client.put_object consults for the If-Match form

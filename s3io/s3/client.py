@@ -89,6 +89,7 @@ class S3Client:
         ca_bundle: str | None = None,
         transport: Transport | None = None,
         credential_providers: tuple[str, ...] | None = None,
+        require_atomic_deletes: bool = False,
     ) -> None:
         """``encryption``: what writes ask S3 to encrypt with, and the SSE-C key reads send (s3io.s3.encryption);
         ``requester_pays``: every request says the requester pays (``x-amz-request-payer``); ``proxy``: a forward
@@ -96,7 +97,9 @@ class S3Client:
         (None: AWS_CA_BUNDLE, the profile's, else the default store; s3io.transport.trust); ``credential_providers``:
         with ``credentials`` None, which of botocore's providers to ask (None: all). ``transport``: how requests
         reach the wire (default: aiohttp's pool, ``AiohttpTransport``, through ``proxy``, trusting ``ca_bundle``); a
-        ``MockTransport`` answers them from a function, for unit tests of the layers above it."""
+        ``MockTransport`` answers them from a function, for unit tests of the layers above it.
+        ``require_atomic_deletes``: the user's demand that writes and compaction run only where the store guards a
+        data file's delete atomically (s3io.table's store check refuses otherwise)."""
         self.policy = policy if policy is not None else Policy.from_env()
         self.endpoint = resolve_endpoint(endpoint_url, region, addressing)
         if encryption.algorithm == SSE_C and self.endpoint.scheme != "https":
@@ -106,6 +109,7 @@ class S3Client:
                 "was sent)"
             )
         self.encryption = encryption
+        self.require_atomic_deletes = require_atomic_deletes
         self._write_headers = encryption.write_headers()
         self._read_headers = encryption.read_headers()
         self._requester_pays = requester_pays
@@ -599,7 +603,7 @@ class S3Client:
         if if_none_match:
             headers["if-none-match"] = "*"
         if if_match is not None:
-            if if_match_form is None and (verdict := VERDICTS.get(self._endpoint_key)) is not None:
+            if if_match_form is None and (verdict := VERDICTS.get(self._endpoint_key, bucket)) is not None:
                 if_match_form = verdict.if_match_form
             headers["if-match"] = if_match if if_match_form is None else if_match_form.render(if_match)
         if content_type:
@@ -837,6 +841,24 @@ class S3Client:
 
         await self._runner.run("abort_multipart", bucket, key, attempt)
 
+    async def upload_exists(self, bucket: str, key: str, upload_id: str) -> bool:
+        """Whether a multipart upload is still open (neither completed nor aborted): ListParts of at most one part,
+        answered 200 while it is and 404 NoSuchUpload once it is not. ListMultipartUploads is no substitute: on Ceph
+        RGW 16 a listing of a write's prefix named none of its open uploads (measured)."""
+        _check_key(bucket, key)
+
+        async def attempt(watchdog: Watchdog) -> bool:
+            try:
+                await self._send(
+                    watchdog,
+                    S3Request("list_parts", "GET", bucket, key, query={"uploadId": upload_id, "max-parts": "1"}),
+                )
+            except errors.NotFound:
+                return False
+            return True
+
+        return await self._runner.run("list_parts", bucket, key, attempt)
+
     async def create_bucket(self, bucket: str) -> None:
         """Create a bucket in the client's region; a bucket that already exists and is ours is not an error."""
         region = self.endpoint.region
@@ -881,11 +903,18 @@ class S3Client:
             after_part=after_part,
         )
 
-    async def delete_object(self, bucket: str, key: str, *, if_match: str | None = None) -> None:
-        """Delete one object (absent objects are not an error, as in S3)."""
+    async def delete_object(
+        self, bucket: str, key: str, *, if_match: str | None = None, if_unmodified_since: float | None = None
+    ) -> None:
+        """Delete one object (absent objects are not an error, as in S3). ``if_match``: only if it has that ETag;
+        ``if_unmodified_since`` (seconds since the epoch): only if its Last-Modified is not later, by Ceph RGW's
+        ``x-amz-delete-if-unmodified-since`` (ISO 8601, whole seconds; a store without it ignores it: the probe
+        says which honours it). Either refused: PreconditionFailed."""
         _check_key(bucket, key)
         _check_etag(bucket, key, if_match)
         headers = {"if-match": if_match} if if_match is not None else {}
+        if if_unmodified_since is not None:
+            headers["x-amz-delete-if-unmodified-since"] = iso8601_seconds(if_unmodified_since)
 
         async def attempt(watchdog: Watchdog) -> None:
             await self._send(watchdog, S3Request("delete", "DELETE", bucket, key, headers=dict(headers)))
@@ -1068,3 +1097,9 @@ def _md5(data: bytes) -> str:
 
 def _status_code(status: int) -> str:
     return {404: "NotFound", 403: "AccessDenied", 412: "PreconditionFailed", 503: "SlowDown"}.get(status, str(status))
+
+
+def iso8601_seconds(when: float) -> str:
+    """``when`` (seconds since the epoch) as ISO 8601 UTC in whole seconds, the form RGW's delete condition takes
+    (``2026-11-28T15:04:05Z``; RFC 1123 and epoch forms are refused with 400). Truncated, as Last-Modified is."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(when)))

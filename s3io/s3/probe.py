@@ -8,6 +8,10 @@ Every check asks the store to do something S3 does and looks at what it did, on 
                            S3 sends ETags or, where the store refuses that, unquoted (then another unquoted ETag must
                            be refused too): the form that works is the verdict's ``if_match_form``
     conditional delete     DELETE If-Match: <another ETag> is refused; DELETE If-Match: <its ETag> deletes it
+    delete if unmodified   (only where conditional delete is missing) Ceph RGW's x-amz-delete-if-unmodified-since:
+                           a second before the object's Last-Modified is refused (412, kept); its Last-Modified
+                           deletes it. The verdict's ``delete_guard`` is the best of the two that holds, else a HEAD
+                           If-Match just before the DELETE (not atomic)
     DeleteObjects ETags    a per-object <ETag> that is not the object's is refused for that key; its own deletes it
     ranges                 bytes=0-9, bytes=10-, bytes=-5 answer exactly those bytes; a range past the end is 416
     multipart ETag         the first CompleteMultipartUpload answer carries the object's ETag (RGW 16's is empty:
@@ -19,7 +23,9 @@ Every check asks the store to do something S3 does and looks at what it did, on 
                            (a HEAD states it). Not asked where the client sends no checksums (``checksums_probed``)
     clock                  the probe object's Last-Modified: the store's time, carried on a monotonic clock
 
-A request the store could not be asked (a timeout, a connection failure, AccessDenied on the scratch prefix) raises:
+Conditions can differ by bucket (Ceph RGW ignores them in a versioned bucket), so the probe runs in the bucket
+being written and its verdict is kept per endpoint and bucket. A request the store could not be asked (a timeout,
+a connection failure, AccessDenied on the scratch prefix) raises:
 a verdict is only ever what the store answered. A conditional request the client retried after a lost answer (the
 store applied it, the retry then fails its condition) is recognised by the probe body it left, never taken for a
 refusal.
@@ -38,6 +44,7 @@ from s3io.s3.capabilities import (
     CHECKSUM_FEATURES,
     VERDICTS,
     Capability,
+    DeleteGuard,
     EtagForm,
     Gap,
     MissingCapability,
@@ -64,10 +71,9 @@ ACCEPTED = "accepted"
 async def store_capabilities(
     client: S3Client, bucket: str, scratch_prefix: str, *, monotonic: Callable[[], float] = time.monotonic
 ) -> StoreCapabilities:
-    """The verdict for ``client``'s endpoint: probed once per process (in ``bucket`` under ``scratch_prefix``),
-    remembered and logged once; later calls for the same endpoint send nothing."""
-    key = endpoint_key(client.endpoint)
-    known = VERDICTS.get(key)
+    """The verdict for ``bucket`` at ``client``'s endpoint: probed once per process (under ``scratch_prefix``),
+    remembered and logged once; later calls for the same endpoint and bucket send nothing."""
+    known = VERDICTS.exact(endpoint_key(client.endpoint), bucket)
     if known is not None:
         return known
     return VERDICTS.remember(await probe_store(client, bucket, scratch_prefix, monotonic=monotonic))
@@ -82,6 +88,10 @@ async def probe_store(
     gaps: list[Gap] = []
     checksums = client.policy.checksums == WHEN_SUPPORTED
     form, clock, offset = await _conditional_writes(client, bucket, base, gaps, monotonic)
+    guard = DeleteGuard.CONDITIONAL_DELETE
+    if any(g.capability is Capability.CONDITIONAL_DELETE for g in gaps):
+        unmodified = await _delete_if_unmodified_since(client, bucket, f"{base}-unmodified", gaps)
+        guard = DeleteGuard.UNMODIFIED_SINCE if unmodified else DeleteGuard.HEAD_IF_MATCH
     await _ranges_and_bulk_delete(client, bucket, f"{base}-ranges", gaps, checksums=checksums)
     await _multipart(client, bucket, f"{base}-multipart", gaps, checksums=checksums)
     return StoreCapabilities(
@@ -92,6 +102,8 @@ async def probe_store(
         clock_offset=offset,
         requests=client.stats().request_count - before,
         checksums_probed=checksums,
+        bucket=bucket,
+        delete_guard=guard,
     )
 
 
@@ -226,6 +238,34 @@ async def _conditional_delete(client: S3Client, bucket: str, key: str, gaps: lis
         gaps.append(Gap(capability, f"DELETE If-Match: <its own ETag> {answer}: no conditional delete can succeed"))
     elif await _exists(client, bucket, key):
         gaps.append(Gap(capability, "DELETE If-Match: <its own ETag> answered success but kept the object"))
+
+
+async def _delete_if_unmodified_since(client: S3Client, bucket: str, key: str, gaps: list[Gap]) -> bool:
+    """RGW's own delete condition: a time a second before the object's Last-Modified must be refused (412, kept),
+    its Last-Modified must delete it. Whether both held."""
+    capability = Capability.DELETE_IF_UNMODIFIED_SINCE
+    await client.put_object(bucket, key, _body("unmodified"))
+    try:
+        modified = (await client.head_object(bucket, key)).last_modified
+        if modified is None:
+            gaps.append(Gap(capability, "not asked: the store sent no Last-Modified"))
+            return False
+        earlier = await _outcome(client.delete_object(bucket, key, if_unmodified_since=modified - 1))
+        if earlier == ACCEPTED:
+            kept = await _exists(client, bucket, key)
+            effect = "answered success but kept the object" if kept else "was ignored (the object was deleted)"
+            gaps.append(Gap(capability, f"a time before the object's Last-Modified {effect}"))
+            return False
+        if earlier is not None:
+            gaps.append(Gap(capability, f"a time before the object's Last-Modified {earlier} instead of 412"))
+            return False
+        own = await _outcome(client.delete_object(bucket, key, if_unmodified_since=modified))
+        if own != ACCEPTED or await _exists(client, bucket, key):
+            gaps.append(Gap(capability, f"the object's own Last-Modified {own or 'answered 412'}: it was kept"))
+            return False
+        return True
+    finally:
+        await _remove(client, bucket, key)
 
 
 async def _ranges_and_bulk_delete(client: S3Client, bucket: str, key: str, gaps: list[Gap], *, checksums: bool) -> None:

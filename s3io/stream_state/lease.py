@@ -1,6 +1,6 @@
 """A stream's lease: a small object in the compaction folder saying "these files are mine until I have read them".
 
-    <prefix>_s3io_compaction/leases/<streamName>.json
+    <prefix>_s3io_table/leases/<streamName>.json
         {"stream", "owner", "state": "s3://bucket/<state prefix>", "committed_batch", "ttl", "max_file_age", ...}
 
 A running stream writes it before its first listing and renews it every ttl/3 and at each commit (If-Match on its
@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, Capability, StoreCapabilities
+from s3io.s3.capabilities import Capability, StoreCapabilities
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.probe import store_capabilities
@@ -36,11 +36,12 @@ from s3io.s3.types import ObjectInfo, PutResult
 from s3io.stream_state.seen import SeenFiles
 from s3io.stream_state.state_store import StreamStore
 from s3io.table import layout
+from s3io.table.lease import lease_end
 from s3io.urls import split_s3_url
 
 log = logging.getLogger("s3io.stream_state")
 
-LEASES_DIR = "_s3io_compaction/leases/"
+LEASES_DIR = f"{layout.CONTROL_DIR}leases/"
 FORMAT = "s3io-stream-lease/1"
 READ_ATTEMPTS = 5  # reads of one lease that a renewal between HEAD and GET may spoil before it is an error
 
@@ -114,9 +115,7 @@ class Lease:
 
     def expires_at(self, clock_skew: float) -> float | None:
         """When the lease ends on the store's clock (None: the store gave no Last-Modified, never judged ended)."""
-        if self.last_modified is None:
-            return None
-        return self.last_modified + self.ttl + clock_skew + STORE_CLOCK_RESOLUTION
+        return lease_end(self.last_modified, self.ttl, clock_skew)
 
 
 class LeaseBroken(S3IOError):

@@ -1,13 +1,17 @@
-"""Where the compaction keeps its objects under a prefix; every name here is hidden from Spark, Hive and pyarrow.
+"""Where a table keeps its control objects under its prefix; every name here is hidden from Spark, Hive and pyarrow.
 
-    <prefix>_s3io_compaction/LOCK                                   the lock (owner, expiry)
-    <prefix>_s3io_compaction/probe/<job_id>                           a run's conditional-write probe (seconds)
-    <prefix>_s3io_compaction/journal/<job_id>/<group_id>.json        one journal entry per committed group
-    <partition dir>_s3io_staging/<job_id>/<group_id>-<nonce>.parquet the output before publication
-    <partition dir>part-c-<job_id>-<group_id>.parquet                 the published output (a plain data file)
+    <prefix>_s3io_table/LOCK                                      the table's lock (owner, expiry; "released")
+    <prefix>_s3io_table/probe/<random>                            the store probe's scratch objects (seconds)
+    <prefix>_s3io_table/journal/<job_id>/<group_id>.json          a compaction group's journal entry
+    <prefix>_s3io_table/writes/<job id>.json                      a write's journal entry
+    <prefix>_s3io_table/sinks/<query>.json                        a stream sink's last committed batch
+    <prefix>_s3io_table/leases/<streamName>.json                  a stream's lease (s3io.stream_state.lease)
+    <partition dir>_s3io_staging/<job_id>/<group_id>-<nonce>.parquet a compaction output before publication
+    <partition dir>part-c-<job_id>-<group_id>.parquet             the published output (a plain data file)
 
-The staging name carries a per-attempt nonce: a retried or speculative Spark task writes a different object,
-so an attempt that loses the race can never overwrite the staging object a journal entry already names.
+``CONTROL_DIR`` is the one spelling of the control folder's name. The staging name carries a per-attempt nonce: a
+retried or speculative Spark task writes a different object, so an attempt that loses the race can never overwrite
+the staging object a journal entry already names.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from s3io.errors import InvalidConfig
 from s3io.table.data_files import is_hidden
 from s3io.urls import has_glob, split_s3_url
 
-CONTROL_DIR = "_s3io_compaction/"
+CONTROL_DIR = "_s3io_table/"
 # Footer key-value metadata of every compacted output: the inputs it replaces, [[key, ETag], ...] as JSON. A stream
 # that meets an output later (the journal entry may be gone) learns from it which rows it has already read.
 INPUTS_METADATA_KEY = b"s3io.compaction.inputs"
@@ -34,10 +38,13 @@ INPUTS_MODIFIED_METADATA_KEY = b"s3io.compaction.inputs_modified"
 STAGING_DIR = "_s3io_staging/"
 LOCK_NAME = "LOCK"
 JOURNAL_DIR = "journal/"
+WRITES_DIR = "writes/"
+SINKS_DIR = "sinks/"
 PROBE_DIR = "probe/"
 FINAL_PREFIX = "part-c-"
 
-_JOURNAL_KEY = re.compile(r"(?:^|/)_s3io_compaction/journal/(?P<job>[^/]+)/(?P<group>[^/]+)\.json$")
+_JOURNAL_KEY = re.compile(rf"(?:^|/){re.escape(CONTROL_DIR + JOURNAL_DIR)}(?P<job>[^/]+)/(?P<group>[^/]+)\.json$")
+_WRITE_KEY = re.compile(rf"(?:^|/){re.escape(CONTROL_DIR + WRITES_DIR)}(?P<job>[^/]+)\.json$")
 
 
 def parse_prefix(url: str) -> tuple[str, str]:
@@ -66,6 +73,27 @@ def is_probe_key(key: str) -> bool:
     return f"/{CONTROL_DIR}{PROBE_DIR}" in f"/{key}"
 
 
+def writes_prefix(prefix: str) -> str:
+    return f"{prefix}{CONTROL_DIR}{WRITES_DIR}"
+
+
+def write_key(prefix: str, job_id: str) -> str:
+    return f"{writes_prefix(prefix)}{job_id}.json"
+
+
+def is_write_key(key: str) -> bool:
+    return _WRITE_KEY.search(key) is not None
+
+
+def is_sink_key(key: str) -> bool:
+    return f"/{CONTROL_DIR}{SINKS_DIR}" in f"/{key}"
+
+
+def root_of_write_key(key: str) -> str:
+    """The prefix a write entry's key belongs to ("" or ending with "/")."""
+    return key[: key.index(CONTROL_DIR + WRITES_DIR)]
+
+
 def journal_prefix(prefix: str) -> str:
     return f"{prefix}{CONTROL_DIR}{JOURNAL_DIR}"
 
@@ -91,7 +119,9 @@ def final_key(partition_dir: str, job_id: str, group_id: str) -> str:
     return f"{partition_dir}{FINAL_PREFIX}{job_id}-{group_id}.parquet"
 
 
-_STAGING_KEY = re.compile(r"^(?P<dir>(?:.*/)?)_s3io_staging/(?P<job>[^/]+)/(?P<group>[^/]+)-[0-9a-f]+\.parquet$")
+_STAGING_KEY = re.compile(
+    rf"^(?P<dir>(?:.*/)?){re.escape(STAGING_DIR)}(?P<job>[^/]+)/(?P<group>[^/]+)-[0-9a-f]+\.parquet$"
+)
 
 
 def is_final_key(key: str) -> bool:

@@ -1,8 +1,8 @@
 """A stream sink's progress: the last micro-batch it committed, one small object per streaming query.
 
-    <prefix>_s3io_compaction/sinks/<query key>.json     {"query_id", "batch", "write_id"}
+    <prefix>_s3io_table/sinks/<query key>.json     {"query_id", "batch", "write_id"}
 
-While a micro-batch's write entry exists (writes.py, job id ``s<query>-b<batch>``) it says whether the batch is
+While a micro-batch's write entry exists (journal.py, job id ``s<query>-b<batch>``) it says whether the batch is
 committed; this object says so once the entry is forgotten. It only ever grows (created with If-None-Match: *,
 raised with If-Match on its ETag) and is raised before the entry of a batch is deleted, so a batch that Spark
 replays after a driver crash, however late, is found committed and not written twice. One object per query
@@ -18,8 +18,7 @@ import secrets
 from s3io.errors import CorruptFile, NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.table import conditional
-from s3io.table.layout import CONTROL_DIR
-from s3io.table.writes import SINKS_DIR
+from s3io.table.layout import CONTROL_DIR, SINKS_DIR
 
 RAISE_ATTEMPTS = 5  # concurrent raises of one sink's mark (a replayed commit and a recovery) that may collide
 

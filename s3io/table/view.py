@@ -192,7 +192,7 @@ class DirectoryListing:
         return any(not is_hidden_name(o.key[len(directory) :]) for o in self.objects)
 
     def visible_subdirectories(self, directory: str) -> list[str]:
-        """Its subdirectories but hidden ones (the compaction's ``_s3io_compaction/`` and ``_s3io_staging/`` among
+        """Its subdirectories but hidden ones (the compaction's ``_s3io_table/`` and ``_s3io_staging/`` among
         them): a compaction never adds or removes a partition directory, so the journal has nothing to say here."""
         return [p for p in self.subdirectories if not is_hidden_name(p[len(directory) :].rstrip("/"))]
 
@@ -210,7 +210,7 @@ async def list_directory(client: S3Client, bucket: str, directory: str) -> Direc
 def about_path(exc: S3IOError, path: S3Path) -> S3IOError:
     """An error of listing ``path`` as its reader should read it: a missing bucket is named with the path the user
     gave (not the journal prefix that was listed first), and so is any error of listing the table's control
-    objects (the journal, the writes, the leases under ``_s3io_compaction/``): the user named the table, not them."""
+    objects (the journal, the writes, the leases under ``_s3io_table/``): the user named the table, not them."""
     if isinstance(exc, NotFound) and exc.code == "NoSuchBucket":
         return NotFound(
             f"bucket {path.bucket!r} does not exist (reading {path.url}): check the bucket name, the endpoint and the "

@@ -33,26 +33,43 @@ lists and reads the journal within the grace period, the reader contract: such a
 one stretch between two grace waits (commit; or copy, publish, input deletes; or staging delete, done, forget).
 Readers must read their files within the grace period too; a slower reader fails loudly (object not found).
 
-Writes (s3io.table.writes) are applied first, by the same two reads: a write not yet published hides its files, a
-published one adds them and drops the files it replaces (``apply_writes``); the compaction entries then apply to
-the result. One LIST per root reads both kinds (the root's ``_s3io_compaction/`` folder).
+Writes (the journal's write entries) are applied first, by the same two reads: a write not yet published hides its
+files, a published one adds them and drops the files it replaces (``apply_writes``); the compaction entries then
+apply to the result. One LIST per root reads both kinds (the root's control folder, ``layout.CONTROL_DIR``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from s3io.engine.tasks import gather_all
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef, read_entries
-from s3io.table.layout import CONTROL_DIR, is_data_key, is_journal_key, journal_prefix, journal_roots, logical_key
+from s3io.table.journal import (
+    CLAIMS,
+    COMMITTED,
+    DONE,
+    PUBLISHED,
+    VISIBLE,
+    JournalEntry,
+    ObjectRef,
+    WriteEntry,
+    read_entries,
+)
+from s3io.table.layout import (
+    CONTROL_DIR,
+    is_data_key,
+    is_journal_key,
+    is_write_key,
+    journal_prefix,
+    journal_roots,
+    logical_key,
+    writes_prefix,
+)
 from s3io.table.listing import list_tree
-from s3io.table.writes import COMMITTED as WRITE_COMMITTED
-from s3io.table.writes import WriteEntry, apply_writes, is_write_key, read_write_entries, writes_prefix
 
 _ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was undone, its inputs are the truth
 
@@ -97,8 +114,8 @@ def apply_journal(
     HEAD of each write entry "committed" before and gone after, by its key.
     """
     scope = prefix if scope is None else scope
-    after = {e.key: e for e in entries if e.state != PENDING}
-    earlier = {e.key: e for e in (before.entries if before is not None else ()) if e.state != PENDING}
+    after = {e.key: e for e in entries if e.state not in CLAIMS}
+    earlier = {e.key: e for e in (before.entries if before is not None else ()) if e.state not in CLAIMS}
     consumed = {ref.key for e in (*after.values(), *earlier.values()) for ref in e.inputs}
     listed_data = {o.key: o for o in listed if is_data_key(o.key, prefix)}
     if writes or (before is not None and before.writes):
@@ -207,10 +224,10 @@ async def read_journals(
     objects = [info for group in found for info in group]
     infos = [o for o in objects if is_journal_key(o.key)]
     earlier = {e.key: e for e in known.entries} if known is not None else {}
-    entries = await _read_entries(client, bucket, infos, earlier, concurrency)
+    entries = await read_entries(client, JournalEntry, bucket, infos, known=earlier, concurrency=concurrency)
     known_writes = {e.key: e for e in known.writes} if known is not None else None
     write_infos = [o for o in objects if is_write_key(o.key)]
-    writes = await read_write_entries(client, bucket, write_infos, known=known_writes, concurrency=concurrency)
+    writes = await read_entries(client, WriteEntry, bucket, write_infos, known=known_writes, concurrency=concurrency)
     return JournalSnapshot(
         tuple(entries),
         tuple(journal_prefix(root) for root in roots),
@@ -241,17 +258,18 @@ async def resolve_visible_files(
     directory = directory_of(prefix)
     if after is None:
         after = await read_journals(client, bucket, [directory], known=before, concurrency=concurrency)
-    below = {o.key for o in listed if is_journal_key(o.key) and not o.key.startswith(after.journals)}
     earlier = {e.key: e for e in before.entries} if before is not None else {}
     entries = list(after.entries)
-    entries += await read_entries(client, bucket, below - {e.key for e in entries}, concurrency=concurrency)
+    read = {e.key for e in entries}
+    below = [o for o in listed if is_journal_key(o.key) and not o.key.startswith(after.journals) and o.key not in read]
+    entries += await read_entries(client, JournalEntry, bucket, below, concurrency=concurrency)
     current = {e.key for e in entries}
     vanished = [e for e in earlier.values() if e.key not in current and e.state == COMMITTED and _covers(e, prefix)]
     heads = await gather_all(_head(client, e.bucket, e.final_key) for e in vanished)
     finals = {e.key: head for e, head in zip(vanished, heads, strict=True)}
     writes_below = [o for o in listed if is_write_key(o.key) and not o.key.startswith(after.write_prefixes)]
     known_writes = {e.key: e for e in before.writes} if before is not None else {}
-    writes = [*after.writes, *await read_write_entries(client, bucket, writes_below, known=known_writes)]
+    writes = [*after.writes, *await read_entries(client, WriteEntry, bucket, writes_below, known=known_writes)]
     write_heads = await _heads_of_vanished_writes(client, before, writes, prefix)
     return apply_journal(
         listed,
@@ -291,7 +309,7 @@ async def _heads_of_vanished_writes(
     if before is None:
         return {}
     current = {e.key for e in writes}
-    vanished = [e for e in before.writes if e.key not in current and e.state == WRITE_COMMITTED]
+    vanished = [e for e in before.writes if e.key not in current and e.state == COMMITTED]
     out: dict[str, list[ObjectInfo]] = {}
     for entry in vanished:
         files = [f for f in entry.files if f.key.startswith(prefix)]
@@ -300,20 +318,93 @@ async def _heads_of_vanished_writes(
     return out
 
 
-async def _read_entries(
-    client: S3Client, bucket: str, infos: Sequence[ObjectInfo], known: Mapping[str, JournalEntry], concurrency: int
-) -> list[JournalEntry]:
-    """The entries at ``infos``; one already read with the same ETag (in ``known``) is not fetched again."""
-    reused = [known[o.key] for o in infos if o.key in known and same_etag(known[o.key].etag, o.etag)]
-    reused_keys = {e.key for e in reused}
-    fetched = await read_entries(
-        client, bucket, [o.key for o in infos if o.key not in reused_keys], concurrency=concurrency
-    )
-    return sorted([*reused, *fetched], key=lambda e: e.key)
-
-
 async def _head(client: S3Client, bucket: str, key: str) -> ObjectInfo | None:
     try:
         return await client.head_object(bucket, key)
     except NotFound:
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteView:
+    """What the write entries change in a listing: files to hide, files to drop (by key and ETag), files to add."""
+
+    hidden: frozenset[str] = frozenset()
+    dropped: tuple[ObjectRef, ...] = ()
+    added: dict[str, ObjectInfo] = field(default_factory=dict)
+
+    def apply(self, listed: Mapping[str, ObjectInfo]) -> dict[str, ObjectInfo]:
+        """``listed`` (data files by key) with the entries applied."""
+        visible = {k: o for k, o in listed.items() if k not in self.hidden}
+        visible.update({k: o for k, o in self.added.items() if k not in visible})
+        for ref in self.dropped:
+            info = visible.get(ref.key)
+            if info is not None and (info.etag is None or ref.etag is None or same_etag(info.etag, ref.etag)):
+                del visible[ref.key]
+        return visible
+
+
+def apply_writes(
+    listed: Mapping[str, ObjectInfo],
+    after: Sequence[WriteEntry],
+    *,
+    before: Sequence[WriteEntry] | None,
+    covered_before: Callable[[WriteEntry], bool] | None = None,
+    heads: Mapping[str, Sequence[ObjectInfo]] | None = None,
+    consumed: frozenset[str] = frozenset(),
+    prefix: str = "",
+    scope: str | None = None,
+) -> WriteView:
+    """What a reader of directory ``prefix`` makes of the write entries (see docs/writing.md, "What readers see").
+
+    ``listed``: the listing's data files by key; ``after``: the entries read after the listing; ``before``: those
+    read before it (None: not read), and ``covered_before(entry)`` whether that read looked where the entry lives;
+    ``heads``: for each entry "committed" before and gone after, by key, its files found by HEAD; ``consumed``: keys
+    a compaction entry took as inputs (its output holds their rows); ``scope``: the prefix listed (default
+    ``prefix``): files outside it are never added.
+
+    - "committed" after: its files are hidden (some may be complete already; the write is not visible yet);
+    - "published"/"done" after: the files it replaces are dropped; its files are added from the entry unless it was
+      "published" or "done" before too (then the listing, taken after, decides: a later compaction or overwrite may
+      have removed them) or a compaction consumed them;
+    - gone after, "published"/"done" before: the files it replaces are dropped (a delete may lag the listing);
+    - gone after, "committed" before: it was published and forgotten meanwhile: the files HEAD found are added,
+      and the files it replaces dropped;
+    - "pending" or "aborted": nothing (a claim, never visible).
+    """
+    scope = prefix if scope is None else scope
+    now = {e.key: e for e in after}
+    then = {e.key: e for e in (before or ())}
+    hidden: set[str] = set()
+    dropped: list[ObjectRef] = []
+    added: dict[str, ObjectInfo] = {}
+
+    def add(entry: WriteEntry, infos: Iterable[ObjectInfo]) -> None:
+        for info in infos:
+            if info.key not in consumed and info.key.startswith(scope) and is_data_key(info.key, prefix):
+                added[info.key] = listed.get(info.key, info)
+
+    for key in sorted({*now, *then}):
+        entry, earlier = now.get(key), then.get(key)
+        if entry is not None:
+            if entry.state == COMMITTED:
+                hidden.update(f.key for f in entry.files)
+            elif entry.state in VISIBLE:
+                dropped.extend(entry.replaced)
+                seen_before = (
+                    before is not None
+                    and earlier is not None
+                    and earlier.state in VISIBLE
+                    and (covered_before is None or covered_before(entry))
+                )
+                if not seen_before:
+                    add(entry, (f.info(entry.bucket) for f in entry.files))
+        elif earlier is not None:
+            if earlier.state in VISIBLE:
+                dropped.extend(earlier.replaced)
+            elif earlier.state == COMMITTED:
+                found = list((heads or {}).get(key, ()))
+                add(earlier, found)
+                if found:
+                    dropped.extend(earlier.replaced)
+    return WriteView(frozenset(hidden), tuple(dropped), added)

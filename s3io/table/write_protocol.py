@@ -21,7 +21,6 @@ are aborted when their job's entry says the job is over, or once they are older 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -29,19 +28,19 @@ from dataclasses import dataclass, field
 
 from s3io.engine.tasks import map_bounded
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
+from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.s3.types import ObjectInfo
-from s3io.table import sinks, writes
-from s3io.table.conditional import delete_if_match
+from s3io.table import journal, lease, sinks
+from s3io.table.conditional import delete_guard, delete_guarded
+from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
 from s3io.table.write_names import job_of_key
-from s3io.table.writes import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, WriteEntry
 
 log = logging.getLogger("s3io.write")
 
 StoreNow = Callable[[], Awaitable[float]]
 Clock = Callable[[], float]
-STORE_CLOCK_RESOLUTION = 1.0  # Last-Modified has whole seconds
 
 
 class WriteError(S3IOError):
@@ -55,6 +54,27 @@ class UploadLost(WriteError):
 
 class CommitLost(WriteError):
     """Our entry moved under us: recovery rolled our claim back (its lease ended before we committed)."""
+
+
+class UploadsGone(WriteError):
+    """Before the commit point: uploads the write would complete are gone (aborted by another write's recovery after
+    ``abandonUploadsAfter``, a lifecycle rule or a person); the write is rolled back, nothing committed."""
+
+
+class CommittedNotFinished(WriteError):
+    """After the commit point: the write's rows ARE committed (whoever runs next on the prefix publishes them), but
+    this process could not finish; retrying an append would write its rows twice."""
+
+
+async def missing_uploads(
+    client: S3Client, bucket: str, files: Sequence[NewFile], *, concurrency: int = 16
+) -> list[NewFile]:
+    """The files whose multipart upload no longer exists (one ListParts each, ``concurrency`` at a time)."""
+
+    async def gone(file: NewFile) -> NewFile | None:
+        return None if await client.upload_exists(bucket, file.key, file.upload_id) else file
+
+    return [f for f in await map_bounded(gone, list(files), concurrency) if f is not None]
 
 
 # ------------------------------------------------------------------------------------------ the steps
@@ -121,17 +141,16 @@ async def roll_back(client: S3Client, entry: WriteEntry) -> WriteEntry | None:
     None once rolled back; the entry as it is now if its writer committed it first (roll that forward)."""
     if entry.state == PENDING:
         try:
-            entry = await writes.advance(client, entry, state=ABORTED)
+            entry = await journal.advance(client, entry, state=ABORTED)
         except (PreconditionFailed, NotFound):
-            current = await writes.read_write_entry(client, entry.bucket, entry.key)
+            current = await journal.read_entry(client, WriteEntry, entry.bucket, entry.key)
             if current is None or current.state in (PENDING, ABORTED):
                 return None if current is None else await roll_back(client, current)
             return current
     if entry.state != ABORTED:
         return entry
     await abort_uploads(client, entry.bucket, entry.files)
-    with contextlib.suppress(PreconditionFailed):  # moved meanwhile: another recoverer's, as far as we go
-        await writes.remove(client, entry)
+    await journal.forget(client, entry)  # aborted: no process moves it again
     return None
 
 
@@ -139,9 +158,9 @@ async def publish(client: S3Client, entry: WriteEntry, *, clock: Clock = time.ti
     """ "committed" -> "published" once every upload is complete; an entry already published (by a recoverer) is
     fine."""
     try:
-        return await writes.advance(client, entry, state=PUBLISHED, published_at=clock())
+        return await journal.advance(client, entry, state=PUBLISHED, published_at=clock())
     except (PreconditionFailed, NotFound) as exc:
-        current = await writes.read_write_entry(client, entry.bucket, entry.key)
+        current = await journal.read_entry(client, WriteEntry, entry.bucket, entry.key)
         if current is not None and current.state in (PUBLISHED, DONE):
             return current
         raise WriteError(
@@ -158,14 +177,19 @@ async def retire(
     clock: Clock = time.time,
     concurrency: int = 16,
     after_each: Callable[[str], None] | None = None,
+    guard: DeleteGuard | None = None,
 ) -> tuple[WriteEntry | None, list[str]]:
-    """Delete the files a published overwrite replaces (If-Match their ETags) and mark it "done"; (the entry, or
-    None if another process moved it meanwhile; files left because they changed since, as messages)."""
+    """Delete the files a published overwrite replaces (each through the store's delete guard on its planned ETag
+    and Last-Modified; ``guard`` None: the probe's verdict) and mark it "done"; (the entry, or None if another
+    process moved it meanwhile; files left because they changed since, as messages)."""
     conflicts: list[str] = []
+    if guard is None:
+        guard = await delete_guard(client, entry.bucket, entry.prefix)
 
-    async def one(ref: writes.ObjectRef) -> None:
+    async def one(ref: ObjectRef) -> None:
+        assert guard is not None
         try:
-            await delete_if_match(client, entry.bucket, ref.key, ref.etag)
+            await delete_guarded(client, guard, entry.bucket, ref.key, ref.etag, ref.modified)
         except PreconditionFailed:
             conflicts.append(
                 f"s3://{entry.bucket}/{ref.key} was replaced after the overwrite {entry.job_id} listed it (its ETag is "
@@ -176,7 +200,7 @@ async def retire(
 
     await map_bounded(one, list(entry.replaced), concurrency)
     try:
-        return await writes.advance(client, entry, state=DONE, done_at=clock()), conflicts
+        return await journal.advance(client, entry, state=DONE, done_at=clock()), conflicts
     except (PreconditionFailed, NotFound):
         return None, conflicts
 
@@ -185,16 +209,13 @@ async def forget(client: S3Client, entry: WriteEntry) -> None:
     """Delete a finished entry; a stream micro-batch's is recorded in its sink's record first (sinks.py)."""
     if entry.query_id is not None and entry.batch is not None:
         await sinks.record_batch(client, entry.bucket, entry.prefix, entry.query_id, entry.batch)
-    with contextlib.suppress(PreconditionFailed):
-        await writes.remove(client, entry)
+    await journal.forget(client, entry)
 
 
 def lease_ended(entry: WriteEntry, store_now: float, clock_skew: float) -> bool:
     """Whether a pending entry's writer is gone: its lease, from the entry's Last-Modified, ended on the store's
     clock (unknown Last-Modified: not judged)."""
-    if entry.stored_at is None:
-        return False
-    return entry.stored_at + entry.lease_ttl + clock_skew + STORE_CLOCK_RESOLUTION < store_now
+    return lease.lease_ended(entry.stored_at, entry.lease_ttl, clock_skew, store_now)
 
 
 def seconds_until_due(entry: WriteEntry, store_now: float, grace: float) -> float | None:
@@ -267,7 +288,7 @@ async def recover_writes(
     committing itself. Problems that need a person (an upload lost) are reported in ``errors``, never raised."""
     report = WriteRecovery()
     skipped = set(skip_jobs)
-    entries = [e for e in await writes.read_writes(client, bucket, prefix) if e.job_id not in skipped]
+    entries = [e for e in await journal.read_writes(client, bucket, prefix) if e.job_id not in skipped]
     report.entries_found = len(entries)
     now = await store_now()
     later: list[tuple[WriteEntry, float]] = []  # (an entry only its grace period holds back, seconds left)
@@ -327,10 +348,36 @@ async def _recover_one(
             return None
         entry = moved
     if entry.state == COMMITTED:
-        await complete_files(client, entry)
+        try:
+            await complete_files(client, entry)
+        except UploadLost:
+            if await _roll_back_lost(client, entry):
+                report.rolled_back.append(entry.job_id)
+                return None
+            raise
         entry = await publish(client, entry, clock=clock)
         report.rolled_forward.append(entry.job_id)
     return await _finish_published(client, entry, now, grace, clock, report)
+
+
+async def _roll_back_lost(client: S3Client, entry: WriteEntry) -> bool:
+    """A committed entry none of whose files can be completed any more (every upload gone, no object made from it):
+    it can never be published, so it is rolled back instead of blocking the prefix (it was never visible to a
+    journal-aware reader). False (left for a person) where some file is complete: its rows may have been read."""
+    for file in entry.files:
+        try:
+            await client.head_object(entry.bucket, file.key)
+        except NotFound:
+            continue
+        return False
+    try:
+        aborted = await journal.advance(client, entry, state=ABORTED)
+    except (PreconditionFailed, NotFound):
+        return False  # moved: another process is finishing it
+    await abort_uploads(client, entry.bucket, entry.files)
+    await journal.forget(client, aborted)
+    log.warning("write %s: committed, but every upload of it is gone; rolled back (it was never visible)", entry.job_id)
+    return True
 
 
 async def _finish_published(

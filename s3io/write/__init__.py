@@ -15,7 +15,7 @@ _SOURCES = {  # public name -> its module, imported on first use: a read that pa
     "WriteReport": "s3io.write.commit",
     "abort_write": "s3io.write.commit",
     "commit_write": "s3io.write.commit",
-    "WriteCrashPoint": "s3io.write.crash",
+    "CrashPoint": "s3io.table.crash",
     "WriteOptions": "s3io.write.options",
     "check_append": "s3io.write.schema_check",
     "TaskOutput": "s3io.write.task",

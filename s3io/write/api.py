@@ -18,7 +18,7 @@ import pyarrow as pa
 from s3io.engine import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
-from s3io.store import StoreConfig
+from s3io.store import KEYWORD_FIELDS, StoreConfig
 from s3io.table import layout
 from s3io.transport.credentials import Credentials
 from s3io.write.commit import WriteReport, abort_write, commit_write
@@ -30,10 +30,6 @@ from s3io.write.task import TaskWriter, WriteSpec
 log = logging.getLogger("s3io.write")
 
 Data = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]
-
-
-# StoreConfig fields write_parquet takes as keywords, beside the endpoint, region, credentials, policy and engine
-STORE_SETTINGS = ("sse", "sse_kms_key_id", "sse_bucket_key", "sse_customer_key", "requester_pays", "proxy", "ca_bundle")
 
 
 async def write_parquet_async(
@@ -73,7 +69,7 @@ async def write_parquet_async(
     Journal-aware readers (s3io, the s3parquet source) see all of the write or none of it; see docs/writing.md for
     what a plain reader sees when.
     """
-    store_settings = {name: option_values.pop(name) for name in STORE_SETTINGS if name in option_values}
+    store_settings = {name: option_values.pop(name) for name in KEYWORD_FIELDS if name in option_values}
     changes: dict[str, Any] = dict(option_values)
     changes["mode"] = mode
     if partition_by:

@@ -1,7 +1,7 @@
 """The commit of a write: its tasks' uploads made visible at once, under the journal (docs/writing.md, "Protocol").
 
 ``commit_write`` runs once, on the driver, after every task has uploaded its files (uncompleted multipart uploads,
-task.py). Steps (s3io.table.write_protocol has each one; ``WriteCrashPoint`` names the boundaries):
+task.py). Steps (s3io.table.write_protocol has each one; ``CrashPoint`` names the boundaries):
 
 1. probe the store (conditional writes enforced, its clock), once per process and prefix every few minutes;
 2. an overwrite takes the prefix's compaction lock (it waits up to ``lock_wait`` for a compaction or another
@@ -32,39 +32,46 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from s3io.compaction.errors import CompactionError, LockHeld, LockLost
-from s3io.compaction.lock import CompactionLock
-from s3io.compaction.recover import recover
-from s3io.compaction.store_probe import probe_store
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import StoreClock
+from s3io.s3.capabilities import DeleteGuard, StoreCapabilities, StoreClock
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
-from s3io.table import layout, sinks, writes
+from s3io.table import journal, layout, sinks
+from s3io.table.conditional import UNMODIFIED_SINCE_MARGIN, plannable
+from s3io.table.crash import WRITE_ENV_VAR, CrashPoint, maybe_crash, resolve
+from s3io.table.errors import LockHeld, LockLost, TableError
+from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
+from s3io.table.lock import TableLock, lock_held
+from s3io.table.recovery import recover
+from s3io.table.store_check import probe_store
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import (
     CommitLost,
+    CommittedNotFinished,
+    UploadsGone,
     WriteError,
     WriteRecovery,
     abort_job_strays,
     abort_uploads,
     complete_files,
+    missing_uploads,
     publish,
     recover_writes,
     retire,
     roll_back,
 )
-from s3io.table.writes import COMMITTED, DONE, PENDING, PUBLISHED, NewFile, ObjectRef, WriteEntry
 from s3io.write.auto_compact import auto_compact
-from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
 
 log = logging.getLogger("s3io.write")
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 LOCK_RETRY = 2.0  # seconds between attempts to take a held lock
+YOUNG_FILE_ATTEMPTS = 4  # listings of an overwrite's scope that may find files too young for RGW's delete guard
 
 COMMITTED_NOW = "committed"
 ALREADY_COMMITTED = "already_committed"
@@ -90,6 +97,7 @@ class WriteReport:
     waited_s: float = 0.0
     recovery: WriteRecovery | None = None
     compaction: object | None = None  # the CompactionReport of auto-compaction, when it ran
+    delete_guard: str = ""  # what guards the delete of a file an overwrite replaces on this store
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -104,9 +112,11 @@ class WriteReport:
         sizes = sorted(size for _, size, _ in self.files)
         spread = f", file sizes {sizes[0]:,}..{sizes[-1]:,} B (median {sizes[len(sizes) // 2]:,})" if sizes else ""
         replaced = f", replaced {self.replaced} file(s) ({self.replaced_bytes:,} B)" if self.replaced else ""
+        guard = f"; deletes through {self.delete_guard}" if self.delete_guard else ""
         return (
             f"{self.mode} {self.url} (job {self.job_id}): {self.status}, {len(self.files)} file(s), {self.rows:,} "
             f"rows, {self.bytes:,} B{spread}{replaced}; {self.requests} commit requests, {self.duration_s:.2f} s"
+            f"{guard}"
         )
 
 
@@ -117,14 +127,14 @@ async def commit_write(
     *,
     query_id: str | None = None,
     batch: int | None = None,
-    crash_at: WriteCrashPoint | str | None = None,
+    crash_at: CrashPoint | str | None = None,
     clock: Clock = time.time,
     sleep: Sleep = asyncio.sleep,
 ) -> WriteReport:
     """Commit the files ``outputs`` uploaded (see the module doc); returns once readers see them (an overwrite:
     once the replaced files are deleted, after the grace period). A stream's micro-batch passes its ``query_id``
     and ``batch``; ``spec.job_id`` must then be their ``stream_job_id``."""
-    crash = resolve_write_crash(crash_at)
+    crash = resolve(crash_at, WRITE_ENV_VAR)
     commit = _Commit(client, spec, outputs, query_id, batch, crash, clock, sleep)
     return await commit.run()
 
@@ -134,7 +144,7 @@ async def abort_write(client: S3Client, spec: WriteSpec, outputs: Sequence[TaskO
 
     A write already past its commit point (its commit raised after it) is never undone: it is finished instead.
     Returns the keys whose uploads were aborted."""
-    entry = await writes.read_write_entry(client, spec.bucket, writes.write_key(spec.prefix, spec.job_id))
+    entry = await journal.read_entry(client, WriteEntry, spec.bucket, layout.write_key(spec.prefix, spec.job_id))
     if entry is not None and entry.state in (COMMITTED, PUBLISHED, DONE):
         if entry.state == COMMITTED:
             await complete_files(client, entry)
@@ -150,9 +160,9 @@ async def abort_write(client: S3Client, spec: WriteSpec, outputs: Sequence[TaskO
 # ------------------------------------------------------------------------------------------ the store's clock
 
 
-async def store_clock(client: S3Client, bucket: str, prefix: str) -> StoreClock:
-    """The store's clock, from the store probe that also refuses a store ignoring conditional writes; the verdict is
-    kept per endpoint and process (s3io.s3.capabilities.VERDICTS), so a stream's micro-batches probe once."""
+async def store_verdict(client: S3Client, bucket: str, prefix: str) -> StoreCapabilities:
+    """The store probe's verdict (its clock, its delete guard), refusing a store ignoring conditional writes; it is
+    kept per endpoint, bucket and process (s3io.s3.capabilities.VERDICTS), so a stream's micro-batches probe once."""
     verdict = await probe_store(
         client,
         bucket,
@@ -161,7 +171,7 @@ async def store_clock(client: S3Client, bucket: str, prefix: str) -> StoreClock:
         nothing_done="nothing was committed (the write's uploads are aborted)",
     )
     assert verdict.clock is not None  # probe_store refuses a store that gives none
-    return verdict.clock
+    return verdict
 
 
 # ------------------------------------------------------------------------------------------ one commit
@@ -175,7 +185,7 @@ class _Commit:
         outputs: Sequence[TaskOutput],
         query_id: str | None,
         batch: int | None,
-        crash: WriteCrashPoint | None,
+        crash: CrashPoint | None,
         clock: Clock,
         sleep: Sleep,
     ) -> None:
@@ -195,6 +205,7 @@ class _Commit:
         self.started = time.monotonic()
         self.before = client.stats()
         self.clock_of_store: StoreClock | None = None
+        self.guard: DeleteGuard | None = None
 
     async def store_now(self) -> float:
         assert self.clock_of_store is not None
@@ -202,7 +213,10 @@ class _Commit:
 
     async def run(self) -> WriteReport:
         self._check()
-        self.clock_of_store = await store_clock(self.client, self.spec.bucket, self.spec.prefix)
+        verdict = await store_verdict(self.client, self.spec.bucket, self.spec.prefix)
+        self.clock_of_store = verdict.clock
+        self.guard = verdict.delete_guard
+        self.report.delete_guard = verdict.delete_guard.value
         if self.query_id is not None and await self._settled_before():
             return self._done(ALREADY_COMMITTED)
         if not self.files and self.options.overwrite and not self.options.partition_by:
@@ -215,7 +229,7 @@ class _Commit:
         try:
             entry = await self._claim_and_commit(lock)
             if entry is not None:
-                entry = await self._publish(entry)
+                entry = await self._committed(self._publish(entry))
         finally:
             if lock is not None:
                 await _release(lock, self.report)
@@ -227,15 +241,15 @@ class _Commit:
             self.client, self.spec.bucket, self.spec.prefix, self.spec.job_id, [f.upload_id for f in entry.files]
         )
         if entry.replaced:
-            await self._retire(entry)
+            await self._committed(self._retire(entry))
         await self._recover_others()
-        maybe_crash(WriteCrashPoint.BEFORE_RETURN, self.crash)
+        maybe_crash(CrashPoint.BEFORE_RETURN, self.crash)
         if self.options.auto_compact:
             written = [f.key for f in entry.files]
             self.report.compaction = await auto_compact(self.client, entry.bucket, entry.prefix, written, self.options)
         return self._done(COMMITTED_NOW)
 
-    async def _claim_and_commit(self, lock: CompactionLock | None) -> WriteEntry | None:
+    async def _claim_and_commit(self, lock: TableLock | None) -> WriteEntry | None:
         """Steps 2-4: what an overwrite replaces, the claim, the commit point; None if there is nothing to commit.
         Any failure before the commit point rolls the write back."""
         entry: WriteEntry | None = None
@@ -243,15 +257,44 @@ class _Commit:
             replaced, scope = await self._replaced(lock) if lock is not None else ((), ())
             if not self.files and not replaced:
                 return None
-            maybe_crash(WriteCrashPoint.BEFORE_CLAIM, self.crash)
-            entry = await writes.create(self.client, self._entry(replaced, scope))
-            maybe_crash(WriteCrashPoint.AFTER_CLAIM, self.crash)
+            maybe_crash(CrashPoint.BEFORE_CLAIM, self.crash)
+            entry = await journal.create(self.client, self._entry(replaced, scope))
+            maybe_crash(CrashPoint.AFTER_CLAIM, self.crash)
             if lock is not None:
                 await lock.ensure_held()
+            await self._uploads_still_there()
             return await self._commit_point(entry)
         except BaseException as exc:
             await self._roll_back(entry, exc)
             raise
+
+    async def _uploads_still_there(self) -> None:
+        """Before the commit point: every upload the commit will complete still exists (one ListParts each), so a
+        write whose uploads were aborted under it fails here, rolled back, instead of committing an entry no one can
+        finish."""
+        gone = await missing_uploads(
+            self.client, self.spec.bucket, self.files, concurrency=self.options.complete_concurrency
+        )
+        if gone:
+            raise UploadsGone(
+                f"write {self.spec.job_id}: the uploads of {len(gone)} of its {len(self.files)} file(s) are gone "
+                f"(e.g. {gone[0].key}): aborted by another writer's recovery (abandonUploadsAfter), a lifecycle rule "
+                "or a person; nothing was committed (the write is rolled back: run it again)",
+                bucket=self.spec.bucket,
+                key=gone[0].key,
+            )
+
+    async def _committed(self, step: Awaitable[T]) -> T:
+        """Run a step after the commit point: a failure there says the rows ARE committed, with the job id."""
+        try:
+            return await step
+        except (S3IOError, TableError) as exc:
+            raise CommittedNotFinished(
+                f"write {self.spec.job_id} to {self.spec.url} IS committed (its rows are, or will be, visible: the "
+                f"next write, compaction or --recover on the prefix finishes it), but this process could not finish "
+                f"it: {exc}. Do not retry an append: its rows would be written twice",
+                bucket=self.spec.bucket,
+            ) from exc
 
     # ------------------------------------------------------------------ steps
 
@@ -280,8 +323,8 @@ class _Commit:
         abort this attempt's uploads and say so. A claim an earlier attempt left (its driver died) is rolled back."""
         assert self.query_id is not None and self.batch is not None
         bucket, prefix, job = self.spec.bucket, self.spec.prefix, self.spec.job_id
-        earlier = await writes.read_write_entry(self.client, bucket, writes.write_key(prefix, job))
-        if earlier is not None and earlier.state in (PENDING, writes.ABORTED):
+        earlier = await journal.read_entry(self.client, WriteEntry, bucket, layout.write_key(prefix, job))
+        if earlier is not None and earlier.state in (PENDING, ABORTED):
             earlier = await roll_back(self.client, earlier)  # the same batch's earlier attempt: its driver is gone
         committed = earlier is not None or await sinks.committed_batch(self.client, bucket, prefix, self.query_id) >= (
             self.batch
@@ -307,9 +350,9 @@ class _Commit:
         self.outputs.append(output)
         self.files.extend(output.files)
 
-    async def _lock(self) -> CompactionLock:
+    async def _lock(self) -> TableLock:
         """The prefix's compaction lock, waiting up to ``lock_wait`` for its holder to finish."""
-        lock = CompactionLock(
+        lock = TableLock(
             self.client,
             self.spec.bucket,
             self.spec.prefix,
@@ -335,7 +378,7 @@ class _Commit:
         lock.start_renewing()
         return lock
 
-    async def _replaced(self, lock: CompactionLock) -> tuple[tuple[ObjectRef, ...], tuple[str, ...]]:
+    async def _replaced(self, lock: TableLock) -> tuple[tuple[ObjectRef, ...], tuple[str, ...]]:
         """What an overwrite replaces: the data files a journal-aware reader sees now in its scope (after finishing
         what a dead compaction left: its outputs are then plain files)."""
         assert self.clock_of_store is not None
@@ -357,16 +400,40 @@ class _Commit:
             )
         written = {layout.partition_dir(f.key) for f in self.files}
         scope = tuple(sorted(written)) if self.options.dynamic else (self.spec.prefix,)
-        found: dict[str, ObjectInfo] = {}
-        for directory in scope:
-            for info in await self._visible_without_compaction_below(directory):
-                found[info.key] = info
+        found = await self._old_enough(scope)
         ours = {f.key for f in self.files}
-        replaced = tuple(ObjectRef(i.key, i.etag, i.size) for k, i in sorted(found.items()) if k not in ours)
+        replaced = tuple(
+            ObjectRef(i.key, i.etag, i.size, modified=i.last_modified)
+            for k, i in sorted(found.items())
+            if k not in ours
+        )
         self.report.replaced = len(replaced)
         self.report.replaced_bytes = sum(r.size for r in replaced)
         self.report.scope = scope
         return replaced, scope
+
+    async def _old_enough(self, scope: tuple[str, ...]) -> dict[str, ObjectInfo]:
+        """The visible data files of ``scope`` by key. Under RGW's delete guard (whole seconds) a file written less
+        than UNMODIFIED_SINCE_MARGIN ago by the store's clock is not planned for a delete: the listing is taken again
+        once it is old enough (a few attempts, then the write is refused naming it)."""
+        for _ in range(YOUNG_FILE_ATTEMPTS):
+            found: dict[str, ObjectInfo] = {}
+            for directory in scope:
+                for info in await self._visible_without_compaction_below(directory):
+                    found[info.key] = info
+            if self.guard is not DeleteGuard.UNMODIFIED_SINCE:
+                return found
+            now = await self.store_now()
+            young = [i for i in found.values() if not plannable(self.guard, i.last_modified, now)]
+            if not young:
+                return found
+            newest = max((i.last_modified or now) for i in young)
+            await self.sleep(max(0.1, newest + UNMODIFIED_SINCE_MARGIN - now))
+        raise WriteError(
+            f"an overwrite of {self.spec.url} kept finding files written less than {UNMODIFIED_SINCE_MARGIN:.0f} s "
+            f"ago (e.g. {young[0].key}): this store guards deletes by x-amz-delete-if-unmodified-since, whole "
+            "seconds, so it cannot plan their delete; stop the other writer, then write again. Nothing was committed"
+        )
 
     async def _visible_without_compaction_below(self, directory: str) -> list[ObjectInfo]:
         """The data files a journal-aware reader sees under ``directory``, once no compaction rooted below the
@@ -377,7 +444,11 @@ class _Commit:
         while True:
             before = await read_journal_before(self.client, bucket, directory)
             listed = [o async for o in self.client.list_objects(bucket, directory)]
-            below = [o.key for o in listed if _compaction_below(o.key, self.spec.prefix)]
+            below = [
+                o.key
+                for o in listed
+                if _compaction_below(o.key, self.spec.prefix) and not await _released_lock(self.client, bucket, o.key)
+            ]
             if not below:
                 return await resolve_visible_files(self.client, bucket, directory, listed, before=before)
             if time.monotonic() + LOCK_RETRY > deadline:
@@ -407,7 +478,7 @@ class _Commit:
 
     async def _commit_point(self, pending: WriteEntry) -> WriteEntry:
         try:
-            entry = await writes.advance(self.client, pending, state=COMMITTED, committed_at=self.clock())
+            entry = await journal.advance(self.client, pending, state=COMMITTED, committed_at=self.clock())
         except (PreconditionFailed, NotFound) as exc:
             raise CommitLost(
                 f"the claim of write {self.spec.job_id} was rolled back before it could commit (its lease of "
@@ -415,7 +486,7 @@ class _Commit:
                 bucket=self.spec.bucket,
                 key=pending.key,
             ) from exc
-        maybe_crash(WriteCrashPoint.AFTER_COMMIT, self.crash)
+        maybe_crash(CrashPoint.AFTER_COMMIT, self.crash)
         return entry
 
     async def _publish(self, entry: WriteEntry) -> WriteEntry:
@@ -424,12 +495,12 @@ class _Commit:
         def completed(_: NewFile) -> None:
             if first[0]:
                 first[0] = False
-                maybe_crash(WriteCrashPoint.AFTER_FIRST_COMPLETE, self.crash)
+                maybe_crash(CrashPoint.AFTER_FIRST_COMPLETE, self.crash)
 
         await complete_files(self.client, entry, concurrency=self.options.complete_concurrency, after_each=completed)
-        maybe_crash(WriteCrashPoint.AFTER_COMPLETES, self.crash)
+        maybe_crash(CrashPoint.AFTER_COMPLETES, self.crash)
         entry = await publish(self.client, entry, clock=self.clock)
-        maybe_crash(WriteCrashPoint.AFTER_PUBLISH, self.crash)
+        maybe_crash(CrashPoint.AFTER_PUBLISH, self.crash)
         if self.query_id is not None and self.batch is not None:
             await sinks.record_batch(self.client, entry.bucket, entry.prefix, self.query_id, self.batch)
         self.report.files = [(f.key, f.size, f.rows) for f in entry.files]
@@ -447,11 +518,11 @@ class _Commit:
         def deleted(_: str) -> None:
             if first[0]:
                 first[0] = False
-                maybe_crash(WriteCrashPoint.AFTER_FIRST_RETIRE, self.crash)
+                maybe_crash(CrashPoint.AFTER_FIRST_RETIRE, self.crash)
 
-        _, conflicts = await retire(self.client, entry, clock=self.clock, after_each=deleted)
+        _, conflicts = await retire(self.client, entry, clock=self.clock, after_each=deleted, guard=self.guard)
         self.report.warnings.extend(conflicts)
-        maybe_crash(WriteCrashPoint.AFTER_RETIRE, self.crash)  # the entry stays a grace period: recovery forgets it
+        maybe_crash(CrashPoint.AFTER_RETIRE, self.crash)  # the entry stays a grace period: recovery forgets it
 
     async def _recover_others(self) -> None:
         """Drive on what other writers left here (best effort: a failure is a warning, the write is committed)."""
@@ -474,7 +545,7 @@ class _Commit:
     async def _roll_back(self, entry: WriteEntry | None, cause: BaseException) -> None:
         """Before the commit point: undo the claim and abort every upload (best effort; recovery does the rest).
         A claim that turns out committed after all (its answer was lost) is left to roll forward."""
-        with contextlib.suppress(S3IOError, CompactionError, asyncio.CancelledError):
+        with contextlib.suppress(S3IOError, TableError, asyncio.CancelledError):
             if entry is not None:
                 current = await roll_back(self.client, entry)
                 if current is not None and current.state in (COMMITTED, PUBLISHED, DONE):
@@ -503,7 +574,14 @@ def _compaction_below(key: str, prefix: str) -> bool:
     return rest == layout.LOCK_NAME or rest.startswith(layout.JOURNAL_DIR)
 
 
-async def _release(lock: CompactionLock, report: WriteReport) -> None:
+async def _released_lock(client: S3Client, bucket: str, key: str) -> bool:
+    """Whether ``key`` is a table lock its holder released (it stays, marked, where no conditional DELETE exists)."""
+    if not key.endswith(layout.CONTROL_DIR + layout.LOCK_NAME):
+        return False
+    return await lock_held(client, bucket, key.removesuffix(layout.CONTROL_DIR + layout.LOCK_NAME)) is None
+
+
+async def _release(lock: TableLock, report: WriteReport) -> None:
     try:
         await asyncio.shield(lock.release())
     except (S3IOError, LockLost) as exc:

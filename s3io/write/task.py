@@ -34,9 +34,9 @@ from s3io.errors import InvalidConfig, SchemaMismatch
 from s3io.parquet.sink import ByteSink
 from s3io.s3.client import S3Client
 from s3io.s3.multipart import MultipartWriter
+from s3io.table.crash import WRITE_ENV_VAR, CrashPoint, maybe_crash, resolve
+from s3io.table.journal import NewFile
 from s3io.table.write_names import data_file_name
-from s3io.table.writes import NewFile
-from s3io.write.crash import WriteCrashPoint, maybe_crash, resolve_write_crash
 from s3io.write.options import WriteOptions
 from s3io.write.partitioning import Partitioner
 from s3io.write.spark_schema import CALENDAR_VERSION, spark_footer
@@ -150,10 +150,10 @@ class TaskWriter:
         task: int,
         *,
         cpu: Executor | None = None,
-        crash_at: WriteCrashPoint | str | None = None,
+        crash_at: CrashPoint | str | None = None,
         progress: Callable[[TaskWriter], None] | None = None,
     ) -> None:
-        """``crash_at``: a test's crash point (``WriteCrashPoint.TASK_AFTER_PART``; else from the environment);
+        """``crash_at``: a test's crash point (``CrashPoint.TASK_AFTER_PART``; else from the environment);
         ``progress``: called after each row group is encoded (``rows_encoded``, ``bytes_encoded``, ``files_closed``)."""
         self.client = client
         self.spec = spec
@@ -162,7 +162,7 @@ class TaskWriter:
         self.partitioner = spec.partitioner()
         self.file_schema = spec.file_schema(self.partitioner)
         self._cpu = cpu
-        self._crash = resolve_write_crash(crash_at)
+        self._crash = resolve(crash_at, WRITE_ENV_VAR)
         self._own_cpu: ThreadPoolExecutor | None = None
         self._slots: asyncio.Semaphore | None = None
         self._directories: collections.OrderedDict[str, _Directory] = collections.OrderedDict()  # least recent first
@@ -330,7 +330,7 @@ class TaskWriter:
             key,
             part_size=self.options.part_size,
             slots=self._upload_slots(),
-            after_part=lambda: maybe_crash(WriteCrashPoint.TASK_AFTER_PART, self._crash),
+            after_part=lambda: maybe_crash(CrashPoint.TASK_AFTER_PART, self._crash),
         )
         self._started.append(upload)
         directory.file = _OpenFile(key, self.file_schema, self.options, upload)

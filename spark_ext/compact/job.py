@@ -13,13 +13,13 @@ from typing import Any
 
 from s3io import Credentials, Policy
 from s3io.blocking import run as run_on_background_loop
-from s3io.compaction.crash import CrashPoint
 from s3io.compaction.driver import Progress, compact_prefix, recover_prefix
 from s3io.compaction.options import CompactionOptions
 from s3io.compaction.process_executor import process_executor
 from s3io.compaction.report import CompactionReport
 from s3io.errors import InvalidConfig
 from s3io.store import StoreConfig
+from s3io.table.crash import CrashPoint
 from spark_ext.compact.spark_executor import spark_executor
 
 

@@ -9,6 +9,9 @@ that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
     refuses_quoted_if_match                     RGW 16: PUT If-Match with a quoted ETag is 412 even when it matches
     refuses_every_if_match_put                  a store whose PUT If-Match never holds
     ignores_header("DELETE", "If-Match")        RGW 16: DELETE If-Match ignored
+    refuses_header("DELETE", "If-Match")        LocalStack 2026.3: DELETE If-Match answered 501
+    honours_delete_if_unmodified_since          RGW 16's own x-amz-delete-if-unmodified-since (ISO 8601, whole
+                                                seconds); moto without it ignores the header
     ignores_ranges                              a store that answers every GET with the whole object
     empties_multipart_etag                      RGW 16: CompleteMultipartUpload answers <ETag></ETag>
     ignores_checksum_headers                    RGW 16: upload checksums accepted, then neither checked nor kept
@@ -22,11 +25,14 @@ here never breaks its signature.
 from __future__ import annotations
 
 import base64
+import calendar
 import hashlib
 import io
 import re
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -270,8 +276,36 @@ def honours_bulk_etags(app: WsgiApp) -> WsgiApp:
     return serve
 
 
+def honours_delete_if_unmodified_since(app: WsgiApp) -> WsgiApp:
+    """Ceph RGW 16's delete condition (measured): a DELETE whose ``x-amz-delete-if-unmodified-since`` (ISO 8601,
+    ``2026-11-28T15:04:05Z``) is earlier than the object's Last-Modified (whole seconds) is 412 and the object kept;
+    another form is 400; an absent object is deleted as S3 deletes one (204)."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        given = environ.pop("HTTP_X_AMZ_DELETE_IF_UNMODIFIED_SINCE", None)
+        if environ.get("REQUEST_METHOD") != "DELETE" or given is None:
+            return app(environ, start_response)
+        try:
+            since = calendar.timegm(time.strptime(given, "%Y-%m-%dT%H:%M:%SZ"))
+        except ValueError:
+            return _error(start_response, "400 Bad Request", "InvalidArgument", "bad date")
+        bucket, _, key = environ.get("PATH_INFO", "").lstrip("/").partition("/")
+        modified = _current_header(app, environ, bucket, key, "last-modified")
+        if modified is not None and parsedate_to_datetime(modified).timestamp() > since:
+            return _error(start_response, "412 Precondition Failed", "PreconditionFailed", "modified since")
+        return app(environ, start_response)
+
+    return serve
+
+
 def _current_etag(app: WsgiApp, environ: Environ, bucket: str, key: str) -> str | None:
     """The object's ETag (unquoted) from a HEAD sent to ``app`` itself (WSGI paths are decoded), or None."""
+    etag = _current_header(app, environ, bucket, key, "etag")
+    return None if etag is None else etag.strip('"')
+
+
+def _current_header(app: WsgiApp, environ: Environ, bucket: str, key: str, name: str) -> str | None:
+    """A header of the object's HEAD answer, from a HEAD sent to ``app`` itself, or None (no such object)."""
     dropped = ("CONTENT_LENGTH", "CONTENT_TYPE", "HTTP_CONTENT_MD5", "REQUEST_URI", "RAW_URI", "werkzeug.request")
     head = {  # moto finds the service from the auth header; the request's own conditions are not the HEAD's
         k: v for k, v in environ.items() if k not in dropped and not k.startswith(("HTTP_IF_", "HTTP_X_AMZ_COPY_"))
@@ -281,7 +315,7 @@ def _current_etag(app: WsgiApp, environ: Environ, bucket: str, key: str) -> str 
     status, headers, _ = _captured(app, head)
     if not status.startswith("200"):
         return None
-    return next((v.strip('"') for n, v in headers if n.lower() == "etag"), None)
+    return next((v for n, v in headers if n.lower() == name), None)
 
 
 def _local(tag: str) -> str:

@@ -7,13 +7,17 @@ State machine (the journal entry's ``state``; "-" = no entry):
     pending    --commit_group-->    committed   entry If-Match, after the lock is seen still ours <- the commit point
     committed  --copy_to_final-->   committed   + final object (readers still use staging)  [>= grace after commit]
     committed  --record_published-> published   entry If-Match, final ETag/size recorded
-    published  --delete_inputs-->   published   each input If-Match its planned ETag (412: left, reported)
+    published  --delete_inputs-->   published   each input through the store's delete guard (412: left, reported)
     published  --delete_staging-->  published   [>= grace after the last input delete]
     published  --record_done-->     done        entry If-Match
-    done       --forget-->          -           entry deleted (If-Match)
+    done       --forget-->          -           entry deleted (plainly: a done entry never moves again)
 
-Recovery: "-" with a staging object -> delete it (roll back); pending -> delete the entry and its staging (roll
-back); committed -> roll forward from copy_to_final (after checking staging still has the recorded ETag and size;
+No step needs a conditional DELETE: an entry is rolled back by marking it "aborted" (If-Match) before it is
+deleted, and an input's delete goes through the best guard the store offers (``DeleteGuard``: conditional DELETE,
+RGW's x-amz-delete-if-unmodified-since on the planned Last-Modified, or a HEAD If-Match just before the DELETE).
+
+Recovery: "-" with a staging object -> delete it (roll back); pending -> mark it aborted, delete it and its staging
+(roll back); committed -> roll forward from copy_to_final (after checking staging still has the recorded ETag and size;
 if it is gone and every input is intact, roll back instead); published -> continue from delete_inputs (after
 checking the final object still has the recorded ETag and size, else publishing again from staging); done ->
 forget. Every step runs inside ``lock.fenced``: it checks first that the lock is still ours and is cut off when our
@@ -42,88 +46,35 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from s3io.compaction.crash import CrashPoint, maybe_crash
-from s3io.compaction.errors import CompactionError, LockLost
-from s3io.compaction.grouping import CompactionGroup
-from s3io.compaction.lock import CompactionLock
-from s3io.compaction.rewrite import GroupOutput
-from s3io.compaction.store_probe import bulk_conditional_delete
 from s3io.engine.tasks import gather_all, map_bounded
-from s3io.errors import NotFound, ObjectChanged, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION
+from s3io.errors import NotFound, ObjectChanged, PreconditionFailed
+from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.checksums import StoredChecksum
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
-from s3io.table import journal, layout
-from s3io.table.conditional import delete_if_match, require_etag
-from s3io.table.journal import COMMITTED, DONE, PENDING, PUBLISHED, JournalEntry, ObjectRef
+from s3io.table import journal
+from s3io.table.conditional import delete_guard, delete_guarded, require_etag
+from s3io.table.crash import CrashPoint, maybe_crash
+from s3io.table.errors import LockLost, TableError
+from s3io.table.journal import COMMITTED, DONE, PUBLISHED, JournalEntry, ObjectRef
+from s3io.table.lock import TableLock
+from s3io.table.store_check import bulk_conditional_delete
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class StagingLost(CompactionError):
+class StagingLost(TableError):
     """A committed entry's staging object is gone or changed before it was published."""
 
 
-class ChecksumConflict(CompactionError):
+class ChecksumConflict(TableError):
     """The store states another checksum for an output than the journal recorded (under the recorded ETag and size),
     or a copy's differs from its source's: it holds other bytes than were verified. Nothing is published or deleted
     on its account; the entry is left for a person."""
 
 
-async def commit_group(
-    client: S3Client,
-    lock: CompactionLock,
-    *,
-    job_id: str,
-    prefix: str,
-    group: CompactionGroup,
-    output: GroupOutput,
-    owner: str = "",
-    clock: Clock = time.time,
-) -> JournalEntry:
-    """Make a verified output the truth for its inputs: a "pending" entry, a lock check, then "committed".
-
-    See the module doc for why it takes two writes and a check in between. If the lock is lost in between, the
-    pending entry is withdrawn (best effort; the next holder's recovery deletes it otherwise) and LockLost raised.
-    """
-    require_etag(output.staging.etag, group.bucket, output.staging.key, "commit")
-    entry = JournalEntry(
-        job_id=job_id,
-        group_id=group.group_id,
-        state=PENDING,
-        bucket=group.bucket,
-        prefix=prefix,
-        partition_dir=group.partition_dir,
-        inputs=tuple(ObjectRef(f.key, f.etag, f.size) for f in output.inputs),  # those the output holds
-        staging=output.staging,
-        final_key=layout.final_key(group.partition_dir, job_id, group.group_id),
-        rows=output.rows,
-        checksums=dict(output.checksums),
-        committed_at=clock(),
-        owner=owner,
-    )
-    async with lock.fenced(f"the commit of group {group.group_id}"):
-        pending = await journal.create(client, entry)
-        try:
-            await lock.ensure_held()  # after the pending entry landed: no other job took the lock before it did
-        except LockLost:
-            await _withdraw(client, pending)
-            raise
-        try:
-            return await journal.advance(client, pending, state=COMMITTED, committed_at=clock())
-        except (PreconditionFailed, NotFound) as exc:
-            raise _moved(pending) from exc
-
-
-async def _withdraw(client: S3Client, pending: JournalEntry) -> None:
-    """Delete our own pending entry after losing the lock; failures are left to the next holder's recovery."""
-    with contextlib.suppress(S3IOError):
-        await journal.remove(client, pending)
-
-
-async def copy_to_final(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> ObjectRef:
+async def copy_to_final(client: S3Client, lock: TableLock, entry: JournalEntry) -> ObjectRef:
     """Copy the committed staging object to the final key; returns the final object's ETag and size."""
     async with lock.fenced(f"the copy of {entry.key} to its final key"):
         return await _copy_to_final(client, entry)
@@ -147,7 +98,7 @@ async def _copy_to_final(client: S3Client, entry: JournalEntry) -> ObjectRef:
     copied = await client.copy_object(entry.bucket, staging.key, entry.bucket, entry.final_key, if_match=staging.etag)
     final = await client.head_object(entry.bucket, entry.final_key)
     if final.size != staging.size:
-        raise CompactionError(
+        raise TableError(
             f"copy of s3://{entry.bucket}/{staging.key} to {entry.final_key} has {final.size} bytes, "
             f"expected {staging.size}"
         )
@@ -200,7 +151,7 @@ def _conflict(entry: JournalEntry, ref: ObjectRef, stored: StoredChecksum, what:
 
 
 async def record_published(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, final: ObjectRef, *, clock: Clock = time.time
+    client: S3Client, lock: TableLock, entry: JournalEntry, final: ObjectRef, *, clock: Clock = time.time
 ) -> JournalEntry:
     async with lock.fenced(f"the publish record of {entry.key}"):
         return await _advance(client, entry, state=PUBLISHED, final=final, published_at=clock())
@@ -211,30 +162,33 @@ class InputDeletion:
     deleted: list[str] = field(default_factory=list)
     already_gone: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    guard: DeleteGuard = DeleteGuard.CONDITIONAL_DELETE
 
 
 async def delete_inputs(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     entry: JournalEntry,
     *,
     concurrency: int = 16,
     after_each: Callable[[str], None] | None = None,
     bulk: bool = False,
+    guard: DeleteGuard = DeleteGuard.CONDITIONAL_DELETE,
 ) -> InputDeletion:
-    """Delete a published entry's inputs, each If-Match its planned ETag; a changed input is left and reported.
+    """Delete a published entry's inputs, each through ``guard`` on its planned ETag (and Last-Modified); a changed
+    input is left and reported.
 
     ``bulk`` (the store honours a per-object ETag in DeleteObjects, see store_probe): one DeleteObjects per 1,000
     inputs, each object conditional on its ETag, instead of one conditional DELETE each; a key it reports failed
     for another reason than "gone" or "changed" (InternalError, SlowDown, ...) gets a conditional DELETE of its own,
     retried by the policy, so one transient per-key error does not stop the job."""
     if entry.state != PUBLISHED or entry.final is None:
-        raise CompactionError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
-    outcome = InputDeletion()
+        raise TableError(f"{entry.key}: inputs may only be deleted once published (state {entry.state})")
+    outcome = InputDeletion(guard=guard)
 
     async def one(ref: ObjectRef) -> None:
         try:
-            gone_now = await delete_if_match(client, entry.bucket, ref.key, ref.etag)
+            gone_now = await delete_guarded(client, guard, entry.bucket, ref.key, ref.etag, ref.modified)
         except PreconditionFailed:
             outcome.conflicts.append(
                 f"input s3://{entry.bucket}/{ref.key} was replaced after it was compacted into "
@@ -246,7 +200,7 @@ async def delete_inputs(
             after_each(ref.key)
 
     inputs = list(entry.inputs)
-    if bulk and all(ref.etag for ref in inputs):
+    if bulk and guard is DeleteGuard.CONDITIONAL_DELETE and all(ref.etag for ref in inputs):
         async with lock.fenced(f"the input deletes of {entry.key}"):
             etags = {ref.key: ref.etag for ref in inputs if ref.etag}
             result = await client.delete_objects(entry.bucket, [ref.key for ref in inputs], etags=etags)
@@ -273,37 +227,31 @@ async def delete_inputs(
     return outcome
 
 
-async def delete_staging(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+async def delete_staging(client: S3Client, lock: TableLock, entry: JournalEntry) -> None:
     async with lock.fenced(f"the staging delete of {entry.key}"):
-        try:
-            await delete_if_match(client, entry.bucket, entry.staging.key, entry.staging.etag)
-        except PreconditionFailed:
-            pass  # not the object we committed (cannot happen with nonce'd keys); never ours to delete
+        await _delete_own(client, entry.bucket, entry.staging.key)
 
 
 async def record_done(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, *, clock: Clock = time.time
+    client: S3Client, lock: TableLock, entry: JournalEntry, *, clock: Clock = time.time
 ) -> JournalEntry:
     async with lock.fenced(f"the done record of {entry.key}"):
         return await _advance(client, entry, state=DONE, done_at=clock())
 
 
-async def forget(client: S3Client, lock: CompactionLock, entry: JournalEntry) -> None:
+async def forget(client: S3Client, lock: TableLock, entry: JournalEntry) -> None:
     async with lock.fenced(f"the delete of {entry.key}"):
-        try:
-            await journal.remove(client, entry)
-        except PreconditionFailed as exc:
-            raise _moved(entry) from exc
+        await journal.forget(client, entry)
 
 
 async def _advance(client: S3Client, entry: JournalEntry, **changes: object) -> JournalEntry:
     try:
         return await journal.advance(client, entry, **changes)
     except (PreconditionFailed, NotFound) as exc:
-        raise _moved(entry) from exc
+        raise moved(entry) from exc
 
 
-def _moved(entry: JournalEntry) -> LockLost:
+def moved(entry: JournalEntry) -> LockLost:
     """Only a lock holder changes the journal: an entry that moved under us means another job holds the lock."""
     return LockLost(f"journal entry s3://{entry.bucket}/{entry.key} was changed by another job; stopping")
 
@@ -319,11 +267,12 @@ class FinishOutcome:
     conflicts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     waited: float = 0.0
+    guard: DeleteGuard | None = None  # how inputs were deleted (None: none were)
 
 
 async def finish_entries(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     entries: Sequence[JournalEntry],
     *,
     grace_period: float,
@@ -380,8 +329,13 @@ async def finish_entries(
         maybe_crash(CrashPoint.AFTER_INPUT_DELETE, crash)
 
     bulk = bool(ready) and await bulk_conditional_delete(client, lock.bucket, lock.prefix)
+    guard = await delete_guard(client, lock.bucket, lock.prefix) if ready else None
+    outcome.guard = guard
     for entry in ready:
-        deletion = await delete_inputs(client, lock, entry, concurrency=concurrency, after_each=deleted_one, bulk=bulk)
+        assert guard is not None
+        deletion = await delete_inputs(
+            client, lock, entry, concurrency=concurrency, after_each=deleted_one, bulk=bulk, guard=guard
+        )
         outcome.deleted_inputs += len(deletion.deleted)
         outcome.conflicts.extend(deletion.conflicts)
     if ready:
@@ -405,7 +359,7 @@ async def finish_entries(
 
 
 async def _check_final(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, outcome: FinishOutcome, clock: Clock
+    client: S3Client, lock: TableLock, entry: JournalEntry, outcome: FinishOutcome, clock: Clock
 ) -> JournalEntry | None:
     """Before deleting the inputs of an entry published by an earlier run: is its final object still the one
     recorded? If not, publish again from staging when staging is intact; otherwise leave the entry (and its
@@ -443,7 +397,7 @@ async def _check_final(
 
 
 async def _staging_lost(
-    client: S3Client, lock: CompactionLock, entry: JournalEntry, exc: StagingLost, outcome: FinishOutcome
+    client: S3Client, lock: TableLock, entry: JournalEntry, exc: StagingLost, outcome: FinishOutcome
 ) -> None:
     """A committed entry without its staging object: roll back if every input is intact, else leave and report."""
     intact = True
@@ -460,9 +414,9 @@ async def _staging_lost(
         async with lock.fenced(f"the roll-back of {entry.key}"):
             await _delete_copy(client, entry.bucket, entry.final_key)
             try:
-                await journal.remove(client, entry)
-            except PreconditionFailed as exc:
-                raise _moved(entry) from exc
+                await journal.withdraw(client, entry)
+            except (PreconditionFailed, NotFound) as exc:
+                raise moved(entry) from exc
         outcome.rolled_back.append(entry.key)
     else:
         outcome.errors.append(f"{exc}; some inputs are gone too: left for manual inspection")
@@ -470,13 +424,15 @@ async def _staging_lost(
 
 
 async def _delete_copy(client: S3Client, bucket: str, key: str) -> None:
-    """Delete an unpublished copy at its final key, If-Match the version there now (a copy made before a crash)."""
-    try:
-        head = await client.head_object(bucket, key)
-    except NotFound:
-        return
-    with contextlib.suppress(PreconditionFailed):
-        await delete_if_match(client, bucket, key, head.etag)
+    """Delete an unpublished copy at its final key (a copy made before a crash): the key is this job's group's
+    alone (``part-c-<job>-<group>``), so a plain DELETE deletes nothing of anyone else's."""
+    await _delete_own(client, bucket, key)
+
+
+async def _delete_own(client: S3Client, bucket: str, key: str) -> None:
+    """Delete an object whose key only this job writes (staging keys carry a nonce; final keys the job and group)."""
+    with contextlib.suppress(NotFound):
+        await client.delete_object(bucket, key)
 
 
 def _until_published(entry: JournalEntry, grace: float, clock: Clock, store_clock: Clock | None, job_id: str) -> float:

@@ -1,14 +1,15 @@
 """Recovery: finish or undo what a dead job left under a prefix, from the journal alone. Runs under the lock.
 
 - staging objects (``_s3io_staging/``) that no journal entry names: never committed -> deleted (roll back);
-- "pending" entries (a claim whose writer never confirmed it still held the lock; see protocol.py): the entry is
-  deleted (If-Match), then its staging object (roll back); if its writer's commit got there first, the delete
-  fails and the entry, now "committed", is rolled forward with the others;
+- "pending" (or "aborted") entries (a claim whose writer never confirmed it still held the lock; see protocol.py):
+  the entry is marked "aborted" (If-Match), deleted, then its staging object (roll back); if its writer's commit
+  got there first, the mark fails and the entry, now "committed", is rolled forward with the others;
 - unfinished multipart uploads of staging keys (a job killed mid-upload): aborted, so no parts stay stored;
 - "committed" entries: rolled forward (publish after the grace period, delete inputs, later staging), after
   checking the staging object still has the ETag and size the journal recorded; if it does not and every input
   is intact, the entry is rolled back instead; otherwise it is left and reported;
-- "published" entries: the remaining inputs are deleted (If-Match), then staging and the entry after the grace;
+- "published" entries: the remaining inputs are deleted (through the store's delete guard), then staging and the
+  entry after the grace;
 - "done" entries: deleted.
 Writes' entries under the prefix are driven on too (s3io.table.write_protocol.recover_writes: claims of dead
 writers rolled back, committed writes rolled forward, finished ones forgotten, stray uploads aborted).
@@ -18,21 +19,21 @@ Rerunning recovery is safe at any point: every step is conditional and idempoten
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from s3io.compaction.crash import CrashPoint
-from s3io.compaction.lock import CompactionLock
-from s3io.compaction.protocol import Clock, Sleep, finish_entries
 from s3io.engine.tasks import map_bounded
-from s3io.errors import PreconditionFailed
+from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import journal
-from s3io.table.conditional import delete_if_match
-from s3io.table.journal import PENDING, JournalEntry, read_entry, read_journal
+from s3io.table.crash import CrashPoint
+from s3io.table.journal import CLAIMS, JournalEntry, read_entry, read_journal
 from s3io.table.layout import is_staging_key
+from s3io.table.lock import TableLock
+from s3io.table.transaction import Clock, Sleep, finish_entries
 from s3io.table.write_protocol import WriteRecovery, recover_writes
 
 
@@ -79,7 +80,7 @@ class RecoveryReport:
 
 async def recover(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     bucket: str,
     prefix: str,
     listing: Sequence[ObjectInfo] | None = None,
@@ -110,8 +111,8 @@ async def recover(
     entries: list[JournalEntry] = await read_journal(client, bucket, prefix, concurrency=concurrency)
     report.entries_found = len(entries)
     referenced = {e.staging.key for e in entries}
-    claims = [e for e in entries if e.state == PENDING]
-    entries = [e for e in entries if e.state != PENDING]
+    claims = [e for e in entries if e.state in CLAIMS]
+    entries = [e for e in entries if e.state not in CLAIMS]
     for claim in claims:
         advanced = await _roll_back_pending(client, lock, claim)
         if advanced is None:
@@ -126,10 +127,8 @@ async def recover(
     if orphans:
 
         async def drop(info: ObjectInfo) -> None:
-            try:
-                await delete_if_match(client, bucket, info.key, info.etag)
-            except PreconditionFailed:
-                return  # rewritten since the listing: a live writer's, not ours to judge now
+            with contextlib.suppress(NotFound):  # a staging key carries its attempt's nonce: no one rewrites it
+                await client.delete_object(bucket, info.key)
             report.staging_deleted.append(info.key)
 
         async with lock.fenced("the roll-back of uncommitted staging objects"):
@@ -159,7 +158,7 @@ async def recover(
 
 async def _recover_writes(
     client: S3Client,
-    lock: CompactionLock,
+    lock: TableLock,
     prefix: str,
     grace_period: float,
     store_clock: Clock | None,
@@ -185,29 +184,28 @@ async def _recover_writes(
         )
 
 
-async def _roll_back_pending(client: S3Client, lock: CompactionLock, claim: JournalEntry) -> JournalEntry | None:
-    """Delete a pending entry and then its staging object; the entry as it is now if it advanced meanwhile."""
+async def _roll_back_pending(client: S3Client, lock: TableLock, claim: JournalEntry) -> JournalEntry | None:
+    """Withdraw a pending (or aborted) entry: marked "aborted" (If-Match: its writer can no longer commit it), deleted,
+    then its staging object; the entry as it is now if its writer committed it first."""
     async with lock.fenced(f"the roll-back of {claim.key}"):
         for _ in range(3):  # bounded: a pending entry changes at most once (to committed) or is re-created once
             try:
-                await journal.remove(client, claim)
+                await journal.withdraw(client, claim)
                 break
-            except PreconditionFailed:
-                current = await read_entry(client, claim.bucket, claim.key)
+            except (PreconditionFailed, NotFound):
+                current = await read_entry(client, JournalEntry, claim.bucket, claim.key)
                 if current is None:
                     break
-                if current.state != PENDING:
+                if current.state not in CLAIMS:
                     return current  # its writer committed it first: roll it forward
                 claim = current
-        try:
-            await delete_if_match(client, claim.bucket, claim.staging.key, claim.staging.etag)
-        except PreconditionFailed:
-            pass  # not the object the claim named (cannot happen with nonce'd keys); never ours to delete
+        with contextlib.suppress(NotFound):  # the staging key carries its attempt's nonce: the claim's alone
+            await client.delete_object(claim.bucket, claim.staging.key)
     return None
 
 
 async def _abort_unfinished_uploads(
-    client: S3Client, lock: CompactionLock, bucket: str, prefix: str, report: RecoveryReport
+    client: S3Client, lock: TableLock, bucket: str, prefix: str, report: RecoveryReport
 ) -> None:
     """Abort staging uploads a crashed job started and never finished: invisible to listings, but their parts
     stay stored (and billed) until aborted. Runs under the lock before this job uploads anything, so none

@@ -1,7 +1,11 @@
 """The compaction lock: a lease on one object per prefix, created with If-None-Match: *, renewed/released with If-Match.
 
-Body: ``{"owner", "job_id", "acquired_at", "expires_at", "ttl", "write_id"}`` (the times on the holder's clock, for
-messages only). Acquisition creates the object. If it exists, its expiry is judged on the **store's clock**: the
+Body: ``{"owner", "job_id", "acquired_at", "expires_at", "ttl", "write_id"}`` and ``"released": true`` once its
+holder let it go (the times on the holder's clock, for messages only). Nothing here needs a conditional DELETE,
+which most stores outside AWS lack: the holder releases by replacing the lock with a "released" body (If-Match on
+its own ETag: a holder whose lock was taken over cannot release the new holder's), and the object stays.
+Acquisition creates the object, or takes a released one over with If-Match on the ETag just read. If it is held,
+its expiry is judged on the **store's clock**: the
 lock object's Last-Modified is when its holder last wrote it, and it has expired once the store's clock (this run's
 ``StoreClock``, see store_probe.py) is past ``Last-Modified + ttl + clock_skew + 1 s`` (Last-Modified has whole
 seconds). No machine's wall clock enters: a challenger whose clock runs fast cannot take over a live lock, and a
@@ -30,14 +34,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from s3io.compaction.errors import LockHeld, LockLost
-from s3io.compaction.store_probe import StoreNow, clock_from_probe
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
-from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
 from s3io.table import conditional
+from s3io.table.errors import LockHeld, LockLost
 from s3io.table.layout import lock_key
+from s3io.table.lease import lease_end
+from s3io.table.store_check import StoreNow, clock_from_probe
 
 log = logging.getLogger("s3io.compaction")
 ACQUIRE_ATTEMPTS = 5
@@ -55,6 +59,7 @@ class LockInfo:
     etag: str | None = None
     ttl: float | None = None  # None: a body written by an older version (judged by expires_at)
     last_modified: float | None = None
+    released: bool = False  # its holder let it go: anyone may take it (If-Match)
 
     def encode(self) -> bytes:
         body = {
@@ -66,6 +71,8 @@ class LockInfo:
         }
         if self.ttl is not None:
             body["ttl"] = self.ttl
+        if self.released:
+            body["released"] = True
         return json.dumps(body, sort_keys=True).encode()
 
     @classmethod
@@ -81,6 +88,7 @@ class LockInfo:
                 etag=etag,
                 ttl=float(data["ttl"]) if data.get("ttl") is not None else None,
                 last_modified=last_modified,
+                released=data.get("released") is True,
             )
         except (ValueError, TypeError, KeyError):
             return cls(
@@ -94,8 +102,8 @@ class LockInfo:
             )
 
 
-class CompactionLock:
-    """``async with CompactionLock(...) as lock:`` acquires, renews in the background, releases on exit.
+class TableLock:
+    """``async with TableLock(...) as lock:`` acquires, renews in the background, releases on exit.
 
     ``store_now`` returns the store's clock (default: probe the store on first need, see store_probe.py);
     ``clock`` is this machine's wall clock, used only for the times written into the body.
@@ -164,8 +172,8 @@ class CompactionLock:
                 pass
             holder = await self._read_holder()
             if holder is None:
-                continue  # released or rewritten meanwhile: look again
-            expired, until = await self._expiry(holder)
+                continue  # deleted or rewritten meanwhile: look again
+            expired, until = (True, None) if holder.released else await self._expiry(holder)
             if not expired:
                 raise LockHeld(self.url, holder.owner, holder.job_id, until)
             mine, sent = self._body(), _now()
@@ -173,6 +181,8 @@ class CompactionLock:
                 etag = await conditional.put_if_match(self.client, self.bucket, self.key, mine.encode(), holder.etag)
             except (PreconditionFailed, NotFound):
                 continue  # someone else moved first; look again
+            if holder.released:
+                return self._hold(mine, etag, sent)
             log.warning(
                 "took over the expired compaction lock of %s (job %s) on %s", holder.owner, holder.job_id, self.url
             )
@@ -196,9 +206,9 @@ class CompactionLock:
         """(has the holder's lease ended, when it ends or ended on the store's clock; None if unknown)."""
         if holder.ttl is None:  # an older version's body: its own expiry time, against our clock
             return holder.expires_at + self.clock_skew <= self.clock(), holder.expires_at
-        if holder.last_modified is None:
+        until = lease_end(holder.last_modified, holder.ttl, self.clock_skew)
+        if until is None:
             return False, None  # a store without Last-Modified: never judged expired
-        until = holder.last_modified + holder.ttl + self.clock_skew + STORE_CLOCK_RESOLUTION
         return await self.store_now() > until, until
 
     async def renew(self) -> LockInfo:
@@ -266,13 +276,15 @@ class CompactionLock:
             self._deadlines.discard(deadline)
 
     async def release(self) -> None:
-        """Stop renewing and delete the lock if it is still ours."""
+        """Stop renewing and mark the lock released if it is still ours (If-Match on our ETag: a lock another job
+        took over is left to it). The object stays: deleting it would need a conditional DELETE."""
         await self._stop_renewing()
         if self.info is None or self.lost:
             return
+        released = dataclasses.replace(self._body(self.info.acquired_at), released=True)
         try:
-            await conditional.delete_if_match(self.client, self.bucket, self.key, self.info.etag)
-        except PreconditionFailed:
+            await conditional.put_if_match(self.client, self.bucket, self.key, released.encode(), self.info.etag)
+        except (PreconditionFailed, NotFound):
             log.warning("compaction lock of %s was taken over before release; left to its new holder", self.url)
         self.info = None
 
@@ -306,13 +318,23 @@ class CompactionLock:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def __aenter__(self) -> CompactionLock:
+    async def __aenter__(self) -> TableLock:
         await self.acquire()
         self.start_renewing()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.release()
+
+
+async def lock_held(client: S3Client, bucket: str, prefix: str) -> LockInfo | None:
+    """The lock of the table at ``prefix`` if a job holds it (or held it and died: not released), else None."""
+    try:
+        current = await client.get_object(bucket, lock_key(prefix))
+    except NotFound:
+        return None
+    holder = LockInfo.decode(current.data, current.etag)
+    return None if holder.released else holder
 
 
 def _now() -> float:
