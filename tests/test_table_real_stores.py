@@ -192,7 +192,7 @@ def test_a_versioned_bucket_is_refused_by_name_with_the_fix_and_reads_work(
         original = write_landing_zone(s3_client, name, "lake/", {"date=1": 2})
         if store not in VERSIONING_BREAKS_CONDITIONS:  # the probe asks in this bucket: conditions hold, it writes
             report = s3io.write_parquet(
-                rows(0, 10), f"s3://{name}/lake/", endpoint_url=s3_endpoint.url, **WRITE_OPTIONS
+                rows(0, 10), f"s3://{name}/fresh/", endpoint_url=s3_endpoint.url, **WRITE_OPTIONS
             )
             assert report.status == "committed"
             return
