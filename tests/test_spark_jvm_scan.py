@@ -173,12 +173,29 @@ WITHOUT_JAR = textwrap.dedent(
     df = spark.read.format("s3parquet").option("endpoint", sys.argv[1]).load(sys.argv[2])
     plan = df._jdf.queryExecution().executedPlan().toString()
     print("SCAN", "S3ParquetScan" in plan, df.selectExpr("sum(x)").collect()[0][0], df.where("k < 10").count())
+
+    from spark_ext.source.datasource import SessionDefaults, bound_to_session
+    from spark_ext.source.pushdown_safety import UnsafeFilterPushdown
+
+    try:
+        spark_ext.register(spark, filter_pushdown=True)
+        print("REFUSED no")
+    except UnsafeFilterPushdown as refusal:
+        risks = ("union or self-join", "temp view", "cache()", "basePath", ".option('filter'")
+        print("REFUSED", all(risk in str(refusal) for risk in risks))
+    # the canary: Python's own pushdown, bypassing the refusal, shares the filtered scan's plan with the other scan
+    spark.conf.set(spark_ext.FILTER_PUSHDOWN_CONF, "true")
+    spark.dataSource.register(bound_to_session(SessionDefaults(time_zone="UTC"), filter_pushdown=True))
+    df = spark.read.format("s3parquet").option("endpoint", sys.argv[1]).load(sys.argv[2])
+    print("CANARY", df.where("k < 10").union(df).count())
     spark.stop()
     """
 )
 
 
-def test_without_the_jar_reads_as_before_and_one_line_says_what_is_lost(table_url, s3_endpoint, tmp_path) -> None:
+def test_without_the_jar_reads_as_before_says_what_is_lost_and_python_pushdown_stays_refused(
+    table_url, s3_endpoint, tmp_path
+) -> None:
     url, _ = table_url
     script = tmp_path / "without_jar.py"
     script.write_text(WITHOUT_JAR)
@@ -194,6 +211,10 @@ def test_without_the_jar_reads_as_before_and_one_line_says_what_is_lost(table_ur
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert f"SCAN False {sum(i * 0.5 for i in range(ROWS))} {10 * PER_K}" in result.stdout
+    assert "REFUSED True" in result.stdout  # PySpark 4.3's own pushdown stays refused, naming the risks
+    # and the canary shows why: the unfiltered scan reads the filtered one's pruned plan (row group 0 only); the
+    # day this fails, Spark keeps each scan's plan and the refusal can go
+    assert f"CANARY {10 * PER_K + ROW_GROUP}" in result.stdout, result.stdout
     lost = [line for line in result.stderr.splitlines() if line.startswith("LOG spark_ext ")]
     assert len(lost) == 1, result.stderr[-4000:]
     assert LOST_WITHOUT_JAR.split(",")[0] in lost[0] and "spark.jars=" in lost[0]
