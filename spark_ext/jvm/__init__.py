@@ -45,9 +45,12 @@ def with_jar(conf: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
+_told: set[str] = set()  # the applications already told that the JVM scan is missing
+
+
 def jvm_scan_loaded(spark: Any) -> bool:
-    """Whether ``spark`` resolves s3parquet to the JVM scan; if not, logs (once per call) what is lost and how to
-    load it. Spark Connect (no JVM here) answers False."""
+    """Whether ``spark`` resolves s3parquet to the JVM scan; if not, logs once per application what is lost and how
+    to load it. Spark Connect (no JVM here) answers False."""
     try:
         jvm = spark.sparkContext._jvm
         source = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
@@ -56,6 +59,14 @@ def jvm_scan_loaded(spark: Any) -> bool:
         loaded = source.getName() == PROVIDER_CLASS
     except Exception:  # Spark Connect, or the lookup failed: the Python source answers as before
         loaded = False
-    if not loaded:
+    if not loaded and _application(spark) not in _told:
+        _told.add(_application(spark))
         log.warning(LOST_WITHOUT_JAR.format(jar=jar_path() or "<s3parquet-scan.jar of s3io-spark>"))
     return loaded
+
+
+def _application(spark: Any) -> str:
+    try:
+        return str(spark.sparkContext.applicationId)
+    except Exception:  # Spark Connect: no SparkContext
+        return str(id(spark))

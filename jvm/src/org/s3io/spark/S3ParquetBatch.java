@@ -32,6 +32,7 @@ import scala.jdk.javaapi.CollectionConverters;
 public class S3ParquetBatch implements Batch {
   private final PythonDataSourceV2 source;
   private final String shortName;
+  private final StructType schema;
   private final StructType readSchema;
   private final CaseInsensitiveStringMap options;
   private final Filter[] pushed;
@@ -42,11 +43,13 @@ public class S3ParquetBatch implements Batch {
   public S3ParquetBatch(
       PythonDataSourceV2 source,
       String shortName,
+      StructType schema,
       StructType readSchema,
       CaseInsensitiveStringMap options,
       Filter[] pushed) {
     this.source = source;
     this.shortName = shortName;
+    this.schema = schema;
     this.readSchema = readSchema;
     this.options = options;
     this.pushed = pushed;
@@ -59,7 +62,7 @@ public class S3ParquetBatch implements Batch {
   private synchronized PythonDataSourceReadInfo plan() {
     if (planned == null) {
       PythonDataSourceCreationResult created =
-          source.getOrCreateDataSourceInPython(shortName, options, Option.apply(readSchema));
+          source.getOrCreateDataSourceInPython(shortName, options, Option.apply(schema));
       UserDefinedPythonDataSource python = source.source();
       UserDefinedPythonDataSourceFilterPushdownRunner runner =
           new UserDefinedPythonDataSourceFilterPushdownRunner(

@@ -51,7 +51,7 @@ public class S3ParquetScan implements Scan {
 
   @Override
   public Batch toBatch() {
-    return new S3ParquetBatch(source, shortName, readSchema, options, pushed);
+    return new S3ParquetBatch(source, shortName, schema, readSchema, options, pushed);
   }
 
   @Override
