@@ -15,9 +15,9 @@ command -v java >/dev/null 2>&1 || echo "run.sh: warning: java not found on PATH
 
 # An editable install (hatchling's: a .pth line puts the checkout on sys.path), so PySpark's lookup of top-level
 # pyspark_* modules finds pyspark_s3parquet, which registers the source automatically. The install line is part
-# of the stamp, so changing it reinstalls.
+# of the stamp, so changing it reinstalls; so does a change to the JVM scan (hatch_build.py builds its jar then).
 INSTALL=(-e ".[fsspec,spark,test,bench,docs]")
-stamp=.venv/.installed-$( (cat pyproject.toml; echo "${INSTALL[*]}") | cksum | cut -d' ' -f1)
+stamp=.venv/.installed-$( (cat pyproject.toml hatch_build.py $(find jvm -type f | sort); echo "${INSTALL[*]}") | cksum | cut -d' ' -f1)
 if [ ! -f "$stamp" ]; then
   "$PY" -m venv --clear .venv  # a fresh venv: nothing left from an earlier install line
   rm -rf ./*.egg-info  # metadata an earlier setuptools install left in the checkout (on sys.path: it would shadow)

@@ -51,6 +51,10 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
     (``.option("filter", "day >= '2026-01-02'")``, safe on every Spark), or prune by path
     (``load("s3://b/t/year=2024/")`` with ``basePath``, or globs).
 
+    With the JVM scan loaded (``spark_ext.jvm``: ``session()`` loads it, or ``spark.jars``), Spark prunes the
+    columns a query does not need and hands its filters to the reader (which prunes partitions and row groups by
+    them) for every scan by itself, on every Spark; without it, one log line says what is lost.
+
     ``check_workers`` (default) runs one tiny task first: if Spark's Python workers cannot import the project (a
     worker interpreter other than the driver's), it raises WorkerEnvironmentError naming PYSPARK_PYTHON.
     """
@@ -61,10 +65,11 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
 
         run_check(spark)
 
+    jvm_scan = _jvm_scan_loaded(spark)  # the JVM scan plans each scan by itself: pushdown is safe on any Spark
     if filter_pushdown is not False:
         from spark_ext.source.pushdown_safety import UnsafeFilterPushdown, pushdown_refusal
 
-        refusal = pushdown_refusal(spark)
+        refusal = None if jvm_scan else pushdown_refusal(spark)
         if filter_pushdown is None:
             filter_pushdown = refusal is None  # automatic: only where each scan keeps its own pushed plan
         elif refusal is not None:
@@ -93,10 +98,16 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
     from spark_ext.writer.partition_by_hint import install
 
     install()  # .partitionBy(...) on an s3parquet write fails in Spark; say what works instead
-    if filter_pushdown:
+    if filter_pushdown and not jvm_scan:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(source)
     return source
+
+
+def _jvm_scan_loaded(spark: Any) -> bool:
+    from spark_ext.jvm import jvm_scan_loaded
+
+    return jvm_scan_loaded(spark)
 
 
 def _default_parallelism(spark: Any) -> int | None:

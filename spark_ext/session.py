@@ -44,11 +44,12 @@ def session(
     from pyspark.sql import SparkSession
 
     import spark_ext
+    from spark_ext.jvm import with_jar
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**(LOCAL_CONF if local else {}), **(conf or {})}.items():
+    for key, value in with_jar({**(LOCAL_CONF if local else {}), **(conf or {})}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if local:

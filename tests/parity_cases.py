@@ -527,6 +527,55 @@ def _filters() -> list[Case]:
     return cases
 
 
+def _pruning() -> list[Case]:
+    """Queries whose columns and filters the JVM scan hands to the reader (spark_ext.jvm): each side reads only
+    what the optimized plan needs; nulls in every pushed column, several row groups, a partition column."""
+    struct = pa.struct([("a", pa.int64()), ("b", pa.string())])
+
+    def table(start: int) -> pa.Table:
+        n = range(start, start + 200)
+        return pa.table(
+            {
+                "id": pa.array(n, pa.int64()),
+                "v": pa.array([None if i % 7 == 0 else i for i in n], pa.int64()),
+                "s": pa.array([None if i % 5 == 0 else f"x{i}" for i in n]),
+                "st": pa.array([None if i % 11 == 0 else {"a": i, "b": f"b{i % 4}"} for i in n], struct),
+            }
+        )
+
+    files = {
+        "g=1/a.parquet": parquet(table(0), row_group_size=50),
+        "g=2/b.parquet": parquet(table(200), row_group_size=50),
+    }
+    queries: dict[str, Callable[[Any], Any]] = {
+        "one_column": lambda df: df.select("v"),
+        "partition_column_only": lambda df: df.select("g"),
+        "count_only": lambda df: df.selectExpr("count(*) AS n"),
+        "nested_field_filtered": lambda df: df.where("st.b = 'b1'").select("st.a"),
+        "case_insensitive_names": lambda df: df.select("V", "S").where("V > 390 OR S = 'x3'"),
+        "not_equal_with_nulls": lambda df: df.where("NOT (v = 5)").select("id"),
+        "null_safe_equal_null": lambda df: df.where("v <=> NULL").select("id", "s"),
+        "is_null_and_in": lambda df: df.where("s IS NULL AND v IN (10, 20, NULL)").select("id"),
+        "not_in_with_nulls": lambda df: df.where("NOT v IN (1, 2, 3)").selectExpr("count(*) AS n"),
+        "string_prefix_suffix_contains": lambda df: df.where("s LIKE 'x1%' AND s LIKE '%9' AND s LIKE '%3%'"),
+        "range_and_partition": lambda df: df.where("v >= 120 AND v < 130 AND g = 1").select("id", "g"),
+        "selective_filter_group": lambda df: df.where("v < 10").groupBy("s").count(),
+        "self_union_different_filters": lambda df: df.where("v < 10").union(df.where("v > 390")).select("id"),
+        "self_union_filtered_and_whole": lambda df: df.where("g = 1").union(df).selectExpr("count(*) AS n"),
+        "self_join_pruned_sides": lambda df: df.where("v < 50").select("id").join(df.select("id", "s"), "id"),
+    }
+    cases = [Case(f"pruned_{name}", files, query=query) for name, query in queries.items()]
+    cases.append(
+        Case(
+            "pruned_user_schema",
+            files,
+            schema="v bigint, g int, id bigint",
+            query=lambda df: df.where("v IS NOT NULL AND v > 395").select("v"),
+        )
+    )
+    return cases
+
+
 def _julian_day(year: int, month: int, day: int) -> int:
     """Days since 1970-01-01 of a Julian calendar date: what Spark 2.4 stored for it."""
     a = (14 - month) // 12
@@ -635,7 +684,16 @@ def _legacy() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    cases = [*_partitions(), *_evolution(), *_types(), *_layouts(), *_user_schemas(), *_filters(), *_legacy()]
+    cases = [
+        *_partitions(),
+        *_evolution(),
+        *_types(),
+        *_layouts(),
+        *_user_schemas(),
+        *_filters(),
+        *_legacy(),
+        *_pruning(),
+    ]
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     assert set(names) >= EXPECTED_READ_ERRORS, EXPECTED_READ_ERRORS - set(names)

@@ -2,9 +2,10 @@
 
 The table of issue 14: year=2023 (600 rows) and year=2024 (400 rows), in moto for s3parquet and in a local
 directory for Spark's built-in reader. Every shape gives the built-in reader's answer, with Python filter
-pushdown enabled and disabled for the session. ``register(filter_pushdown=True)`` is refused on this Spark; a
-canary registers the pushdown reader anyway (bypassing the check) and shows the wrong answer the refusal
-prevents, so the test fails the day Spark stops sharing pushed read plans between scans.
+pushdown enabled and disabled for the session. The session loads the JVM scan (spark_ext.jvm), with which each
+scan plans its own read, so ``register(filter_pushdown=True)`` is accepted and must be exact in every shape.
+Without the jar it is refused on this Spark: tests/test_spark_jvm_scan.py checks the refusal, and the canary that
+shows the wrong answer it prevents, in a session started without the jar.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pytest
 from support.spark_fixtures import put_parquet, spark_session  # noqa: F401
 
 import spark_ext
-from spark_ext.source.datasource import SessionDefaults, bound_to_session
 from spark_ext.source.pushdown_safety import UnsafeFilterPushdown, shares_read_plan_across_scans
 
 pytestmark = pytest.mark.timeout(300)
@@ -119,29 +119,6 @@ def test_every_shape_over_one_dataframe_gives_the_builtin_readers_answer(
         spark_ext.register(spark)
 
 
-def test_register_refuses_filter_pushdown_naming_the_risk(spark) -> None:
-    with pytest.raises(UnsafeFilterPushdown) as caught:
-        spark_ext.register(spark, filter_pushdown=True)
-    message = str(caught.value)
-    for risk in ("union or self-join", "temp view", "cache()", "basePath", ".option('filter'"):
-        assert risk in message, message
-    assert spark.read.format("s3parquet") is not None  # the default source stays registered
-    assert spark_ext.register(spark).filter_pushdown is False  # automatic: off where Spark mixes scans
-
-
 def test_pushdown_is_allowed_only_where_each_scan_keeps_its_own_read_plan() -> None:
     assert shares_read_plan_across_scans(["getOrCreateReadInfo", "setReadInfo", "inferSchema"])
     assert not shares_read_plan_across_scans(["getOrCreateDataSourceInPython", "inferSchema", "getTable"])
-
-
-def test_canary_this_spark_mixes_scans_with_a_pushdown_reader_which_is_why_it_is_refused(spark, years) -> None:
-    ours, _ = years
-    saved = spark.conf.get(PUSHDOWN_CONF, None)
-    spark.conf.set(PUSHDOWN_CONF, "true")
-    spark.dataSource.register(bound_to_session(SessionDefaults(time_zone="UTC"), filter_pushdown=True))
-    try:
-        assert _union(ours()) == 800  # the issue's wrong answer: both scans read only 2024
-    finally:
-        spark_ext.register(spark)
-        spark.conf.set(PUSHDOWN_CONF, saved) if saved is not None else spark.conf.unset(PUSHDOWN_CONF)
-    assert _union(ours()) == 1400

@@ -10,6 +10,7 @@ printed (``pytest -s``).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +149,11 @@ def test_the_wheel_carries_its_metadata_and_reports_its_version(fresh: FreshInst
     with tarfile.open(fresh.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "s3io/__init__.py", "mkdocs.yml"} <= names
+    assert {"hatch_build.py", "jvm/src/org/s3io/spark/S3ParquetProvider.java"} <= names  # the wheel's jar is built
+    with zipfile.ZipFile(fresh.wheel) as wheel:  # by hatch_build.py, from the sources the sdist carries
+        jar = wheel.read("spark_ext/jvm/s3parquet-scan.jar")
+    with zipfile.ZipFile(io.BytesIO(jar)) as classes:
+        assert "org/s3io/spark/S3ParquetProvider.class" in classes.namelist()
 
 
 def test_the_python_api_and_the_cli_need_no_spark(fresh: FreshInstall, quickstart_data: str) -> None:

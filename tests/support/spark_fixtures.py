@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from spark_ext.jvm import with_jar
 from spark_ext.session import LOCAL_CONF
 
-SPARK_CONF = {**LOCAL_CONF, "spark.sql.python.filterPushdown.enabled": "true"}
+SPARK_CONF = with_jar({**LOCAL_CONF, "spark.sql.python.filterPushdown.enabled": "true"})  # the JVM scan on
 
 _session: Any = None
 _users = 0
