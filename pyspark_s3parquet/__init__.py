@@ -17,7 +17,7 @@ a task whose session explicitly sets these otherwise fails, naming the setting.
 import sys
 
 try:
-    from spark_ext.source.datasource import S3ParquetDataSource as DefaultSource
+    from spark_ext.datasource import S3ParquetDataSource as DefaultSource
 except ImportError as missing:  # this worker's Python sees the package but lacks what it needs (pyarrow, ...)
     from pyspark.sql.datasource import DataSource
 

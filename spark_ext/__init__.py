@@ -54,7 +54,7 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
     ``check_workers`` (default) runs one tiny task first: if Spark's Python workers cannot import the project (a
     worker interpreter other than the driver's), it raises WorkerEnvironmentError naming PYSPARK_PYTHON.
     """
-    from spark_ext.source.datasource import SessionDefaults, bound_to_session
+    from spark_ext.datasource import bound_to_session
 
     if check_workers:
         from spark_ext.worker_check import check_workers as run_check
@@ -74,7 +74,7 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
                 "row groups and rows, safe on every Spark), or prune by path (load('s3://bucket/table/year=2024/') "
                 "with .option('basePath', 's3://bucket/table/'))"
             )
-    from spark_ext.spark_settings import file_settings, s3a_settings, warn_unhonoured
+    from spark_ext.spark_settings import SessionDefaults, file_settings, s3a_settings, warn_unhonoured
 
     s3a = s3a_settings(spark)
     warn_unhonoured(s3a)

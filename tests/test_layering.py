@@ -142,7 +142,7 @@ def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
 
 READ_SIDE = """
 import sys
-import spark_ext.source.datasource, spark_ext.stream.stream_reader
+import spark_ext.datasource, spark_ext.stream.stream_read
 heavy = ["s3io.compaction", "s3io.compaction.driver", "s3io.compaction.rewrite", "spark_ext.compact.job"]
 heavy += ["spark_ext.compact.spark_executor"]
 loaded = sorted(name for name in heavy if name in sys.modules)

@@ -18,8 +18,9 @@ import pytest
 from support.spark_fixtures import put_parquet, spark_session  # noqa: F401
 
 import spark_ext
-from spark_ext.source.datasource import SessionDefaults, bound_to_session
+from spark_ext.datasource import bound_to_session
 from spark_ext.source.pushdown_safety import UnsafeFilterPushdown, shares_read_plan_across_scans
+from spark_ext.spark_settings import SessionDefaults
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -24,7 +24,8 @@ from s3io import blocking
 from s3io.errors import InvalidConfig
 from s3io.table import layout
 from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
-from spark_ext.writer.options import WriteTarget, parse_write_options
+from spark_ext.spark_settings import SessionDefaults
+from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
 from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
@@ -97,18 +98,8 @@ def _output(message: WriterCommitMessage | None) -> Any:
 
 
 def batch_writer(
-    options: Mapping[str, str], schema: StructType, overwrite: bool, time_zone: str | None
+    options: Mapping[str, str], defaults: SessionDefaults, schema: StructType, overwrite: bool
 ) -> S3ParquetWriter:
     """The writer of one ``df.write...save()`` (called in ``S3ParquetDataSource.writer``)."""
-    target = parse_write_options(options, overwrite=overwrite)
-    return S3ParquetWriter(target, write_spec(target, schema, layout.new_job_id(), time_zone))
-
-
-def stream_sink(
-    options: Mapping[str, str], schema: StructType, overwrite: bool, time_zone: str | None
-) -> DataSourceStreamArrowWriter:
-    """The sink of one ``df.writeStream...start()`` (called in ``S3ParquetDataSource.streamWriter``)."""
-    from spark_ext.writer.stream import stream_writer
-
-    target = parse_write_options(options, overwrite=False)
-    return stream_writer(target, write_spec(target, schema, "stream", time_zone), overwrite)
+    target = parse_write_options(with_session_store(options, defaults), overwrite=overwrite)
+    return S3ParquetWriter(target, write_spec(target, schema, layout.new_job_id(), defaults.time_zone))

@@ -12,17 +12,20 @@ what was committed, aborting the replay's uploads: the batch's rows are written 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from s3io import blocking
 from s3io.errors import InvalidConfig
 from s3io.table.write_names import stream_job_id
 from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
-from spark_ext.writer.options import WriteTarget
+from spark_ext.spark_settings import SessionDefaults
+from spark_ext.writer.batch import write_spec
+from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
 from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
@@ -100,11 +103,14 @@ def _one_query(messages: Sequence[S3ParquetCommitMessage], batch: int) -> str:
     return query
 
 
-def stream_writer(target: WriteTarget, spec: WriteSpec, overwrite: bool) -> S3ParquetStreamWriter:
-    """The sink of one ``writeStream...start()`` (called in ``S3ParquetDataSource.streamWriter``)."""
+def stream_sink(
+    options: Mapping[str, str], defaults: SessionDefaults, schema: StructType, overwrite: bool
+) -> S3ParquetStreamWriter:
+    """The sink of one ``df.writeStream...start()`` (called in ``S3ParquetDataSource.streamWriter``)."""
     if overwrite:
         raise InvalidConfig(
             "s3parquet sink: the 'complete' output mode (each micro-batch replacing the whole output) is not "
             "supported; use outputMode('append'), or write each batch with foreachBatch and a batch overwrite"
         )
-    return S3ParquetStreamWriter(target, spec)
+    target = parse_write_options(with_session_store(options, defaults), overwrite=False)
+    return S3ParquetStreamWriter(target, write_spec(target, schema, "stream", defaults.time_zone))
