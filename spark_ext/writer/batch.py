@@ -6,7 +6,9 @@ another worker where ``commit(messages)`` (every task succeeded) or ``abort(mess
 job's identity (its job id) is fixed in ``writer()`` and travels in the pickle; nothing a task does is seen by the
 commit except its message. ``commit`` is s3io.write.commit_write (one journal commit, then the files are visible
 at once; an overwrite replaces the prefix, or with ``partitionOverwriteMode=dynamic`` the partitions written);
-``abort`` undoes every upload of the job (never a job already past its commit point).
+``abort`` undoes every upload of the job; a job already past its commit point is finished instead, and both
+``commit`` and ``abort`` then raise WriteIsCommitted (the rows ARE there, with the job id): a failed ``save()`` never
+reads as "nothing written" when its rows are visible.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from s3io import blocking
-from s3io.errors import InvalidConfig
-from s3io.table import layout
+from s3io.errors import InvalidConfig, S3IOError
+from s3io.table import layout, writes
+from s3io.table.writes import COMMITTED, DONE, PUBLISHED
 from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
 from spark_ext.spark_settings import SessionDefaults
 from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
@@ -82,15 +85,43 @@ class S3ParquetWriter(DataSourceArrowWriter):
             raise InvalidConfig("s3parquet: commit() was given a failed task's message; nothing was committed")
         async with self.target.store.client() as client:
             try:
-                report = await commit_write(client, self.spec, [o for o in outputs if o is not None])
-            except BaseException:
-                await abort_write(client, self.spec, outputs)
+                return await commit_write(client, self.spec, [o for o in outputs if o is not None])
+            except BaseException as exc:
+                await self._undo(client, outputs, exc)
                 raise
-            return report
 
     async def _abort(self, messages: Sequence[WriterCommitMessage | None]) -> list[str]:
+        """Spark's abort (a task or the commit failed): undo the write, unless its commit point was passed."""
         async with self.target.store.client() as client:
-            return await abort_write(client, self.spec, [_output(m) for m in messages])
+            return await self._undo(client, [_output(m) for m in messages], None)
+
+    async def _undo(self, client: Any, outputs: Sequence[Any], failure: BaseException | None) -> list[str]:
+        """Roll the write back (nothing of it visible), or, past its commit point, finish it and raise
+        WriteIsCommitted: the rows are there, and a retry of an append would write them twice."""
+        entry = await writes.read_write_entry(
+            client, self.spec.bucket, writes.write_key(self.spec.prefix, self.spec.job_id)
+        )
+        aborted = await abort_write(client, self.spec, outputs)  # a committed write is finished, never undone
+        if entry is not None and entry.state in (COMMITTED, PUBLISHED, DONE):
+            raise WriteIsCommitted(self.spec.job_id, self.target.url, failure)
+        return aborted
+
+
+RETRY_ADVICE = "do not retry an append (it would write the rows twice)"
+
+
+class WriteIsCommitted(S3IOError):
+    """A Spark write failed after its commit point: its rows ARE committed (visible to every journal-aware reader);
+    do not retry an append. Raised instead of a failure that would read as "nothing was written"."""
+
+    def __init__(self, job_id: str, url: str, failure: BaseException | None, *, advice: str = RETRY_ADVICE) -> None:
+        first = str(failure).splitlines()[0] if failure is not None and str(failure) else ""
+        happened = f" ({type(failure).__name__}: {first})" if failure is not None else ""
+        super().__init__(
+            f"s3parquet write job {job_id} to {url} IS committed: its rows are visible; the job failed after its "
+            f"commit point{happened}; {advice}"
+        )
+        self.job_id = job_id
 
 
 def _output(message: WriterCommitMessage | None) -> Any:

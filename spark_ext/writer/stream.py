@@ -21,16 +21,19 @@ from pyspark.sql.types import StructType
 
 from s3io import blocking
 from s3io.errors import InvalidConfig
+from s3io.table import writes
 from s3io.table.write_names import stream_job_id
+from s3io.table.writes import COMMITTED, DONE, PUBLISHED
 from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
 from spark_ext.spark_settings import SessionDefaults
-from spark_ext.writer.batch import write_spec
+from spark_ext.writer.batch import WriteIsCommitted, write_spec
 from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
 from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's local property: the query's id, kept in its checkpoint
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the micro-batch being run
+REPLAY_ADVICE = "a restarted query (same checkpoint) recognises the batch as written and does not write it again"
 
 
 class S3ParquetStreamWriter(DataSourceStreamArrowWriter):
@@ -72,7 +75,10 @@ class S3ParquetStreamWriter(DataSourceStreamArrowWriter):
             return  # no task reported: their uploads are aborted by this batch's replay (same job id)
         spec = replace(self.spec, job_id=stream_job_id(_one_query(found, batch), batch))
         async with self.target.store.client() as client:
-            await abort_write(client, spec, [m.output for m in found])
+            entry = await writes.read_write_entry(client, spec.bucket, writes.write_key(spec.prefix, spec.job_id))
+            await abort_write(client, spec, [m.output for m in found])  # a committed batch is finished, not undone
+        if entry is not None and entry.state in (COMMITTED, PUBLISHED, DONE):
+            raise WriteIsCommitted(spec.job_id, self.target.url, None, advice=REPLAY_ADVICE)
 
 
 def _micro_batch() -> tuple[str, int]:
