@@ -1,8 +1,9 @@
 """The wheel is what users install, so it is what these tests install: the sdist and the wheel are built as pip
 builds them (isolated, the wheel from the sdist), the wheel goes into a fresh virtual environment with only its
 declared dependencies, and the README's quickstarts run there, outside the checkout, against the session's moto
-server: Python and the CLI on the base install, then Spark (auto-registration, no ``register()``), streaming and
-compaction with the ``spark`` extra, and docs/cluster.md's spark-submit on ``local-cluster[2,1,1024]``.
+server: Python and the CLI on the base install, then Spark (``spark_ext.session()``), streaming and compaction with
+the ``spark`` extra, and docs/cluster.md's spark-submit on ``local-cluster[2,1,1024]`` (auto-registration, no
+``register()``).
 
 pip's local cache makes the installs quick (no compiling of .pyc files: ``--no-compile``); each step's time is
 printed (``pytest -s``).
@@ -161,7 +162,7 @@ def test_spark_reads_streams_and_writes_with_the_source_registered_by_installati
     with_spark: FreshInstall, quickstart_data: str
 ) -> None:
     batch = block_under("README.md", "### Spark", "python").code
-    assert "register(" not in batch  # the read relies on PySpark finding pyspark_s3parquet in the installed wheel
+    assert "spark_ext.session(" in batch  # the path that gives the project's own messages (issue 38)
     stream = block_under("README.md", "### Streaming", "python").code
     write = block_under("README.md", "### Writing", "python").code
     output = with_spark.python_block("spark, streaming and writing quickstarts", batch + stream + write, timeout=400)
