@@ -17,7 +17,9 @@ a task whose session explicitly sets these otherwise fails, naming the setting.
 import sys
 
 try:
-    from spark_ext.source.datasource import S3ParquetDataSource as DefaultSource
+    import pyarrow  # noqa: F401  (checked first: the dependency a foreign worker Python lacks most often)
+
+    from spark_ext.datasource import S3ParquetDataSource as DefaultSource
 except ImportError as missing:  # this worker's Python sees the package but lacks what it needs (pyarrow, ...)
     from pyspark.sql.datasource import DataSource
 

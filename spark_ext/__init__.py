@@ -3,16 +3,23 @@
 run it, registered; ``compact(spark, url, ...)`` rewrites small parquet files into large ones;
 ``write(df, url, partition_by=..., target_file_size=...)`` writes right-sized files.
 
-Importing this package imports neither pyspark nor the data source; ``register`` does.
+Importing this package imports neither pyspark nor the data source; ``register`` does. Imported where PySpark is
+already in use, it installs spark_ext.writer.save_calls (an s3parquet write given ``.partitionBy`` says what
+works), as ``register`` does.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+# PySpark's switch for its workers' errors: true reports an exception as its own line (SPARK_HIDE_TRACEBACK).
+HIDE_TRACEBACK_CONF = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
+logger = logging.getLogger("spark_ext")
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "compact", "register", "session", "write"]
+__all__ = ["FILTER_PUSHDOWN_CONF", "HIDE_TRACEBACK_CONF", "compact", "register", "session", "write"]
 
 
 def __getattr__(name: str) -> Any:
@@ -28,6 +35,12 @@ def __getattr__(name: str) -> Any:
 
         return write
     raise AttributeError(f"module 'spark_ext' has no attribute {name!r}")
+
+
+if "pyspark.sql.readwriter" in sys.modules:  # PySpark is in use: its s3parquet writes explain .partitionBy
+    from spark_ext.writer.save_calls import install as _install
+
+    _install()
 
 
 def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: bool = True) -> type:
@@ -55,10 +68,14 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
     columns a query does not need and hands its filters to the reader (which prunes partitions and row groups by
     them) for every scan by itself, on every Spark; without it, one log line says what is lost.
 
+    A session that does not set ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` gets it true: a Python
+    worker's error is then its own line (set it to false for the full traceback). ``df.write`` / ``writeStream``
+    to s3parquet raise the s3io error's line first (spark_ext.writer.save_calls).
+
     ``check_workers`` (default) runs one tiny task first: if Spark's Python workers cannot import the project (a
     worker interpreter other than the driver's), it raises WorkerEnvironmentError naming PYSPARK_PYTHON.
     """
-    from spark_ext.source.datasource import SessionDefaults, bound_to_session
+    from spark_ext.datasource import bound_to_session
 
     if check_workers:
         from spark_ext.worker_check import check_workers as run_check
@@ -79,7 +96,7 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
                 "row groups and rows, safe on every Spark), or prune by path (load('s3://bucket/table/year=2024/') "
                 "with .option('basePath', 's3://bucket/table/'))"
             )
-    from spark_ext.spark_settings import file_settings, s3a_settings, warn_unhonoured
+    from spark_ext.spark_settings import SessionDefaults, file_settings, s3a_settings, warn_unhonoured
 
     s3a = s3a_settings(spark)
     warn_unhonoured(s3a)
@@ -95,11 +112,12 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
         jvm_time_zone=_jvm_time_zone(spark),
     )
     source = bound_to_session(defaults, filter_pushdown=filter_pushdown)
-    from spark_ext.writer.partition_by_hint import install
+    from spark_ext.writer.save_calls import install
 
-    install()  # .partitionBy(...) on an s3parquet write fails in Spark; say what works instead
+    install()  # .partitionBy(...) on an s3parquet write fails in Spark: say what works; a failed write: cause first
     if filter_pushdown and not jvm_scan:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    _hide_worker_tracebacks(spark)
     spark.dataSource.register(source)
     return source
 
@@ -108,6 +126,24 @@ def _jvm_scan_loaded(spark: Any) -> bool:
     from spark_ext.jvm import jvm_scan_loaded
 
     return jvm_scan_loaded(spark)
+
+
+def _hide_worker_tracebacks(spark: Any) -> None:
+    """Python workers' errors as their own line (the object named) instead of a traceback, unless the session chose
+    otherwise: PySpark reads the setting when it starts a worker, so setting it at run time works (measured, 4.3)."""
+    from spark_ext.spark_settings import explicit_conf
+
+    if HIDE_TRACEBACK_CONF in explicit_conf(spark):
+        return
+    try:
+        spark.conf.set(HIDE_TRACEBACK_CONF, "true")
+    except Exception:  # a session that refuses run-time settings keeps Spark's tracebacks
+        logger.debug("could not set %s", HIDE_TRACEBACK_CONF, exc_info=True)
+        return
+    logger.info(
+        "s3parquet: set %s=true (a Python worker's error is its own line; set it to false for full tracebacks)",
+        HIDE_TRACEBACK_CONF,
+    )
 
 
 def _default_parallelism(spark: Any) -> int | None:

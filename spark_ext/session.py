@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,24 +29,33 @@ LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.python.worker.reuse": "true",
     "spark.sql.session.timeZone": "UTC",
+    # a Python worker's error as its own line (the object named); false gives the full traceback
+    "spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true",
 }
 
 
 def session(
     master: str | None = "local[*]", app_name: str = "s3io", conf: Mapping[str, str] | None = None, **register: Any
 ) -> Any:
-    """Start (or get) a SparkSession on ``master`` (None: the one spark-submit or the environment gives) with
-    ``conf``, s3parquet registered (``register``: ``spark_ext.register``'s keywords); the caller stops it. A local
-    master gets this interpreter for its Python workers, unless PYSPARK_PYTHON says otherwise."""
-    local = master is not None and master.startswith("local")
-    if local:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    """Start a SparkSession on ``master`` (None: the one spark-submit or the environment gives) with ``conf``,
+    s3parquet registered (``register``: ``spark_ext.register``'s keywords); the caller stops it. A local master gets
+    this interpreter for its Python workers, unless PYSPARK_PYTHON says otherwise. Where a session is already
+    running, it is never changed: s3parquet is registered with it, and a SessionKept warning names the settings it
+    keeps that differ from ``conf`` and the defaults."""
     from pyspark.sql import SparkSession
 
     import spark_ext
     from spark_ext.jvm import with_jar
 
+    local = master is not None and master.startswith("local")
+    existing = SparkSession.getActiveSession()
+    if existing is not None:
+        _say_what_is_kept(existing, {**(LOCAL_CONF if local else {}), **(conf or {})})
+        spark_ext.register(existing, **register)
+        return existing
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
@@ -56,6 +66,29 @@ def session(
         spark.sparkContext.setLogLevel("ERROR")
     spark_ext.register(spark, **register)
     return spark
+
+
+def _say_what_is_kept(spark: Any, wanted: Mapping[str, str]) -> None:
+    """One warning naming the settings ``session()`` would have given a new session that the running one keeps."""
+    kept = []
+    for key, value in wanted.items():
+        try:
+            current = spark.conf.get(key, None)
+        except Exception:  # a static setting this session cannot show
+            current = None
+        if current != value:
+            kept.append(f"{key}={current if current is not None else '(unset)'} (not {value})")
+    changed = f"; its settings are unchanged: {', '.join(kept)}" if kept else ""
+    warnings.warn(
+        f"spark_ext.session(): a SparkSession is already running; it is used as it is (master, settings and log level "
+        f"unchanged) and s3parquet is registered with it{changed}",
+        SessionKept,
+        stacklevel=3,
+    )
+
+
+class SessionKept(UserWarning):
+    """``spark_ext.session()`` found a running session and left it as it is (registering s3parquet only)."""
 
 
 def local_session(master: str = "local[*]", app_name: str = "s3io", conf: Mapping[str, str] | None = None) -> Any:

@@ -17,6 +17,7 @@ import logging
 import re
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from s3io.s3a import FS_S3A, SPARK_HADOOP, S3ASettingIgnored, is_s3a_key, store_options
@@ -24,6 +25,27 @@ from s3io.store import StoreConfig
 from s3io.urls import split_s3_url
 
 log = logging.getLogger("spark_ext")
+
+# Keys Spark itself puts among a source's options (a stream's checkpoint, a query's name, where .load/.save/.start
+# point): every role ignores the ones it does not use, and none is ever an unknown option.
+SPARK_OWN_KEYS = ("path", "paths", "checkpointLocation", "queryName")
+
+
+@dataclass(frozen=True)
+class SessionDefaults:
+    """Session settings a Python worker cannot read, captured on the driver by ``spark_ext.register``."""
+
+    default_parallelism: int | None = None  # sparkContext.defaultParallelism
+    time_zone: str | None = None  # spark.sql.session.timeZone
+    partition_column_type_inference: bool | None = None  # spark.sql.sources.partitionColumnTypeInference.enabled
+    case_sensitive: bool | None = None  # spark.sql.caseSensitive
+    datetime_rebase_mode: str | None = None  # spark.sql.parquet.datetimeRebaseModeInRead
+    int96_rebase_mode: str | None = None  # spark.sql.parquet.int96RebaseModeInRead
+    jvm_time_zone: str | None = None  # the driver JVM's default time zone (legacy timestamps are rebased in it)
+    # the session's S3A settings (fs.s3a.<key>, value): s3a_settings below; secrets among them, so not shown
+    s3a: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    files: tuple[tuple[str, str], ...] = ()  # the spark.sql.files.* settings the session sets (file_settings)
+
 
 # Spark's setting -> the s3parquet option it is the default of (a read's own option wins over it).
 FILE_SETTINGS = {

@@ -165,7 +165,7 @@ def test_the_writer_imports_compaction_only_for_auto_compaction() -> None:
 
 READ_SIDE = """
 import sys
-import spark_ext.source.datasource, spark_ext.stream.stream_reader
+import spark_ext.datasource, spark_ext.stream.stream_read
 heavy = ["s3io.compaction", "s3io.compaction.driver", "s3io.compaction.rewrite", "spark_ext.compact.job"]
 heavy += ["spark_ext.compact.spark_executor"]
 loaded = sorted(name for name in heavy if name in sys.modules)

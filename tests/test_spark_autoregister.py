@@ -14,13 +14,16 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from support.spark_fixtures import put_parquet
 
 from spark_ext.session import LOCAL_CONF
 
 FRESH_ENV_DROP = ("PYTHONPATH", "PYSPARK_SUBMIT_ARGS")
+CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def _fresh_env() -> dict[str, str]:
@@ -42,8 +45,11 @@ def test_pyspark_lookup_finds_the_registration_module_in_a_fresh_interpreter(tmp
     )
 
 
-@pytest.mark.timeout(240)
-def test_a_fresh_session_reads_s3parquet_without_register(tmp_path, s3_endpoint, bucket, s3_client) -> None:
+@pytest.mark.timeout(400)
+def test_a_fresh_session_reads_and_writes_s3parquet_without_register(tmp_path, s3_endpoint, bucket, s3_client) -> None:
+    """No register(): a read; the issue's stream sink idiom (checkpointLocation, start(path): it failed with "unknown
+    option 'checkpointlocation'"); then, spark_ext imported (still no register()), .partitionBy gets the project's
+    message instead of Spark's "columns do not match the existing table's"."""
     import pyarrow as pa
 
     put_parquet(s3_client, bucket, "auto/a.parquet", pa.table({"id": list(range(5))}))
@@ -57,15 +63,37 @@ def test_a_fresh_session_reads_s3parquet_without_register(tmp_path, s3_endpoint,
         try:
             df = spark.read.format("s3parquet").option("endpoint", {s3_endpoint.url!r}).load("s3://{bucket}/auto/")
             print("ROWS", sorted(r.id for r in df.collect()))
+            query = (
+                spark.readStream.schema("id long").parquet({str(tmp_path / "source")!r})
+                .writeStream.format("s3parquet").option("endpoint", {s3_endpoint.url!r})
+                .option("checkpointLocation", {str(tmp_path / "checkpoint")!r}).trigger(availableNow=True)
+                .start("s3://{bucket}/sink/")
+            )
+            query.awaitTermination(200)
+            sink = spark.read.format("s3parquet").option("endpoint", {s3_endpoint.url!r}).load("s3://{bucket}/sink/")
+            print("SINK", sorted(r.id for r in sink.collect()))
+            import spark_ext
+            try:
+                writer = df.write.format("s3parquet").mode("append").option("endpoint", {s3_endpoint.url!r})
+                writer.partitionBy("id").save("s3://{bucket}/parted/")
+            except Exception as exc:
+                print("PARTITIONBY", str(exc).splitlines()[0])
         finally:
             spark.stop()
         """
     )
+    pq.write_table(pa.table({"id": list(range(3))}), tmp_path / "source.parquet")
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source.parquet").rename(tmp_path / "source" / "a.parquet")
+    env = dict(_fresh_env(), PYTHONPATH=str(CHECKOUT))  # this checkout's code, whatever the venv's install points at
     result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=_fresh_env(), capture_output=True, text=True, timeout=220
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=380
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    causes = [line[:400] for line in result.stderr.splitlines() if "Exception" in line or "s3io" in line]
+    assert result.returncode == 0, "\n".join(causes)
     assert "ROWS [0, 1, 2, 3, 4]" in result.stdout
+    assert "SINK [0, 1, 2]" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "PARTITIONBY s3parquet: Spark does not pass .partitionBy(...) to a Python data source" in result.stdout
 
 
 def _without_pyspark_python(path: str = "/usr/bin:/bin") -> dict[str, str]:
@@ -121,9 +149,7 @@ def test_a_worker_python_that_sees_the_package_but_cannot_run_it_is_named_at_loa
 ) -> None:
     """Workers on the system python3 with the checkout on their path: the registration module finds pyarrow missing
     and registers a stand-in whose load() names the interpreter and the fix (Spark would say DATA_SOURCE_NOT_FOUND)."""
-    from pathlib import Path
-
-    checkout = str(Path(__file__).resolve().parent.parent)
+    checkout = str(CHECKOUT)
     script = textwrap.dedent(
         f"""
         from pyspark.sql import SparkSession

@@ -37,12 +37,14 @@ from support.spark_fixtures import column_checksums, parquet_bytes, put_parquet
 
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, ObjectChanged, SchemaMismatch, Throttled
 from s3io.s3.types import ObjectInfo
+from spark_ext.datasource import S3ParquetDataSource, bound_to_session
 from spark_ext.planning.binpack import plan_partitions
+from spark_ext.source.batch_read import default_parallelism
 from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader
-from spark_ext.source.datasource import S3ParquetDataSource, SessionDefaults, bound_to_session
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
 from spark_ext.source.spark_arrow_types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
+from spark_ext.spark_settings import SessionDefaults
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,18 +84,18 @@ def _objects(s3_client, bucket: str, prefix: str) -> list[ObjectInfo]:
 
 def test_unknown_option_names_it_and_suggests_the_close_one_or_lists_the_known_ones():
     with pytest.raises(InvalidConfig) as caught:
-        S3ParquetDataSource({"path": "s3://bucket/t/", "maxpartitonbytes": "1m"})
+        S3ParquetDataSource({"path": "s3://bucket/t/", "maxpartitonbytes": "1m"}).schema()
     message = str(caught.value)
     assert "maxpartitonbytes" in message and "did you mean maxPartitionBytes" in message
     with pytest.raises(InvalidConfig) as caught:
-        S3ParquetDataSource({"path": "s3://bucket/t/", "quux": "1"})
+        S3ParquetDataSource({"path": "s3://bucket/t/", "quux": "1"}).schema()
     message = str(caught.value)
     assert "openCostInBytes" in message and "stallTimeout" in message
 
 
 def test_malformed_option_value_names_the_option():
     with pytest.raises(InvalidConfig, match="maxPartitionBytes"):
-        S3ParquetDataSource({"path": "s3://bucket/t/", "maxpartitionbytes": "lots"})
+        S3ParquetDataSource({"path": "s3://bucket/t/", "maxpartitionbytes": "lots"}).schema()
 
 
 def test_secrets_are_redacted_from_reprs_but_reach_the_tasks(s3_endpoint, bucket, s3_client):
@@ -114,7 +116,7 @@ def test_secrets_are_redacted_from_reprs_but_reach_the_tasks(s3_endpoint, bucket
 def test_missing_path_is_an_error_naming_it(s3_endpoint, bucket, s3_client):
     put_parquet(s3_client, bucket, "t/a.parquet", _table(0, 10))
     with pytest.raises(PathNotFound, match=f"s3://{bucket}/nothing-here/"):
-        _source(s3_endpoint.url, f"s3://{bucket}/nothing-here/")
+        _source(s3_endpoint.url, f"s3://{bucket}/nothing-here/").schema()
 
 
 def test_directory_without_data_files_needs_a_schema(s3_endpoint, bucket, s3_client):
@@ -210,7 +212,7 @@ def test_default_parallelism_comes_from_the_registered_session():
     source_class = bound_to_session(SessionDefaults(default_parallelism=7, time_zone="Europe/Paris"))
     shipped = pickle.loads(cloudpickle.dumps(source_class))  # as spark.dataSource.register ships it
     assert issubclass(shipped, S3ParquetDataSource) and shipped.name() == "s3parquet"
-    assert shipped.default_parallelism() == 7
+    assert default_parallelism(shipped.session_defaults) == 7
     assert shipped.session_defaults.time_zone == "Europe/Paris"
     assert bound_to_session(SessionDefaults(), filter_pushdown=False).filter_pushdown is False
 
@@ -238,7 +240,7 @@ def test_large_files_are_split_at_row_groups_and_every_row_group_is_read_once(s3
         _objects(s3_client, bucket, "t/"),
         max_partition_bytes=64 * 1024,
         open_cost=4 * 1024,
-        min_partitions=source.default_parallelism(),
+        min_partitions=default_parallelism(source.session_defaults),
         row_group_sizes=row_groups,
     )
     assert [[(p.obj.key, p.row_groups) for p in part.pieces] for part in partitions] == [

@@ -20,7 +20,7 @@ from support.spark_fixtures import put_parquet, spark_session  # noqa: F401
 
 import spark_ext
 from spark_ext.planning.hive import PartitionColumn, PartitionSpec
-from spark_ext.source.datasource import relevant_settings
+from spark_ext.source.batch_read import relevant_settings
 from spark_ext.source.session_check import SessionSetting, SessionSettingChanged, check_session
 
 pytestmark = pytest.mark.timeout(300)

@@ -19,7 +19,7 @@ from s3io.store import StoreConfig, add_store_arguments
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.proxy import DIRECT, parse_proxy_url, s3a_proxy_url
 from spark_ext.planning.read_options import redact
-from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, has_stream_options
+from spark_ext.stream.stream_options import KNOWN_STREAM_OPTIONS, StreamOptions, names_a_stream, stream_only_options
 
 EXPECTED = StoreConfig(
     endpoint="http://127.0.0.1:9000",
@@ -307,7 +307,8 @@ def test_stream_options_split_from_the_read_options_in_the_same_style() -> None:
     assert options.state_url == "s3://b/land/_s3io_streams/s1/" and options.read.store.endpoint == "http://h:1"
     elsewhere = StreamOptions.from_options({"path": "s3://b/land/", "streamName": "s1", "stateLocation": "s3://c/st"})
     assert elsewhere.state_url == "s3://c/st/s1/"
-    assert has_stream_options({"maxFilesPerTrigger": "1"}) and not has_stream_options({"maxPartitionBytes": "1"})
+    assert stream_only_options({"maxFilesPerTrigger": "1", "maxPartitionBytes": "1"}) == ["maxFilesPerTrigger"]
+    assert names_a_stream({"streamname": "s"}) and not names_a_stream({"leaseTtl": "30s"})
     assert "streamName" in KNOWN_STREAM_OPTIONS and "leaseTtl" in KNOWN_STREAM_OPTIONS
     with pytest.raises(InvalidConfig, match="streamName: required"):
         StreamOptions.from_options({"path": "s3://b/land/"})

@@ -1,8 +1,9 @@
 """The wheel is what users install, so it is what these tests install: the sdist and the wheel are built as pip
 builds them (isolated, the wheel from the sdist), the wheel goes into a fresh virtual environment with only its
 declared dependencies, and the README's quickstarts run there, outside the checkout, against the session's moto
-server: Python and the CLI on the base install, then Spark (auto-registration, no ``register()``), streaming and
-compaction with the ``spark`` extra, and docs/cluster.md's spark-submit on ``local-cluster[2,1,1024]``.
+server: Python and the CLI on the base install, then Spark (``spark_ext.session()``), streaming and compaction with
+the ``spark`` extra, and docs/cluster.md's spark-submit on ``local-cluster[2,1,1024]`` (auto-registration, no
+``register()``).
 
 pip's local cache makes the installs quick (no compiling of .pyc files: ``--no-compile``); each step's time is
 printed (``pytest -s``).

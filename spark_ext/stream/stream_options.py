@@ -137,7 +137,13 @@ class StreamOptions:
 KNOWN_STREAM_OPTIONS = tuple(sorted(option_spellings(StreamOptions), key=str.lower))
 
 
-def has_stream_options(options: Mapping[str, str]) -> bool:
-    """Whether any option is one only streams take (``streamName`` and the others above)."""
+def stream_only_options(options: Mapping[str, str]) -> list[str]:
+    """The options among ``options`` that only a stream takes (``streamName`` and the others above), as given."""
     own = {loose_key(name) for name in KNOWN_STREAM_OPTIONS}
-    return any(loose_key(str(key)) in own for key in options)
+    return [str(key) for key in options if loose_key(str(key)) in own]
+
+
+def names_a_stream(options: Mapping[str, str]) -> bool:
+    """Whether ``options`` name a stream (``streamName``, which every stream read requires): Spark calls a source's
+    ``schema()`` for ``spark.read`` and ``spark.readStream`` alike, and a stream's schema is kept in its state."""
+    return any(loose_key(str(key)) == "streamname" for key in options)

@@ -6,7 +6,9 @@ another worker where ``commit(messages)`` (every task succeeded) or ``abort(mess
 job's identity (its job id) is fixed in ``writer()`` and travels in the pickle; nothing a task does is seen by the
 commit except its message. ``commit`` is s3io.write.commit_write (one journal commit, then the files are visible
 at once; an overwrite replaces the prefix, or with ``partitionOverwriteMode=dynamic`` the partitions written);
-``abort`` undoes every upload of the job (never a job already past its commit point).
+``abort`` undoes every upload of the job; a job already past its commit point is finished instead, and both
+``commit`` and ``abort`` then raise WriteIsCommitted (the rows ARE there, with the job id): a failed ``save()`` never
+reads as "nothing written" when its rows are visible.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from s3io import blocking
 from s3io.errors import InvalidConfig
-from s3io.table import layout
-from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
-from spark_ext.writer.options import WriteTarget, parse_write_options
+from s3io.table import journal, layout
+from s3io.table.journal import COMMITTED, DONE, PUBLISHED, WriteEntry
+from s3io.table.write_protocol import CommittedNotFinished
+from s3io.write import WriteReport, WriteSpec, abort_write, check_append, commit_write
+from spark_ext.spark_settings import SessionDefaults
+from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
 from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
@@ -81,15 +86,43 @@ class S3ParquetWriter(DataSourceArrowWriter):
             raise InvalidConfig("s3parquet: commit() was given a failed task's message; nothing was committed")
         async with self.target.store.client() as client:
             try:
-                report = await commit_write(client, self.spec, [o for o in outputs if o is not None])
-            except BaseException:
-                await abort_write(client, self.spec, outputs)
+                return await commit_write(client, self.spec, [o for o in outputs if o is not None])
+            except BaseException as exc:
+                await self._undo(client, outputs, exc)
                 raise
-            return report
 
     async def _abort(self, messages: Sequence[WriterCommitMessage | None]) -> list[str]:
+        """Spark's abort (a task or the commit failed): undo the write, unless its commit point was passed."""
         async with self.target.store.client() as client:
-            return await abort_write(client, self.spec, [_output(m) for m in messages])
+            return await self._undo(client, [_output(m) for m in messages], None)
+
+    async def _undo(self, client: Any, outputs: Sequence[Any], failure: BaseException | None) -> list[str]:
+        """Roll the write back (nothing of it visible), or, past its commit point, finish it and raise
+        WriteIsCommitted: the rows are there, and a retry of an append would write them twice."""
+        entry = await journal.read_entry(
+            client, WriteEntry, self.spec.bucket, layout.write_key(self.spec.prefix, self.spec.job_id)
+        )
+        aborted = await abort_write(client, self.spec, outputs)  # a committed write is finished, never undone
+        if entry is not None and entry.state in (COMMITTED, PUBLISHED, DONE):
+            raise WriteIsCommitted(self.spec.job_id, self.target.url, failure)
+        return aborted
+
+
+RETRY_ADVICE = "do not retry an append (it would write the rows twice)"
+
+
+class WriteIsCommitted(CommittedNotFinished):
+    """A Spark write failed after its commit point: its rows ARE committed (visible to every journal-aware reader);
+    do not retry an append. Raised instead of a failure that would read as "nothing was written"."""
+
+    def __init__(self, job_id: str, url: str, failure: BaseException | None, *, advice: str = RETRY_ADVICE) -> None:
+        first = str(failure).splitlines()[0] if failure is not None and str(failure) else ""
+        happened = f" ({type(failure).__name__}: {first})" if failure is not None else ""
+        super().__init__(
+            f"s3parquet write job {job_id} to {url} IS committed: its rows are visible; the job failed after its "
+            f"commit point{happened}; {advice}"
+        )
+        self.job_id = job_id
 
 
 def _output(message: WriterCommitMessage | None) -> Any:
@@ -97,18 +130,17 @@ def _output(message: WriterCommitMessage | None) -> Any:
 
 
 def batch_writer(
-    options: Mapping[str, str], schema: StructType, overwrite: bool, time_zone: str | None
+    options: Mapping[str, str], defaults: SessionDefaults, schema: StructType, overwrite: bool
 ) -> S3ParquetWriter:
     """The writer of one ``df.write...save()`` (called in ``S3ParquetDataSource.writer``)."""
-    target = parse_write_options(options, overwrite=overwrite)
-    return S3ParquetWriter(target, write_spec(target, schema, layout.new_job_id(), time_zone))
+    target = parse_write_options(with_session_store(options, defaults), overwrite=overwrite)
+    spec = write_spec(target, schema, layout.new_job_id(), defaults.time_zone)
+    blocking.run(check_table_schema(target, spec))  # a conflict is refused here, before any task uploads
+    return S3ParquetWriter(target, spec)
 
 
-def stream_sink(
-    options: Mapping[str, str], schema: StructType, overwrite: bool, time_zone: str | None
-) -> DataSourceStreamArrowWriter:
-    """The sink of one ``df.writeStream...start()`` (called in ``S3ParquetDataSource.streamWriter``)."""
-    from spark_ext.writer.stream import stream_writer
-
-    target = parse_write_options(options, overwrite=False)
-    return stream_writer(target, write_spec(target, schema, "stream", time_zone), overwrite)
+async def check_table_schema(target: WriteTarget, spec: WriteSpec) -> None:
+    """The table's schema and partition columns against this write's (s3io.write.check_append): SchemaMismatch
+    naming both, on the driver, before any task starts."""
+    async with target.store.client() as client:
+        await check_append(client, spec)

@@ -11,23 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from s3io.errors import InvalidConfig
+from s3io.s3a import is_s3a_key, store_options
 from s3io.settings import loose_key, option_spellings, unknown_option
-from s3io.store import StoreConfig, store_option_names
+from s3io.store import StoreConfig, layered_options, store_option_names
 from s3io.table import layout
 from s3io.write.options import APPEND, OVERWRITE, WriteOptions
+from spark_ext.planning.read_options import read_bucket
+from spark_ext.spark_settings import SPARK_OWN_KEYS, SessionDefaults, quietly
 
-# Options Spark or this project's read side adds by itself, which a write ignores: the session settings that
-# spark_ext.register captures for reads, and a stream's checkpoint location (Spark's own).
-IGNORED = ("timeZone", "partitionColumnTypeInference", "caseSensitive", "datetimeRebaseMode", "int96RebaseMode")
-IGNORED_LOOSE = {loose_key(k) for k in (*IGNORED, "jvmTimeZone", "checkpointLocation", "queryName")}
-
-
-_WRITE_ONLY = {loose_key(name) for name in option_spellings(WriteOptions)}
-
-
-def has_write_options(values: Mapping[str, Any]) -> bool:
-    """Whether ``values`` name an option only a write takes (then they are not parsed as a read's)."""
-    return any(loose_key(str(key)) in _WRITE_ONLY for key in values)
+# Keys Spark adds by itself, which a write ignores (its path is read on its own: ``path``).
+IGNORED_LOOSE = {loose_key(k) for k in SPARK_OWN_KEYS} - {"path", "paths"}
 
 
 @dataclass(frozen=True)
@@ -45,8 +38,18 @@ class WriteTarget:
         return f"s3://{self.bucket}/{self.prefix}"
 
 
+def with_session_store(options: Mapping[str, str], defaults: SessionDefaults) -> dict[str, str]:
+    """A write's options over the session's S3A settings for its bucket, store field by store field (as a read's
+    are); the session's read settings (spark.sql.files.*, case sensitivity) are a read's, not a write's."""
+    own_s3a = {k: v for k, v in options.items() if is_s3a_key(k)}
+    out = {k: v for k, v in options.items() if not is_s3a_key(k)}
+    bucket = read_bucket(out)
+    return layered_options(quietly(dict(defaults.s3a), bucket), store_options(own_s3a, bucket), out)
+
+
 def parse_write_options(values: Mapping[str, Any], *, overwrite: bool) -> WriteTarget:
-    """The target of a write from Spark's options (``path`` and the rest) and its save mode."""
+    """The target of a write from Spark's options (``path`` and the rest) and its save mode; Spark's own keys
+    (``checkpointLocation``, ``queryName``, ...) are ignored."""
     given = {k: v for k, v in values.items() if loose_key(str(k)) not in IGNORED_LOOSE}
     path = next((v for k, v in given.items() if loose_key(str(k)) == "path"), None)
     if not path:

@@ -12,22 +12,28 @@ what was committed, aborting the replay's uploads: the batch's rows are written 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from s3io import blocking
 from s3io.errors import InvalidConfig
+from s3io.table import journal, layout
+from s3io.table.journal import COMMITTED, DONE, PUBLISHED, WriteEntry
 from s3io.table.write_names import stream_job_id
 from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
-from spark_ext.writer.options import WriteTarget
+from spark_ext.spark_settings import SessionDefaults
+from spark_ext.writer.batch import WriteIsCommitted, check_table_schema, write_spec
+from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
 from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's local property: the query's id, kept in its checkpoint
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the micro-batch being run
+REPLAY_ADVICE = "a restarted query (same checkpoint) recognises the batch as written and does not write it again"
 
 
 class S3ParquetStreamWriter(DataSourceStreamArrowWriter):
@@ -69,7 +75,12 @@ class S3ParquetStreamWriter(DataSourceStreamArrowWriter):
             return  # no task reported: their uploads are aborted by this batch's replay (same job id)
         spec = replace(self.spec, job_id=stream_job_id(_one_query(found, batch), batch))
         async with self.target.store.client() as client:
-            await abort_write(client, spec, [m.output for m in found])
+            entry = await journal.read_entry(
+                client, WriteEntry, spec.bucket, layout.write_key(spec.prefix, spec.job_id)
+            )
+            await abort_write(client, spec, [m.output for m in found])  # a committed batch is finished, not undone
+        if entry is not None and entry.state in (COMMITTED, PUBLISHED, DONE):
+            raise WriteIsCommitted(spec.job_id, self.target.url, None, advice=REPLAY_ADVICE)
 
 
 def _micro_batch() -> tuple[str, int]:
@@ -100,11 +111,16 @@ def _one_query(messages: Sequence[S3ParquetCommitMessage], batch: int) -> str:
     return query
 
 
-def stream_writer(target: WriteTarget, spec: WriteSpec, overwrite: bool) -> S3ParquetStreamWriter:
-    """The sink of one ``writeStream...start()`` (called in ``S3ParquetDataSource.streamWriter``)."""
+def stream_sink(
+    options: Mapping[str, str], defaults: SessionDefaults, schema: StructType, overwrite: bool
+) -> S3ParquetStreamWriter:
+    """The sink of one ``df.writeStream...start()`` (called in ``S3ParquetDataSource.streamWriter``)."""
     if overwrite:
         raise InvalidConfig(
             "s3parquet sink: the 'complete' output mode (each micro-batch replacing the whole output) is not "
             "supported; use outputMode('append'), or write each batch with foreachBatch and a batch overwrite"
         )
+    target = parse_write_options(with_session_store(options, defaults), overwrite=False)
+    spec = write_spec(target, schema, "stream", defaults.time_zone)
+    blocking.run(check_table_schema(target, spec))  # once per query start: a conflict refused before any batch
     return S3ParquetStreamWriter(target, spec)

@@ -1,0 +1,98 @@
+"""What ``spark_ext.register`` changes on the driver for s3parquet writes: ``DataFrameWriter.save`` and
+``DataStreamWriter.start`` say what works instead of ``.partitionBy(...)``, and put the cause first.
+
+``.partitionBy``: PySpark 4.3 fails such a write inside the JVM, before any of the source's code runs, with "The
+provided partitioning or clustering columns do not match the existing table's" (a Python data source declares no
+partitioning, and ``PythonWrite`` cannot take one). The wrapper raises InvalidConfig naming the way that works
+(``.option("partitionBy", "day,region")`` or ``spark_ext.write``).
+
+The cause first: a failed write reaches the driver as Py4J's ``Writing job failed`` over ~150 lines of JVM stack,
+the s3io error on line ~65 (measured, PySpark 4.3). The wrapper raises ``SparkWriteFailed``, whose message is the
+s3io error's own line (the object named), from Spark's exception (its ``__cause__``: the full story, printed
+under it). A write whose commit point was passed says so first (``WriteIsCommitted``). Nothing else of Spark's
+writers changes; installing twice installs once.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from s3io.errors import InvalidConfig, S3IOError
+
+NAME = "s3parquet"
+SPARK_REFUSAL = "partitioning or clustering columns do not match"
+HINT = (
+    "s3parquet: Spark does not pass .partitionBy(...) to a Python data source (it fails the write with 'The "
+    "provided partitioning or clustering columns do not match the existing table's'); give the partition columns "
+    "as an option instead: .option('partitionBy', 'day,region'), or use spark_ext.write(df, url, "
+    "partition_by=[...]), which also rebalances the rows into right-sized files"
+)
+# Where Spark quotes a Python worker's error in its own message (with hideTraceback, the error's line follows).
+_QUOTED = re.compile(
+    r"(?:An exception was thrown from the Python worker|Failed to commit or abort Python data source write"
+    r"|Failed to create Python data source instance): (?P<line>(?:s3io|spark_ext)\.[\w.]+: .*)"
+)
+# A traceback's last line (hideTraceback off): the error's own line.
+_RAISED = re.compile(r"^(?P<line>(?:s3io|spark_ext)\.[\w.]+: .*)$", re.MULTILINE)
+_COMMITTED = "WriteIsCommitted"
+
+
+class SparkWriteFailed(S3IOError):
+    """A Spark write of s3parquet failed: the s3io error it failed with, as its first line; Spark's own exception
+    (the JVM's stack, the worker's traceback) is its ``__cause__``."""
+
+
+def cause_line(message: str) -> str | None:
+    """The s3io error's own line in a Spark exception's message: a commit that passed its commit point first,
+    else the first error Spark quotes; None when the message holds none."""
+    lines = [m.group("line").strip() for m in _QUOTED.finditer(message)]
+    lines += [m.group("line").strip() for m in _RAISED.finditer(message)]
+    committed = [line for line in lines if _COMMITTED in line.split(":", 1)[0]]
+    found = committed or lines
+    return found[0] if found else None
+
+
+def _ours(writer: Any, given: str | None) -> bool:
+    source = given or getattr(writer, "_s3io_format", None)
+    return isinstance(source, str) and source.lower() == NAME
+
+
+def install() -> None:
+    """Wrap ``DataFrameWriter.format`` and ``.save`` and ``DataStreamWriter.format`` and ``.start`` (once)."""
+    from pyspark.sql.readwriter import DataFrameWriter
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    for cls, action in ((DataFrameWriter, "save"), (DataStreamWriter, "start")):
+        if getattr(cls, "_s3io_save_calls", False):
+            continue
+        original_format, original_action = cls.format, getattr(cls, action)
+
+        @functools.wraps(original_format)
+        def remembering_format(self: Any, source: str, _format: Any = original_format) -> Any:
+            self._s3io_format = source
+            return _format(self, source)
+
+        @functools.wraps(original_action)
+        def explained(self: Any, *args: Any, _action: Any = original_action, **kwargs: Any) -> Any:
+            given = kwargs.get("format", args[1] if len(args) > 1 else None)
+            if _ours(self, given) and kwargs.get("partitionBy"):
+                raise InvalidConfig(HINT)
+            try:
+                return _action(self, *args, **kwargs)
+            except S3IOError:
+                raise
+            except Exception as exc:
+                if not _ours(self, given):
+                    raise
+                if SPARK_REFUSAL in str(exc):
+                    raise InvalidConfig(HINT) from exc
+                line = cause_line(str(exc))
+                if line is None:
+                    raise
+                raise SparkWriteFailed(line) from exc
+
+        cls.format = remembering_format  # type: ignore[method-assign]
+        setattr(cls, action, explained)
+        cls._s3io_save_calls = True  # type: ignore[attr-defined]
