@@ -21,12 +21,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
-from s3io.compaction.crash import TEST_SWITCH
-from s3io.write.crash import ENV_VAR as WRITE_CRASH_AT
 from support.spark_fixtures import parquet_bytes, put_parquet, spark_session  # noqa: F401  (`spark`)
 from test_write_support import plain_ids, uploads_left
 
 import spark_ext
+from s3io.table.crash import TEST_SWITCH
+from s3io.table.crash import WRITE_ENV_VAR as WRITE_CRASH_AT
 from spark_ext import HIDE_TRACEBACK_CONF
 from spark_ext.session import SessionKept
 from spark_ext.writer.save_calls import SparkWriteFailed, cause_line

@@ -18,12 +18,12 @@ from s3io.compaction.grouping import FileFacts, case_twins
 from s3io.compaction.metadata import file_metadata, int96_rebase_conflict
 from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
-from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import duplicate_name, file_schema, int96_leaves, with_int96_instants
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout
+from s3io.table.footers import read_footer
 from s3io.table.listing import list_tree
 
 NO_ETAG = "the listing gave no ETag for it, so it could not be pinned while read nor deleted conditionally after"
@@ -41,17 +41,9 @@ async def read_file_facts(client: S3Client, info: ObjectInfo) -> FileFacts:
 
     The GET is pinned to the listed ETag, so the schema describes exactly the version the plan will name.
     """
-    start, end = tail_range(info.size)
     try:
-        tail = await client.get_object(info.bucket, info.key, start, end, if_match=info.etag)
-        try:
-            metadata = parse_footer(tail.data, info.size, info.url)
-        except FooterNeedsMore as more:
-            tail = await client.get_object(
-                info.bucket, info.key, info.size - more.needed, info.size, if_match=info.etag
-            )
-            metadata = parse_footer(tail.data, info.size, info.url)
-        return footer_facts(info, metadata)
+        footer = await read_footer(client, info.bucket, info.key, info.size, info.etag)
+        return footer_facts(info, footer.metadata)
     except CorruptFile as exc:
         return FileFacts(info, error=exc.message)
     except (ObjectChanged, PreconditionFailed, NotFound):

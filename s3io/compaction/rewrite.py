@@ -53,7 +53,6 @@ from s3io.compaction.options import CompactionOptions
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed, SchemaMismatch
 from s3io.parquet.chunks import row_group_byte_span
 from s3io.parquet.decode import decode, open_whole, read_batches
-from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import INT96_UNIT, conform
 from s3io.parquet.sink import ByteSink
 from s3io.parquet.sparse import SparseFile
@@ -62,6 +61,7 @@ from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import layout
 from s3io.table.crash import CrashPoint, maybe_crash, resolve
+from s3io.table.footers import read_footer
 from s3io.table.journal import ObjectRef
 
 MAX_INFLIGHT_GETS = 16
@@ -577,14 +577,8 @@ async def _read_back(
         data = (await client.get_object(bucket, staging.key, if_match=staging.etag)).data
         await _on(cpu, _checksum_whole, checksum, data, schema, url)
         return checksum
-    start, end = tail_range(size)
-    tail = (await client.get_object(bucket, staging.key, start, end, if_match=staging.etag)).data
-    try:
-        metadata = parse_footer(tail, size, url)
-    except FooterNeedsMore as more:
-        start = size - more.needed
-        tail = (await client.get_object(bucket, staging.key, start, size, if_match=staging.etag)).data
-        metadata = parse_footer(tail, size, url)
+    footer = await read_footer(client, bucket, staging.key, size, staging.etag)
+    metadata, start, tail = footer.metadata, footer.start, footer.tail
     for row_group in range(metadata.num_row_groups):
         rg_start, rg_end = row_group_byte_span(metadata, row_group, None, size)
         data = (await client.get_object(bucket, staging.key, rg_start, rg_end, if_match=staging.etag)).data

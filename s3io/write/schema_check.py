@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed, SchemaMismatch
-from s3io.parquet.footer import FooterNeedsMore, parse_footer, tail_range
 from s3io.parquet.schema import file_schema
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import list_visible
+from s3io.table.footers import read_footer
 from s3io.urls import parse_s3_url
 from s3io.write.partitioning import escape_path_name
 from s3io.write.spark_schema import spark_type
@@ -132,16 +132,8 @@ def _partition_columns(key: str, prefix: str) -> tuple[str, ...]:
 
 async def _read_schema(client: S3Client, info: ObjectInfo) -> pa.Schema | None:
     """The schema of one file from its footer (one ranged GET, two for a large footer); None if it is gone."""
-    start, end = tail_range(info.size)
     try:
-        tail = await client.get_object(info.bucket, info.key, start, end, if_match=info.etag)
-        try:
-            metadata = parse_footer(tail.data, info.size, info.url)
-        except FooterNeedsMore as more:
-            tail = await client.get_object(
-                info.bucket, info.key, info.size - more.needed, info.size, if_match=info.etag
-            )
-            metadata = parse_footer(tail.data, info.size, info.url)
+        metadata = (await read_footer(client, info.bucket, info.key, info.size, info.etag)).metadata
     except (
         NotFound,
         ObjectChanged,
