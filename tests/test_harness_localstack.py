@@ -4,22 +4,14 @@ what test_store_conformance.py runs on it.)"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from support.localstack import LocalStackS3, LocalStackUnavailable, unavailable_reason
 from support.moto_server import boto3_client
+from support.processes import alive
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _require() -> None:
@@ -40,7 +32,7 @@ def test_it_serves_s3_and_stops_leaving_no_process_and_no_files(fake_aws_env: No
         assert server.workdir is not None and (server.workdir / "s3-storage" / "harness").is_dir()
         assert server.rss_bytes() > 0
         pid = server.started_pid
-    assert pid is not None and not _alive(pid)
+    assert pid is not None and not alive(pid)
     assert not server.workdir.exists()
     assert not Path("/tmp/localstack-s3-storage/harness").exists()  # its objects never went to the shared default
 
@@ -52,5 +44,5 @@ def test_one_that_is_not_up_in_time_fails_saying_so_and_leaves_nothing_behind() 
         server.start()
     message = str(failed.value)
     assert "waited 0.3 s for LocalStack's S3, in vain" in message
-    assert server.started_pid is not None and not _alive(server.started_pid)
+    assert server.started_pid is not None and not alive(server.started_pid)
     assert server.workdir is not None and not server.workdir.exists()

@@ -3,20 +3,11 @@ leaves no process and no directory behind. (That it serves S3 is what test_store
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from support.processes import alive
 from support.rgw import CephRgw, RgwUnavailable, unavailable_reason
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_cluster_that_is_not_up_in_time_fails_with_its_logs_and_leaves_nothing_behind() -> None:
@@ -29,5 +20,5 @@ def test_a_cluster_that_is_not_up_in_time_fails_with_its_logs_and_leaves_nothing
     message = str(failed.value)
     assert "waited 0.5 s for " in message and "in vain" in message
     assert "--- mon.a.log (last 3000 bytes) ---" in message  # the daemons' log tails come with the error
-    assert rgw.started_pids and not [pid for pid in rgw.started_pids if _alive(pid)]
+    assert rgw.started_pids and not [pid for pid in rgw.started_pids if alive(pid)]
     assert rgw.workdir is not None and not rgw.workdir.exists()

@@ -4,22 +4,13 @@ nothing either. (What it does as a store is what test_store_conformance.py runs 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from botocore.exceptions import ClientError
 from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+from support.processes import alive
 from support.swift import SwiftS3, SwiftUnavailable, unavailable_reason
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _require() -> None:
@@ -41,7 +32,7 @@ def test_it_serves_s3_with_sigv4_and_stops_leaving_no_process_and_no_files() -> 
             swift.client(secret_key="not-the-secret").list_buckets()
         assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
         assert set(swift.rss_bytes()) == {"memcached", "account", "container", "object", "proxy"}
-    assert len(swift.started_pids) == 5 and not [pid for pid in swift.started_pids if _alive(pid)]
+    assert len(swift.started_pids) == 5 and not [pid for pid in swift.started_pids if alive(pid)]
     assert swift.workdir is not None and not swift.workdir.exists()
 
 
@@ -52,5 +43,5 @@ def test_one_that_is_not_up_in_time_fails_naming_the_step_and_leaves_nothing_beh
         swift.start()
     message = str(failed.value)
     assert "in vain" in message or "did not finish in" in message, message
-    assert not [pid for pid in swift.started_pids if _alive(pid)]
+    assert not [pid for pid in swift.started_pids if alive(pid)]
     assert swift.workdir is not None and not swift.workdir.exists()

@@ -16,30 +16,24 @@ Measured on the project's 2-core VM (Debian bookworm, Ceph 16.2.15): see docs/st
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO
 
 from support.moto_server import S3Endpoint
-from support.processes import die_with_parent, signal_group
+from support.processes import DaemonGroup, free_ports
 
 PACKAGES = ("ceph-mon", "ceph-osd", "radosgw", "ceph-common")
 COMMANDS = ("ceph-mon", "ceph-osd", "radosgw", "ceph", "ceph-authtool", "monmaptool", "radosgw-admin")
 START_TIMEOUT_SECONDS = 120.0  # ~15 s measured; a loaded 2-core CI machine gets 8x that before the suite fails
 COMMAND_TIMEOUT_SECONDS = 60.0  # one ceph/radosgw-admin command (each connects to the monitor)
-STOP_TIMEOUT_SECONDS = 10.0
 POLL_SECONDS = 0.25
 LOG_TAIL_BYTES = 3000
 MEMSTORE_BYTES = 2 * 1024**3  # the OSD's RAM disk: an upper bound (memstore allocates what objects use)
@@ -72,42 +66,16 @@ class RgwUser:
     secret_key: str
 
 
-class CephRgw:
+class CephRgw(DaemonGroup):
     """One monitor, one memstore OSD and radosgw on 127.0.0.1, in a temporary directory; start()/stop()."""
+
+    NAME = "CephRgw"
 
     def __init__(self, user: RgwUser | None = None, *, start_timeout: float = START_TIMEOUT_SECONDS) -> None:
         """``user``: the S3 user's keys (default: random ones)."""
-        self._start_timeout = start_timeout
+        super().__init__(start_timeout)
         self._wanted_user = user
-        self._dir: Path | None = None
-        self._processes: dict[str, subprocess.Popen[bytes]] = {}
-        self._logs: list[IO[bytes]] = []
-        self._endpoint: S3Endpoint | None = None
         self.user: RgwUser | None = None
-        self.workdir: Path | None = None  # where the cluster lived (kept after stop(), which removes it)
-        self.started_pids: list[int] = []  # every daemon ever started (stop() leaves none of them running)
-        self.started_in: float | None = None  # seconds from start() to the first S3 answer with the user made
-
-    @property
-    def endpoint(self) -> S3Endpoint:
-        if self._endpoint is None:
-            raise RuntimeError("CephRgw not started")
-        return self._endpoint
-
-    def rss_bytes(self) -> dict[str, int]:
-        """Each running daemon's resident memory (VmRSS), by name: mon, osd, rgw."""
-        sizes = {}
-        for name, process in self._processes.items():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                status = Path(f"/proc/{process.pid}/status").read_text()
-                sizes[name] = int(status.split("VmRSS:")[1].split()[0]) * 1024
-        return sizes
-
-    def __enter__(self) -> CephRgw:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ---------------------------------------------------------------------------------------------- start
 
@@ -119,19 +87,19 @@ class CephRgw:
             raise RgwUnavailable(reason)
         began = time.monotonic()
         deadline = began + self._start_timeout
-        self._dir = self.workdir = Path(tempfile.mkdtemp(prefix="s3io-rgw-"))
+        self._make_dir("s3io-rgw-")
         try:
-            mon_port, rgw_port = _free_ports(2)
+            mon_port, rgw_port = free_ports(2)
             self._write_config(mon_port, rgw_port)
             self._create_monitor(mon_port)
-            self._spawn("mon", ["ceph-mon", "-f", "-i", "a"])
+            self._spawn_daemon("mon", ["ceph-mon", "-f", "-i", "a"])
             self._wait("the monitor to form a quorum", deadline, lambda: self._ceph_ok("quorum_status"))
             self._create_osd()
-            self._spawn("osd", ["ceph-osd", "-f", "-i", "0"])
+            self._spawn_daemon("osd", ["ceph-osd", "-f", "-i", "0"])
             self._wait("the OSD to be up", deadline, self._osd_up)
             keyring = str(self._dir / "keyring.client.rgw.a")
             self._ceph("auth", "get-or-create", "client.rgw.a", "mon", "allow rw", "osd", "allow rwx", "-o", keyring)
-            self._spawn("rgw", ["radosgw", "-f", "-n", "client.rgw.a"])
+            self._spawn_daemon("rgw", ["radosgw", "-f", "-n", "client.rgw.a"])
             self._endpoint = S3Endpoint(f"http://127.0.0.1:{rgw_port}", "127.0.0.1", rgw_port)
             self._wait("radosgw to answer HTTP", deadline, self._answers)
             self.user = self._create_user(deadline)
@@ -285,72 +253,11 @@ rgw dns name = 127.0.0.1
             raise RgwUnavailable(f"`{' '.join(argv[:4])}` failed ({result.returncode}): {err}")
         return result.stdout.decode(errors="replace")
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        """Start a daemon in the foreground, in a process group of its own, output to its log directory."""
-        log = open(self._require_dir() / "log" / f"{name}.out", "wb")  # noqa: SIM115 closed in stop()
-        self._logs.append(log)
-        self._processes[name] = process = subprocess.Popen(
-            [argv[0], *self._conf(), *argv[1:]],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-            env=_env(),
-        )
-        self.started_pids.append(process.pid)
-
-    def _require_dir(self) -> Path:
-        if self._dir is None:
-            raise RuntimeError("CephRgw not started")
-        return self._dir
-
-    def log_tails(self) -> str:
-        """The last lines of each daemon's log and output, for error messages."""
-        if self._dir is None or not self._dir.exists():
-            return ""
-        parts = []
-        for path in sorted((self._dir / "log").glob("*")):
-            with contextlib.suppress(OSError):
-                text = path.read_bytes()[-LOG_TAIL_BYTES:].decode(errors="replace").strip()
-                if text:
-                    parts.append(f"--- {path.name} (last {LOG_TAIL_BYTES} bytes) ---\n{text}")
-        return "\n".join(parts)
-
-    # ----------------------------------------------------------------------------------------------- stop
-
-    def stop(self) -> None:
-        """Kill every daemon's process group (the cluster is thrown away: nothing to shut down gracefully), wait
-        for each (bounded), and remove the directory."""
-        processes, self._processes = self._processes, {}
-        for process in processes.values():
-            signal_group(process, signal.SIGKILL)
-        for process in processes.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=STOP_TIMEOUT_SECONDS)
-        for log in self._logs:
-            log.close()
-        self._logs.clear()
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-        self._endpoint = None
+    def _spawn_daemon(self, name: str, argv: list[str]) -> None:
+        """A Ceph daemon with this cluster's configuration, without CEPH_* variables from the environment."""
+        self._spawn(name, [argv[0], *self._conf(), *argv[1:]], _env())
 
 
 def _env() -> dict[str, str]:
     """The daemons' environment: this one without CEPH_* variables that could point them at another cluster."""
     return {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1 now (the kernel's choice; released before use)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()

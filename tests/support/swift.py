@@ -24,23 +24,19 @@ built, to the first signed S3 answer), 259-273 MiB RSS for the five daemons at t
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import boto3
 from botocore.config import Config
 
 from support.moto_server import FAKE_REGION, S3Endpoint
-from support.processes import die_with_parent, signal_group
+from support.processes import DaemonGroup, free_ports
 
 PACKAGES = ("swift", "swift-proxy", "swift-object", "swift-container", "swift-account", "python3-swift", "memcached")
 SERVERS = ("account", "container", "object")
@@ -48,7 +44,6 @@ COMMANDS = (*(f"swift-{name}-server" for name in (*SERVERS, "proxy")), "memcache
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-swift lives (not the test venv's)
 SWIFT_CONF = Path("/etc/swift/swift.conf")  # the hash path prefix and suffix: Swift reads it from there only
 START_TIMEOUT_SECONDS = 120.0  # ~3 s measured; a loaded 2-core CI machine gets far more before the suite fails
-STOP_TIMEOUT_SECONDS = 10.0
 POLL_SECONDS = 0.25
 LOG_TAIL_BYTES = 3000
 SWIFT_USER = "test:tester"  # tempauth's S3 access key is account:user
@@ -104,44 +99,18 @@ def unavailable_reason() -> str | None:
     return None
 
 
-class SwiftS3:
+class SwiftS3(DaemonGroup):
     """memcached, the account, container and object servers and a proxy with s3api on 127.0.0.1, in a temporary
     directory; start()/stop(). The S3 user signs with ``access_key`` / ``secret_key``."""
+
+    NAME = "SwiftS3"
 
     def __init__(
         self, access_key: str = SWIFT_USER, secret_key: str = "testing", *, start_timeout: float = START_TIMEOUT_SECONDS
     ) -> None:
+        super().__init__(start_timeout)
         self.access_key = access_key
         self.secret_key = secret_key
-        self._start_timeout = start_timeout
-        self._dir: Path | None = None
-        self._processes: dict[str, subprocess.Popen[bytes]] = {}
-        self._logs: list[IO[bytes]] = []
-        self._endpoint: S3Endpoint | None = None
-        self.workdir: Path | None = None  # where the node lived (kept after stop(), which removes it)
-        self.started_pids: list[int] = []  # every daemon ever started (stop() leaves none of them running)
-        self.started_in: float | None = None  # seconds from start() to the first signed S3 answer
-
-    @property
-    def endpoint(self) -> S3Endpoint:
-        if self._endpoint is None:
-            raise RuntimeError("SwiftS3 not started")
-        return self._endpoint
-
-    def rss_bytes(self) -> dict[str, int]:
-        """Each running daemon's resident memory (VmRSS), by name."""
-        sizes = {}
-        for name, process in self._processes.items():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                status = Path(f"/proc/{process.pid}/status").read_text()
-                sizes[name] = int(status.split("VmRSS:")[1].split()[0]) * 1024
-        return sizes
-
-    def __enter__(self) -> SwiftS3:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def start(self) -> SwiftS3:
         """Build the rings, start the daemons and wait (bounded) until the proxy answers a signed S3 request;
@@ -151,15 +120,15 @@ class SwiftS3:
             raise SwiftUnavailable(reason)
         began = time.monotonic()
         deadline = began + self._start_timeout
-        self._dir = self.workdir = Path(tempfile.mkdtemp(prefix="s3io-swift-"))
+        self._make_dir("s3io-swift-")
         try:
-            ports = dict(zip(("memcached", *SERVERS, "proxy"), _free_ports(5), strict=True))
+            ports = dict(zip(("memcached", *SERVERS, "proxy"), free_ports(5), strict=True))
             self._write_config(ports)
             self._build_rings(ports, deadline)
             memcached = ["memcached", "-l", "127.0.0.1", "-p", str(ports["memcached"]), "-U", "0", "-m", "64"]
-            self._spawn("memcached", [*memcached, *(["-u", "root"] if os.geteuid() == 0 else [])])
+            self._spawn_daemon("memcached", [*memcached, *(["-u", "root"] if os.geteuid() == 0 else [])])
             for name in (*SERVERS, "proxy"):
-                self._spawn(name, [f"swift-{name}-server", str(self._dir / "etc" / f"{name}-server.conf"), "-v"])
+                self._spawn_daemon(name, [f"swift-{name}-server", str(self._dir / "etc" / f"{name}-server.conf"), "-v"])
             self._endpoint = S3Endpoint(f"http://127.0.0.1:{ports['proxy']}", "127.0.0.1", ports["proxy"])
             self._wait_for_s3(deadline)
             self.started_in = time.monotonic() - began
@@ -267,67 +236,10 @@ swift_user = {SWIFT_USER}
             config=Config(**settings),
         )
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        """Start a daemon in the foreground, in a process group of its own, output to the log directory."""
-        d = self._require_dir()
-        log = open(d / "log" / f"{name}.out", "wb")  # noqa: SIM115 closed in stop()
-        self._logs.append(log)
-        env = {**os.environ, "PYTHONPATH": str(d / "filters")}
-        self._processes[name] = process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-            env=env,
-        )
-        self.started_pids.append(process.pid)
+    def _spawn_daemon(self, name: str, argv: list[str]) -> None:
+        """A Swift daemon, with the key-alias filter on its path."""
+        self._spawn(name, argv, {**os.environ, "PYTHONPATH": str(self._require_dir() / "filters")})
 
-    def _require_dir(self) -> Path:
-        if self._dir is None:
-            raise RuntimeError("SwiftS3 not started")
-        return self._dir
-
-    def log_tails(self) -> str:
-        """The last lines of each daemon's output, for error messages."""
-        if self._dir is None or not self._dir.exists():
-            return ""
-        parts = []
-        for path in sorted((self._dir / "log").glob("*.out")):
-            with contextlib.suppress(OSError):
-                text = path.read_bytes()[-LOG_TAIL_BYTES:].decode(errors="replace").strip()
-                if text:
-                    parts.append(f"--- {path.name} (last {LOG_TAIL_BYTES} bytes) ---\n{text}")
-        return "\n".join(parts)
-
-    def stop(self) -> None:
-        """Kill every daemon's process group (the node is thrown away), wait for each (bounded), remove the
-        directory."""
-        processes, self._processes = self._processes, {}
-        for process in processes.values():
-            signal_group(process, signal.SIGKILL)
-        for process in processes.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=STOP_TIMEOUT_SECONDS)
-        for log in self._logs:
-            log.close()
-        self._logs.clear()
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-        self._endpoint = None
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1 now (the kernel's choice; released before use)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    def log_tails(self, pattern: str = "*.out") -> str:
+        """The daemons' own output (the ring builder writes its logs beside them)."""
+        return super().log_tails(pattern)
