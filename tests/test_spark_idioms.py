@@ -8,15 +8,19 @@
 from __future__ import annotations
 
 import contextlib
+import random
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from support.spark_fixtures import spark_session  # noqa: F401  (`spark`)
 from test_write_support import plain_ids, uploads_left
 
+import s3io
 import spark_ext
+from s3io.errors import SchemaMismatch
 from spark_ext.datasource import S3ParquetDataSource
 
 pytestmark = pytest.mark.timeout(600)
@@ -181,3 +185,54 @@ def test_a_spark_append_that_does_not_fit_the_table_is_refused_before_any_task_a
     wide.option("partitionBy", "day").option("mergeSchema", "true").save(url)
     back = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).option("mergeSchema", "true").load(url)
     assert back.count() == 30 and "extra" in back.columns  # read as Spark's parquet reader merges: mergeSchema
+
+
+def test_random_spark_and_python_writes_leave_a_table_spark_and_s3io_read_after_each(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    """Issue 38's done-means across entry points: a seeded sequence of appends, overwrites and refused writes, each
+    through Spark's df.write or s3io.write_parquet, of three schemas, partitioned or not; after each, Spark's
+    s3parquet reader and s3io read exactly the rows of the writes that were taken, and no upload is left."""
+    url, options = f"s3://{bucket}/mixed/", {"endpoint": s3_endpoint.url, "gracePeriod": "0s", "clockSkew": "0s"}
+    columns = {"long": "id", "text": "cast(id as string) as id", "wider": "id, 'n' as note"}
+    rng = random.Random(3838)
+    expected: list[str] = []
+    current: tuple[str, bool] | None = None
+    start = 0
+    for _ in range(8):
+        shape, by_day, mode = (
+            rng.choice(list(columns)),
+            rng.random() < 0.5,
+            rng.choice(["append", "append", "overwrite"]),
+        )
+        through_spark = rng.random() < 0.5
+        frame = spark.range(start, start + 3).selectExpr(*columns[shape].split(", "), "cast(id % 2 as string) as day")
+        start += 3
+        fits = mode == "overwrite" or current in (None, (shape, by_day))
+        try:
+            if through_spark:
+                writer = frame.write.format("s3parquet").mode(mode).options(**options)
+                writer.option("partitionBy", "day" if by_day else "").save(url)
+            else:
+                s3io.write_parquet(
+                    pa.Table.from_pandas(frame.toPandas(), preserve_index=False),
+                    url,
+                    endpoint_url=s3_endpoint.url,
+                    mode=mode,
+                    partition_by=["day"] if by_day else [],
+                    grace_period=0,
+                    clock_skew=0,
+                )
+        except Exception as exc:  # Spark wraps it; s3io raises it as it is
+            refused = isinstance(exc, SchemaMismatch) or "SchemaMismatch" in str(exc).splitlines()[0]
+            assert not fits and refused, (shape, by_day, mode, current, str(exc))
+        else:
+            assert fits, (shape, by_day, mode, current)
+            written = [str(i) for i in range(start - 3, start)]
+            expected = written + (expected if mode == "append" else [])
+            current = (shape, by_day)
+        assert uploads_left(s3_client, bucket) == []
+        read = spark.read.format("s3parquet").options(endpoint=s3_endpoint.url).load(url)
+        assert sorted(str(r.id) for r in read.select("id").collect()) == sorted(expected)
+        back = s3io.read_parquet(url, endpoint_url=s3_endpoint.url, columns=["id"])
+        assert sorted(str(i) for i in back.column("id").to_pylist()) == sorted(expected)

@@ -174,7 +174,8 @@ WITHOUT_JAR = textwrap.dedent(
     plan = df._jdf.queryExecution().executedPlan().toString()
     print("SCAN", "S3ParquetScan" in plan, df.selectExpr("sum(x)").collect()[0][0], df.where("k < 10").count())
 
-    from spark_ext.source.datasource import SessionDefaults, bound_to_session
+    from spark_ext.datasource import bound_to_session
+    from spark_ext.spark_settings import SessionDefaults
     from spark_ext.source.pushdown_safety import UnsafeFilterPushdown
 
     try:

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Bottom first; a module imports spark_ext modules of its own package or of a lower layer. Packages sharing a layer
 # (stream, writer) are independent: neither imports the other. The top layer's entry points may use each other.
 SPARK_EXT_LAYERS: tuple[set[str], ...] = (
-    {"spark_settings"},
+    {"spark_settings", "jvm"},
     {"planning"},
     {"source"},
     {"stream", "writer"},

@@ -64,9 +64,10 @@ def test_a_write_to_a_missing_bucket_or_a_closed_port_says_the_s3io_error_first(
     with pytest.raises(SparkWriteFailed) as caught:
         df.write.format("s3parquet").mode("append").option("endpoint", s3_endpoint.url).save("s3://no-such-38/t/")
     first = _first_line(caught.value)
-    assert first.startswith("s3io.errors.NotFound: ") and "bucket does not exist" in first, first
+    assert first.startswith("s3io.errors.NotFound: ") and "bucket 'no-such-38' does not exist" in first, first
     assert "object=s3://no-such-38/t/" in first, first
-    assert "Writing job failed" in str(caught.value.__cause__)  # Spark's own exception, whole, underneath
+    # refused on the driver by the schema check's listing, before any task: Spark's own exception underneath
+    assert "Failed to initialize Python data source writer" in str(caught.value.__cause__)
     writer = df.write.format("s3parquet").mode("append").option("endpoint", refusing_port)
     with pytest.raises(SparkWriteFailed) as caught:
         writer.option("maxAttempts", "1").save(f"s3://{bucket}/closed/")

@@ -197,7 +197,7 @@ def test_a_versioned_bucket_is_refused_by_name_with_the_fix_and_reads_work(
             assert report.status == "committed"
             return
         with pytest.raises(ConditionalWritesUnsupported) as refused:
-            s3io.write_parquet(rows(0, 10), f"s3://{name}/lake/", endpoint_url=s3_endpoint.url, **WRITE_OPTIONS)
+            s3io.write_parquet(rows(0, 10), f"s3://{name}/fresh/", endpoint_url=s3_endpoint.url, **WRITE_OPTIONS)
         message = str(refused.value)
         assert "PUT If-None-Match: * was ignored (an existing object was overwritten)" in message
         assert "put the table in an unversioned bucket" in message and "nothing was committed" in message

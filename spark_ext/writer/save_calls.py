@@ -32,7 +32,8 @@ HINT = (
 # Where Spark quotes a Python worker's error in its own message (with hideTraceback, the error's line follows).
 _QUOTED = re.compile(
     r"(?:An exception was thrown from the Python worker|Failed to commit or abort Python data source write"
-    r"|Failed to create Python data source instance): (?P<line>(?:s3io|spark_ext)\.[\w.]+: .*)"
+    r"|Failed to create Python data source instance|Failed to initialize Python data source writer)"
+    r": (?P<line>(?:s3io|spark_ext)\.[\w.]+: .*)"
 )
 # A traceback's last line (hideTraceback off): the error's own line.
 _RAISED = re.compile(r"^(?P<line>(?:s3io|spark_ext)\.[\w.]+: .*)$", re.MULTILINE)
