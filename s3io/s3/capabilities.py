@@ -1,7 +1,7 @@
 """What an S3-compatible store does with the requests this project relies on: a typed verdict, cached per endpoint.
 
 Stores differ exactly where correctness depends on them: Ceph RGW 16 refuses ``If-Match`` on PUT with the object's
-own ETag quoted (it takes it unquoted) and ignores ``If-Match`` on DELETE; moto ignores per-object ETags in
+own ETag quoted (it takes it unquoted) and ignores ``If-Match`` on DELETE; moto before 5.2.6 ignores per-object ETags in
 DeleteObjects; AWS S3 ignored conditional PUTs until 2024. ``probe.probe_store`` asks the store (about twenty small
 requests under a scratch prefix) and returns a ``StoreCapabilities``; ``probe.store_capabilities`` does so once per
 endpoint and process, remembers the verdict here, and logs it once. The client then sends the form of a condition

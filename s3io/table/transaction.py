@@ -190,10 +190,7 @@ async def delete_inputs(
         try:
             gone_now = await delete_guarded(client, guard, entry.bucket, ref.key, ref.etag, ref.modified)
         except PreconditionFailed:
-            outcome.conflicts.append(
-                f"input s3://{entry.bucket}/{ref.key} was replaced after it was compacted into "
-                f"{entry.final_key} (its ETag is no longer {ref.etag}); the new object was left in place"
-            )
+            outcome.conflicts.append(_replaced_input(entry, ref.key, ref.etag))
             return
         (outcome.deleted if gone_now else outcome.already_gone).append(ref.key)
         if after_each is not None:
@@ -209,10 +206,7 @@ async def delete_inputs(
             if failure.code in ("NoSuchKey", "NotFound"):
                 outcome.already_gone.append(failure.key)
             elif failure.code == "PreconditionFailed":
-                outcome.conflicts.append(
-                    f"input s3://{entry.bucket}/{failure.key} was replaced after it was compacted into "
-                    f"{entry.final_key} (its ETag is no longer {etags.get(failure.key)}); the new object was left"
-                )
+                outcome.conflicts.append(_replaced_input(entry, failure.key, etags.get(failure.key)))
             else:  # InternalError, SlowDown, AccessDenied, ...: a DELETE of its own, under the policy's retries
                 again.add(failure.key)
         outcome.deleted.extend(result.deleted)
@@ -225,6 +219,14 @@ async def delete_inputs(
     async with lock.fenced(f"the input deletes of {entry.key}"):
         await map_bounded(one, inputs, concurrency)
     return outcome
+
+
+def _replaced_input(entry: JournalEntry, key: str, etag: str | None) -> str:
+    """The one report line for an input another writer replaced after the plan (whichever delete refused it)."""
+    return (
+        f"input s3://{entry.bucket}/{key} was replaced after it was compacted into {entry.final_key} "
+        f"(its ETag is no longer {etag}); the new object was left in place"
+    )
 
 
 async def delete_staging(client: S3Client, lock: TableLock, entry: JournalEntry) -> None:
