@@ -105,6 +105,21 @@ def test_a_task_error_is_the_first_line_and_the_traceback_one_setting_away(
     assert (header, start) == ("An exception was thrown from the Python worker:", "Traceback (most recent call last):")
 
 
+def test_a_file_deleted_after_planning_is_named_on_the_first_line(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    put_parquet(s3_client, bucket, "gone/a.parquet", pa.table({"id": [1]}))
+    put_parquet(s3_client, bucket, "gone/b.parquet", pa.table({"id": [2]}))
+    df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(f"s3://{bucket}/gone/")
+    assert sorted(r.id for r in df.collect()) == [1, 2]  # planned: the DataFrame keeps its files
+    s3_client.delete_object(Bucket=bucket, Key="gone/b.parquet")
+    with pytest.raises(PythonException) as caught:
+        df.collect()
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith("s3io.errors.NotFound: ") and f"object=s3://{bucket}/gone/b.parquet" in first, first
+    assert "deleted after the read was planned" in first, first
+
+
 def test_a_python_worker_error_of_another_kind_reads_as_pyspark_writes_it(spark: Any) -> None:
     from pyspark.sql.functions import udf
 

@@ -61,12 +61,18 @@ async def test_parts_that_succeed_allow_one_more_in_flight_up_to_the_most() -> N
     assert (slots.limit, slots.lowest) == (4, 2)
 
 
-async def test_a_part_is_cut_at_most_max_cuts_times_and_a_pace_without_floor_never() -> None:
+async def test_a_part_is_cut_at_most_max_cuts_times_and_never_alone_nor_without_a_floor() -> None:
     pace = UploadPace(most=8, floor=1000.0, window=5.0)
     assert pace.max_cuts == 5
     slots = PartsInFlight(pace)
+    await slots.acquire()
+    assert slots.send_floor(0) is None  # alone in flight: fewer would not help it
+    await slots.acquire()
     assert slots.send_floor(pace.max_cuts - 1) is not None and slots.send_floor(pace.max_cuts) is None
-    assert PartsInFlight(UploadPace(most=8)).send_floor(0) is None
+    unfloored = PartsInFlight(UploadPace(most=8))
+    await unfloored.acquire()
+    await unfloored.acquire()
+    assert unfloored.send_floor(0) is None
 
 
 async def test_a_cancelled_waiter_gives_back_nothing_it_did_not_take() -> None:

@@ -5,10 +5,10 @@ part (over ``window`` seconds) below which a part in flight is cut for slowness.
 one write (a task's parts, shared by its open files): a part cut for slowness (bytes moving, too slowly: its share
 of a slow or shared uplink) halves the parts in flight for the rest of the write (rounded up, at least 1), once per
 round: cuts of parts that started before the last decrease are old news; after as many parts succeed as are allowed
-in flight, one more is allowed again, up to ``most``. A lone part (one in flight) is never cut for slowness, and a
-part is cut at most ``max_cuts`` times: a link that moves bytes always finishes a write. A part cut for silence (no
-byte acknowledged for ``stall_timeout``, the "send" phase) is retried by the attempt loop as before, and the parts in
-flight stay as they are: a dead link is not a slow one.
+in flight, one more is allowed again, up to ``most``. A lone part (one in flight, or one allowed) is never cut for
+slowness (fewer in flight would not help it), and a part is cut at most ``max_cuts`` times: a link that moves bytes
+always finishes a write. A part cut for silence (no byte acknowledged for ``stall_timeout``, the "send" phase) is
+retried by the attempt loop as before, and the parts in flight stay as they are: a dead link is not a slow one.
 
 The floor's default (``floor=None`` in ``for_write``) is the rate that sends one part in half the operation
 deadline: a part at the floor still finishes in time, one below it would not (sharing the link with fewer helps).
@@ -97,10 +97,10 @@ class PartsInFlight:
         self._wake()
 
     def send_floor(self, cuts: int) -> SendFloor | None:
-        """The floor for a part's next attempt, after ``cuts`` cuts of it: none for a lone part in flight, a part
-        cut ``max_cuts`` times already, or a pace without a floor."""
+        """The floor for the attempt of a part holding a slot, after ``cuts`` cuts of it: none for a part alone in
+        flight (or allowed to be), a part cut ``max_cuts`` times already, or a pace without a floor."""
         pace = self.pace
-        if pace.floor <= 0 or self.limit <= 1 or cuts >= pace.max_cuts:
+        if pace.floor <= 0 or self.limit <= 1 or self._in_flight <= 1 or cuts >= pace.max_cuts:
             return None
         return SendFloor(pace.floor, pace.window)
 
