@@ -3,10 +3,10 @@
 The cause first: a wrong bucket at ``load()``, a write to a missing bucket or a closed port, a truncated file in a
 stream each put the s3io error's own line, naming the object, on the first line of the exception Spark raises
 (``spark.sql.execution.pyspark.udf.hideTraceback.enabled``, which ``register()`` sets where the session does not,
-and the save wrapper of spark_ext.writer.save_calls); a task's error is the line right under PySpark's header; the
-full traceback is one setting away. A write's outcome is the truth: the commit's Python worker SIGKILLed right after
-the commit point, ``save()`` says the rows ARE committed (with the job id) and they are there once (nothing said
-so before, and a retry doubled them). ``spark_ext.session()`` leaves a running session as it is."""
+and the wrappers of spark_ext.writer.save_calls: a failed save, and a task's PythonException whose worker error is
+ours); the full traceback is one setting away. A write's outcome is the truth: the commit's Python worker SIGKILLed
+right after the commit point, ``save()`` says the rows ARE committed (with the job id) and they are there once
+(nothing said so before, and a retry doubled them). ``spark_ext.session()`` leaves a running session as it is."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.errors import StreamingQueryException
+from pyspark.errors import PythonException, StreamingQueryException
 from support.spark_fixtures import parquet_bytes, put_parquet, spark_session  # noqa: F401  (`spark`)
 from test_write_support import plain_ids, uploads_left
 
@@ -29,7 +29,7 @@ from s3io.table.crash import TEST_SWITCH
 from s3io.table.crash import WRITE_ENV_VAR as WRITE_CRASH_AT
 from spark_ext import HIDE_TRACEBACK_CONF
 from spark_ext.session import SessionKept
-from spark_ext.writer.save_calls import SparkWriteFailed, cause_line
+from spark_ext.writer.save_calls import SparkWriteFailed, cause_line, worker_error_first
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -75,17 +75,76 @@ def test_a_write_to_a_missing_bucket_or_a_closed_port_says_the_s3io_error_first(
     assert first.startswith("s3io.errors.") and f"object=s3://{bucket}/closed/" in first, first
 
 
-def test_a_task_error_is_the_line_under_pysparks_header(spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str):
+def test_a_task_error_is_the_first_line_and_the_traceback_one_setting_away(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
     body = parquet_bytes(pa.table({"id": list(range(1000))}))
     put_parquet(s3_client, bucket, "t/a.parquet", pa.table({"id": [1]}))
     s3_client.put_object(Bucket=bucket, Key="t/truncated.parquet", Body=body[: len(body) // 2] + body[-8:])
-    with pytest.raises(Exception) as caught:
-        spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).schema("id long").load(
-            f"s3://{bucket}/t/"
-        ).collect()
+
+    def collect() -> BaseException:
+        with pytest.raises(PythonException) as caught:
+            spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).schema("id long").load(
+                f"s3://{bucket}/t/"
+            ).collect()
+        return caught.value
+
+    message = str(collect()).splitlines()
+    first = message[0]
+    assert first.startswith("s3io.errors.CorruptFile: ") and f"s3://{bucket}/t/truncated.parquet" in first, first
+    assert f"(An exception was thrown from the Python worker; set {HIDE_TRACEBACK_CONF}=false for its traceback)" in (
+        message
+    ), message
+    spark.conf.set(HIDE_TRACEBACK_CONF, "false")
+    try:
+        full = str(collect())
+    finally:
+        spark.conf.set(HIDE_TRACEBACK_CONF, "true")
+    first, header, start = full.splitlines()[:3]
+    assert first.startswith("s3io.errors.CorruptFile: ") and "truncated.parquet" in first, first
+    assert (header, start) == ("An exception was thrown from the Python worker:", "Traceback (most recent call last):")
+
+
+def test_a_file_deleted_after_planning_is_named_on_the_first_line(
+    spark: Any, s3_endpoint: Any, s3_client: Any, bucket: str
+) -> None:
+    put_parquet(s3_client, bucket, "gone/a.parquet", pa.table({"id": [1]}))
+    put_parquet(s3_client, bucket, "gone/b.parquet", pa.table({"id": [2]}))
+    df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(f"s3://{bucket}/gone/")
+    assert sorted(r.id for r in df.collect()) == [1, 2]  # planned: the DataFrame keeps its files
+    s3_client.delete_object(Bucket=bucket, Key="gone/b.parquet")
+    with pytest.raises(PythonException) as caught:
+        df.collect()
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith("s3io.errors.NotFound: ") and f"object=s3://{bucket}/gone/b.parquet" in first, first
+    assert "deleted after the read was planned" in first, first
+
+
+def test_a_python_worker_error_of_another_kind_reads_as_pyspark_writes_it(spark: Any) -> None:
+    from pyspark.sql.functions import udf
+
+    with pytest.raises(PythonException) as caught:
+        spark.range(1).select(udf(lambda n: 1 // (n - n), "long")("id")).collect()
     header, cause = str(caught.value).splitlines()[:2]
     assert header == "An exception was thrown from the Python worker:"
-    assert cause.startswith("s3io.errors.CorruptFile: ") and f"s3://{bucket}/t/truncated.parquet" in cause, cause
+    assert cause == "ZeroDivisionError: integer division or modulo by zero", cause
+
+
+def test_a_worker_error_is_put_first_only_when_it_is_ours() -> None:
+    header = "An exception was thrown from the Python worker"
+    shown = worker_error_first(header, "s3io.errors.NotFound: gone; object=s3://b/k\n\ns3parquet: while reading p\n")
+    assert shown == (
+        "s3io.errors.NotFound: gone; object=s3://b/k\n\ns3parquet: while reading p\n"
+        f"({header}; set {HIDE_TRACEBACK_CONF}=false for its traceback)"
+    )
+    traceback = (
+        'Traceback (most recent call last):\n  File "x.py", line 1, in f\ns3io.errors.RequestError: inner\n\n'
+        "The above exception was the direct cause of the following exception:\n\n"
+        'Traceback (most recent call last):\n  File "y.py", line 2, in g\ns3io.errors.CorruptFile: outer\n'
+    )
+    assert worker_error_first(header, traceback) == f"s3io.errors.CorruptFile: outer\n{header}:\n{traceback.strip()}"
+    assert worker_error_first(header, "ValueError: not ours\n") is None
+    assert worker_error_first(header, "Traceback (most recent call last):\n  File x\nKeyError: 'k'\n") is None
 
 
 def test_a_truncated_file_in_a_stream_is_named_on_the_first_line(

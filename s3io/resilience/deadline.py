@@ -3,7 +3,10 @@
 A timeout that is checked only when a future is polled never fires on a socket that produces no events,
 so deadlines are event-loop timers (``loop.call_at``) that cancel the attempt when they fire. Phases:
 ``first_byte`` (request sent until headers arrive), ``stall`` (no body progress for ``stall_timeout``),
-``attempt`` (the optional per-attempt cap) and ``operation`` (the deadline across all attempts).
+``attempt`` (the optional per-attempt cap) and ``operation`` (the deadline across all attempts). A request body's
+``send`` phase is a stall watch on acknowledged bytes; given a ``SendFloor`` (a caller that can lower its parts in
+flight, s3io.resilience.upload_pace) it is also cut as ``slow_send`` when bytes still move but fewer than the floor
+over its window.
 
 The watchdogs of one client share one ``Alarm``: a single timer aimed no later than the earliest deadline
 among them. Progress is a plain timestamp and a deadline that moves later keeps the timer; when the timer
@@ -18,12 +21,24 @@ DeadlineExceeded; only a cancel this watchdog caused is, and it is uncancelled f
 from __future__ import annotations
 
 import asyncio
+import collections
 import math
+from dataclasses import dataclass
 from types import TracebackType
 
 from s3io.errors import DeadlineExceeded
 
 _EPSILON = 1e-3
+SLOW_SEND = "slow_send"
+
+
+@dataclass(frozen=True, slots=True)
+class SendFloor:
+    """A request body slower than ``bytes_per_second`` acknowledged over the last ``window`` seconds (bytes still
+    moving: no byte at all is the stall timer's) is cut with ``DeadlineExceeded(phase="slow_send")``."""
+
+    bytes_per_second: float
+    window: float
 
 
 class Alarm:
@@ -73,6 +88,7 @@ class Watchdog:
     or ``open()`` / ``close(exc)``."""
 
     __slots__ = (
+        "_acked",
         "_alarm",
         "_cap_deadline",
         "_cap_phase",
@@ -83,6 +99,8 @@ class Watchdog:
         "_owns_alarm",
         "_phase",
         "_phase_deadline",
+        "_send_floor",
+        "_sent",
         "_stall",
         "_task",
         "started",
@@ -112,6 +130,9 @@ class Watchdog:
         self._fired_phase: str | None = None
         self.started = self._loop.time()
         self._check_by = self.started + check_within
+        self._send_floor: SendFloor | None = None
+        self._acked = 0
+        self._sent: collections.deque[tuple[float, int]] | None = None  # (time, acked) over the floor's window
 
     @property
     def phase(self) -> str:
@@ -157,6 +178,34 @@ class Watchdog:
     def progress(self) -> None:
         """Record body progress; cheap enough to call per chunk."""
         self._last_progress = self._loop.time()
+
+    def require_send_rate(self, floor: SendFloor | None) -> None:
+        """Cut this attempt's request body for slowness below ``floor`` (None: for silence only)."""
+        self._send_floor = floor
+
+    def sent(self, acked: int) -> None:
+        """Record that ``acked`` bytes of the request body are acknowledged so far (polled while sending): progress
+        when more than before; below the send floor over its window, with bytes still moving, the attempt is cut."""
+        now = self._loop.time()
+        if acked > self._acked:
+            self._acked = acked
+            self._last_progress = now
+        floor = self._send_floor
+        if floor is None or self._fired_phase is not None:
+            return
+        samples = self._sent
+        if samples is None:
+            samples = self._sent = collections.deque()
+        samples.append((now, acked))
+        while len(samples) > 1 and samples[1][0] <= now - floor.window:
+            samples.popleft()
+        since, then = samples[0]
+        moved = acked - then
+        if now - since >= floor.window and 0 < moved < floor.bytes_per_second * (now - since):
+            self._alarm.watchdogs.discard(self)  # cut here: the alarm must not fire this watchdog as well
+            self._fired_phase = SLOW_SEND
+            assert self._task is not None
+            self._task.cancel(msg=f"s3io deadline: {SLOW_SEND}")
 
     def due(self) -> float:
         """When the earliest of this watchdog's deadlines falls."""
@@ -217,6 +266,7 @@ def _describe(phase: str) -> str:
         "first_byte": "response headers",
         "stall": "body progress",
         "send": "progress sending the request body (the link took none of it)",
+        SLOW_SEND: "progress at the upload floor rate sending the request body (bytes moved, too slowly)",
         "attempt": "completion of the attempt",
         "operation": "completion of the operation",
         "connect": "connection",

@@ -34,6 +34,7 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
 from s3io import errors
+from s3io.resilience.deadline import SLOW_SEND
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 RETRYABLE_CODES = frozenset(
@@ -75,7 +76,7 @@ NO_RETRY = Verdict(False, "not_retryable")
 def classify(exc: BaseException) -> Verdict:
     """Decide retryability from a typed s3io error (wire errors are converted by ``from_wire`` first)."""
     if isinstance(exc, errors.DeadlineExceeded):
-        if exc.phase == "operation":
+        if exc.phase in ("operation", SLOW_SEND):  # a slow part goes back to its writer, to go again with fewer
             return NO_RETRY
         return Verdict(True, f"timeout:{exc.phase}", is_timeout=True)
     if isinstance(exc, errors.Truncated):

@@ -26,9 +26,10 @@ from s3io import errors
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import WHEN_SUPPORTED, Policy
 from s3io.resilience.attempt import AttemptRunner
-from s3io.resilience.deadline import Watchdog
+from s3io.resilience.deadline import SendFloor, Watchdog
 from s3io.resilience.first_contact import EndpointContact
 from s3io.resilience.retryable import clock_correction, error_for_status, foreign_answer
+from s3io.resilience.upload_pace import PartsInFlight
 from s3io.s3 import xml
 from s3io.s3.capabilities import VERDICTS, EtagForm, endpoint_key
 from s3io.s3.checksum_refusals import Feature, is_refusal
@@ -650,14 +651,19 @@ class S3Client:
 
         return await self._checksums.send(Feature.FULL_OBJECT_MULTIPART, create)
 
-    async def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, data: bytes) -> str:
-        """Upload one part (with its CRC when the upload was created with a checksum); returns its ETag."""
+    async def upload_part(
+        self, bucket: str, key: str, upload_id: str, part_number: int, data: bytes, floor: SendFloor | None = None
+    ) -> str:
+        """Upload one part (with its CRC when the upload was created with a checksum); returns its ETag. ``floor``:
+        an attempt whose body is acknowledged slower than this fails with DeadlineExceeded phase "slow_send", not
+        retried (a writer that can lower its parts in flight sends it again: s3io.resilience.upload_pace)."""
         _check_key(bucket, key)
         query = {"partNumber": str(part_number), "uploadId": upload_id}
         integrity = {**self._checksums.part_headers(upload_id, part_number, data), **self._read_headers}
 
         async def attempt(watchdog: Watchdog) -> str:
             headers = dict(integrity)
+            watchdog.require_send_rate(floor)
             response = await self._send(
                 watchdog,
                 S3Request("upload_part", "PUT", bucket, key, query=query, headers=headers, body=data),
@@ -886,7 +892,7 @@ class S3Client:
         part_size: int = 8 * 1024 * 1024,
         concurrency: int = 4,
         content_type: str | None = None,
-        slots: asyncio.Semaphore | None = None,
+        slots: PartsInFlight | None = None,
         after_part: Callable[[], None] | None = None,
     ) -> MultipartWriter:
         """A streaming writer: parts uploaded in parallel, bounded memory, aborted on any failure (see

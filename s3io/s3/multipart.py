@@ -1,12 +1,14 @@
 """Streaming multipart upload: parts uploaded in parallel with bounded memory, aborted on any failure.
 
 Memory is bounded by ``part_size * (concurrency + 1)``: ``write`` waits for a free upload slot before it
-starts another part (writers may share one set of ``slots``). ``close()`` completes the upload; objects smaller
-than one part are sent with a single PUT. ``stage()`` instead leaves it uncompleted, for a commit protocol to
-complete later (s3io.write): always a multipart upload, a small object one part. If anything fails, or the
-writer is left without ``close()`` or ``stage()``, the upload is aborted so no invisible parts linger and bill.
-The failure that caused the abort is what the caller gets (an abort that fails too is logged), and a cancelled
-caller is not held up by the abort: it runs on in a task of its own, under the client's deadlines.
+starts another part (writers may share one set of ``slots``: a ``PartsInFlight``, whose pace may lower the parts
+in flight when parts are cut for slowness; such a part is sent again in a slot under the new limit). ``close()``
+completes the upload; objects smaller than one part are sent with a single PUT. ``stage()`` instead leaves it
+uncompleted, for a commit protocol to complete later (s3io.write): always a multipart upload, a small object one
+part. If anything fails, or the writer is left without ``close()`` or ``stage()``, the upload is aborted so no
+invisible parts linger and bill. The failure that caused the abort is what the caller gets (an abort that fails
+too is logged), and a cancelled caller is not held up by the abort: it runs on in a task of its own, under the
+client's deadlines.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from s3io.errors import InvalidConfig
+from s3io.errors import DeadlineExceeded, InvalidConfig
+from s3io.resilience.deadline import SLOW_SEND
+from s3io.resilience.upload_pace import PartsInFlight, UploadPace
 from s3io.s3.types import PutResult
 
 if TYPE_CHECKING:
@@ -41,10 +45,11 @@ class MultipartWriter:
         part_size: int = 8 * 1024 * 1024,
         concurrency: int = 4,
         content_type: str | None = None,
-        slots: asyncio.Semaphore | None = None,
+        slots: PartsInFlight | None = None,
         after_part: Callable[[], None] | None = None,
     ) -> None:
-        """``slots``: upload slots shared with other writers (default: ``concurrency`` of its own);
+        """``slots``: upload slots shared with other writers (default: ``concurrency`` of its own, never cut for
+        slowness);
         ``after_part``: called after each part is up (a test's crash point)."""
         if part_size < MIN_PART_SIZE:
             raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {part_size}")
@@ -56,7 +61,7 @@ class MultipartWriter:
         self._part_size = part_size
         self._content_type = content_type
         self._buffer = bytearray()
-        self._slots = slots if slots is not None else asyncio.Semaphore(concurrency)
+        self._slots = slots if slots is not None else PartsInFlight(UploadPace(concurrency))
         self._after_part = after_part
         self._tasks: list[asyncio.Task[tuple[int, str]]] = []
         self._upload_id: str | None = None
@@ -167,7 +172,7 @@ class MultipartWriter:
             raise InvalidConfig(
                 f"object s3://{self.bucket}/{self.key} needs more than {MAX_PARTS} parts; raise part_size"
             )
-        await self._slots.acquire()
+        started = await self._slots.acquire()
         try:
             self._raise_failed_part()
         except BaseException:
@@ -175,17 +180,35 @@ class MultipartWriter:
             raise
         number = self._next_part
         self._next_part += 1
-        self._tasks.append(asyncio.create_task(self._upload(number, data)))
+        self._tasks.append(asyncio.create_task(self._upload(number, data, started)))
 
-    async def _upload(self, number: int, data: bytes) -> tuple[int, str]:
+    async def _upload(self, number: int, data: bytes, started: int) -> tuple[int, str]:
+        """Send one part in the slot taken in round ``started``; a part cut for slowness gives its slot back and
+        goes again in one under the limit its cut may have lowered (at most ``max_cuts`` times: then no floor)."""
+        slots, held, cuts = self._slots, True, 0
         try:
             assert self._upload_id is not None
-            etag = await self._client.upload_part(self.bucket, self.key, self._upload_id, number, data)
+            while True:
+                try:
+                    floor = slots.send_floor(cuts)
+                    etag = await self._client.upload_part(self.bucket, self.key, self._upload_id, number, data, floor)
+                    break
+                except DeadlineExceeded as exc:
+                    if exc.phase != SLOW_SEND:
+                        raise
+                cuts += 1
+                slots.slowed(started, f"s3://{self.bucket}/{self.key} part {number}")
+                held = False
+                slots.release()
+                started = await slots.acquire()
+                held = True
+            slots.succeeded()
             if self._after_part is not None:
                 self._after_part()
             return number, etag
         finally:
-            self._slots.release()
+            if held:
+                slots.release()
 
     def _raise_failed_part(self) -> None:
         for task in self._tasks:

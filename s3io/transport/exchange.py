@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import platform
+import socket
 import struct
 import termios
 from collections.abc import Callable
@@ -42,7 +43,9 @@ if TYPE_CHECKING:  # the transport sits below the resilience layer: it is handed
 # cut only when no byte of it has left (been acknowledged by the peer) for stall_timeout, so a part sharing a slow
 # uplink with others takes as long as it needs and a dead link is still cut by the stall timer; once every byte is
 # acknowledged the first-byte timeout runs. (A 1 MiB/s floor per part cut every part of a write whose 8 parts shared
-# a 1.5 MB/s uplink, forever.) Progress is polled every SEND_POLL_SECONDS from the socket's send queue.
+# a 1.5 MB/s uplink, forever.) Progress is polled every SEND_POLL_SECONDS from the socket's send queue; a caller that
+# gave the watchdog a send floor (a write's parts, s3io.resilience.upload_pace) also has a body that moves too slowly
+# cut as "slow_send", to send it again with fewer parts in flight.
 UPLOAD_FLOOR_BYTES_PER_SECOND = 1024 * 1024
 SEND_WATCH_BYTES = 256 * 1024
 SEND_POLL_SECONDS = 0.2
@@ -113,22 +116,37 @@ def _unsent(transport: asyncio.BaseTransport) -> int:
     if sock is not None and hasattr(termios, "TIOCOUTQ"):
         try:
             left += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the socket is closed (its descriptor is -1)
             pass
     return left
 
 
-async def _watch_sending(transport: asyncio.BaseTransport, watchdog: Watchdog, policy: Policy) -> None:
-    """The "send" phase of a large body (see SEND_WATCH_BYTES): progress each time fewer bytes are left unsent,
-    the first-byte timeout once all are acknowledged. Cancelled when the answer's head arrives."""
+def _drop_unsent(transport: asyncio.BaseTransport) -> None:
+    """A failed exchange whose request body is not all acknowledged (a part cut for slowness or silence): drop what
+    is queued, asyncio's buffer and the socket's (an RST, by SO_LINGER 0), so the cut body stops using the link at
+    once; a plain close would first send the rest of it, under the attempt that replaces it. A transport already
+    closed (the peer reset it) has nothing left to drop."""
+    if transport.is_closing() or _unsent(transport) == 0:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    transport.abort()
+
+
+async def _watch_sending(transport: asyncio.BaseTransport, watchdog: Watchdog, policy: Policy, size: int) -> None:
+    """The "send" phase of a large body of ``size`` bytes (see SEND_WATCH_BYTES): the bytes acknowledged so far
+    reported to the watchdog (progress, and its send floor) at each poll, the first-byte timeout once all are.
+    Cancelled when the answer's head arrives."""
     watchdog.start_stall_watch(policy.stall_timeout, phase="send")
     last = _unsent(transport)
     while last > 0:
         await asyncio.sleep(SEND_POLL_SECONDS)
-        left = _unsent(transport)
-        if left < last:
-            watchdog.progress()
-        last = left
+        last = _unsent(transport)
+        watchdog.sent(max(0, size - last))
     watchdog.start_phase("first_byte", policy.first_byte_timeout, then_stall=policy.stall_timeout)
 
 
@@ -176,9 +194,9 @@ async def exchange(
             break
         connection.close()  # bytes arrived while it sat idle in the pool: an answer to nothing we sent
         connection = await session.connect(scheme, host)
+    transport = connection.transport
     try:
         protocol = connection.protocol
-        transport = connection.transport
         if protocol is None or transport is None:
             raise aiohttp.ServerDisconnectedError("the pooled connection closed before the request was sent")
         tune_reads = hasattr(transport, "max_size")  # asyncio's selector transport (not TLS, not uvloop)
@@ -192,7 +210,7 @@ async def exchange(
         if body:
             transport.write(body)
             if len(body) >= SEND_WATCH_BYTES:
-                sending = asyncio.get_running_loop().create_task(_watch_sending(transport, watchdog, policy))
+                sending = asyncio.get_running_loop().create_task(_watch_sending(transport, watchdog, policy, len(body)))
         try:
             message, payload = await protocol.read()
         finally:
@@ -248,6 +266,8 @@ async def exchange(
         if overflowed:
             data = data[:limit]
     except BaseException:
+        if transport is not None and body:
+            _drop_unsent(transport)
         connection.close()
         raise
     if not complete or transport.get_write_buffer_size():

@@ -90,6 +90,8 @@ class WriteReport:
     replaced_bytes: int = 0
     scope: tuple[str, ...] = ()
     closed_early: int = 0
+    slow_parts: int = 0  # part attempts cut for slowness, over every task (s3io.resilience.upload_pace)
+    parts_in_flight: int = 0  # the fewest parts in flight any task went down to (0: no part was uploaded)
     task_requests: int = 0
     requests: int = 0  # the commit's own requests (the driver's)
     retries: int = 0
@@ -113,10 +115,16 @@ class WriteReport:
         spread = f", file sizes {sizes[0]:,}..{sizes[-1]:,} B (median {sizes[len(sizes) // 2]:,})" if sizes else ""
         replaced = f", replaced {self.replaced} file(s) ({self.replaced_bytes:,} B)" if self.replaced else ""
         guard = f"; deletes through {self.delete_guard}" if self.delete_guard else ""
+        slow = (
+            f"; {self.slow_parts} part attempt(s) too slow for the upload floor: down to {self.parts_in_flight} part(s)"
+            " in flight"
+            if self.slow_parts
+            else ""
+        )
         return (
             f"{self.mode} {self.url} (job {self.job_id}): {self.status}, {len(self.files)} file(s), {self.rows:,} "
             f"rows, {self.bytes:,} B{spread}{replaced}; {self.requests} commit requests, {self.duration_s:.2f} s"
-            f"{guard}"
+            f"{guard}{slow}"
         )
 
 
@@ -201,6 +209,8 @@ class _Commit:
         self.files = [f for output in self.outputs for f in output.files]
         self.report = WriteReport(spec.url, spec.job_id, spec.options.mode)
         self.report.closed_early = sum(o.closed_early for o in self.outputs)
+        self.report.slow_parts = sum(o.slow_parts for o in self.outputs)
+        self.report.parts_in_flight = min((o.parts_in_flight for o in self.outputs if o.parts_in_flight), default=0)
         self.report.task_requests = sum(o.requests for o in self.outputs)
         self.started = time.monotonic()
         self.before = client.stats()

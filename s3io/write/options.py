@@ -11,6 +11,9 @@ Defaults, and where they come from:
   (``spark_ext.write`` sorts them) never need more than one.
 - part_size 8 MiB, upload_concurrency 4: a task's parts in flight, shared by its open files; memory per task is
   about max_open_files x (row_group_bytes + part_size) + upload_concurrency x part_size at most.
+- upload_floor "auto": a part in flight acknowledged slower than this (bytes a second, over two stall timeouts) is cut
+  and the write's parts in flight are halved, AIMD (s3io.resilience.upload_pace); "auto" is the rate that sends a
+  part in half the operation deadline (at least 64 KiB/s), 0 never cuts a part for slowness.
 - compression "snappy": Spark's default codec.
 - grace_period 60 s: the compaction's; how long a reader may take between listing and reading. An overwrite
   deletes the files it replaced no earlier than this after it published; a finished write's entry is forgotten no
@@ -94,6 +97,16 @@ def _columns(value: Any, name: str) -> tuple[str, ...]:
     return columns
 
 
+def _rate(value: Any, name: str) -> float | None:
+    """An upload floor: "auto" (None), or bytes a second ("256KB", "256KB/s", 0: off)."""
+    if value is None:
+        return None
+    text = str(value).strip().lower().removesuffix("/s")
+    if text == "auto":
+        return None
+    return float(parse_size(text, name=name))
+
+
 def _optional_text(value: Any, name: str) -> str | None:
     text = str(value).strip()
     return None if text.lower() in ("", "none") else text
@@ -112,6 +125,7 @@ class WriteOptions:
     max_open_files: int = option("maxOpenFiles", _count, default=8)
     part_size: int = option("partSize", _size, default=8 * MiB)
     upload_concurrency: int = option("uploadConcurrency", _count, default=4)
+    upload_floor: float | None = option("uploadFloor", _rate, default=None)  # None: auto (upload_pace.UploadPace)
     compression: str = option("compression", _codec, default="snappy", aliases=("codec",))
     grace_period: float = option("gracePeriod", _seconds, default=60.0)
     lease_ttl: float = option("leaseTtl", _seconds, default=120.0)
@@ -154,6 +168,8 @@ class WriteOptions:
         for name in ("grace_period", "clock_skew", "abandon_uploads_after", "lock_wait"):
             if getattr(self, name) < 0:
                 raise InvalidConfig(f"{name}: must not be negative, got {getattr(self, name)!r}")
+        if self.upload_floor is not None and self.upload_floor < 0:
+            raise InvalidConfig(f"upload_floor (uploadFloor): must be 'auto' or 0 or more, got {self.upload_floor!r}")
         if not self.lease_ttl > 0:
             raise InvalidConfig(f"lease_ttl: must be positive, got {self.lease_ttl!r}")
         for name, choices in (("mode", MODES), ("partition_overwrite_mode", OVERWRITE_MODES)):

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from s3io.errors import InvalidConfig, SchemaMismatch
 from s3io.parquet.sink import ByteSink
+from s3io.resilience.upload_pace import PartsInFlight, UploadPace
 from s3io.s3.client import S3Client
 from s3io.s3.multipart import MultipartWriter
 from s3io.table.crash import WRITE_ENV_VAR, CrashPoint, maybe_crash, resolve
@@ -88,6 +89,8 @@ class TaskOutput:
     requests: int = 0
     retries: int = 0
     seconds: float = 0.0
+    slow_parts: int = 0  # part attempts cut for slowness (upload_pace): each lowered, or had lowered, the parts below
+    parts_in_flight: int = 0  # the fewest parts in flight the task went down to (0: it uploaded none)
 
 
 class _OpenFile:
@@ -164,7 +167,7 @@ class TaskWriter:
         self._cpu = cpu
         self._crash = resolve(crash_at, WRITE_ENV_VAR)
         self._own_cpu: ThreadPoolExecutor | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: PartsInFlight | None = None
         self._directories: collections.OrderedDict[str, _Directory] = collections.OrderedDict()  # least recent first
         self._files: list[NewFile] = []
         self._started: list[MultipartWriter] = []
@@ -238,6 +241,8 @@ class TaskWriter:
             requests=spent.request_count,
             retries=spent.retry_count,
             seconds=time.monotonic() - self._began,
+            slow_parts=self._slots.slow_cuts if self._slots is not None else 0,
+            parts_in_flight=self._slots.lowest if self._slots is not None else 0,
         )
 
     async def abort(self) -> None:
@@ -354,9 +359,14 @@ class TaskWriter:
         self._files.append(NewFile(file.key, upload_id, parts, file.encoded, file.rows))
         self._started.remove(file.upload)
 
-    def _upload_slots(self) -> asyncio.Semaphore:
+    def _upload_slots(self) -> PartsInFlight:
+        """The task's parts in flight, shared by its files, paced by the link (s3io.resilience.upload_pace)."""
         if self._slots is None:
-            self._slots = asyncio.Semaphore(self.options.upload_concurrency)
+            options = self.options
+            pace = UploadPace.for_write(
+                options.upload_concurrency, options.part_size, self.client.policy, options.upload_floor
+            )
+            self._slots = PartsInFlight(pace)
         return self._slots
 
     async def _on_cpu(self, fn: Callable[..., Any], *args: Any) -> Any:
