@@ -67,8 +67,8 @@ from s3fs.errors import ERROR_CODE_TO_EXCEPTION, translate_boto_error
 from s3fs.utils import FileExpired
 
 from s3io import errors
+from s3io.aio import map_bounded
 from s3io.engine.ranges import iter_parts
-from s3io.engine.tasks import map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.resilience.attempt import AttemptRunner

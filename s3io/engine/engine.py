@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from s3io import errors
+from s3io.aio import map_bounded
 from s3io.engine.budget import ByteBudget, Lease
 from s3io.engine.buffers import allocate, page_in, retained
 from s3io.engine.config import EngineConfig
@@ -37,7 +38,6 @@ from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
 from s3io.engine.ranges import Range, check_range, iter_parts, merge_ranges, slice_merged
 from s3io.engine.singleflight import SingleFlight
-from s3io.engine.tasks import map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.resilience.retryable import classify
 from s3io.s3.checksums import StoredChecksum

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from s3io.engine.tasks import gather_all
+from s3io.aio import gather_all
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag

@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import DataType, StructField, StructType
 
+from s3io.aio import map_bounded
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
-from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, PathNotFound, S3IOError
 from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
