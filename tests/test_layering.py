@@ -79,7 +79,7 @@ def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_inst
 # s3io's layers, bottom first (as CONTRIBUTING.md's layout block lists them); a module imports s3io modules of its own
 # layer or below, never above. Keys are the first name below s3io (a package or a top-level module).
 S3IO_LAYERS = (
-    {"errors", "units", "settings", "policy", "metrics", "logs", "urls", "aio"},
+    {"errors", "units", "settings", "policy", "metrics", "logs", "urls", "aio", "scatter"},
     {"transport"},
     {"resilience"},
     {"s3"},

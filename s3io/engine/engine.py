@@ -45,7 +45,7 @@ from s3io.s3.client import stated_size
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
 from s3io.s3.types import GetResult, ObjectInfo
-from s3io.transport.pieces import Pieces
+from s3io.scatter import Pieces
 
 FULL_READ_ATTEMPTS = 3  # reads of a large object whose parts failed its full-object checksum, before giving up
 UNKNOWN_SIZE = -1  # ObjectInfo.size of an object whose size is not known (e.g. built from a path alone)

@@ -49,10 +49,10 @@ from s3io.s3.redirect import bucket_region, regional_endpoint
 from s3io.s3.request import S3Request
 from s3io.s3.types import DeleteError, DeleteResult, GetResult, MultipartUpload, ObjectInfo, PutResult
 from s3io.s3.upload_checksums import UploadChecksums
+from s3io.scatter import Pieces
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import Endpoint, resolve_endpoint
 from s3io.transport.exchange import Response
-from s3io.transport.pieces import Pieces
 from s3io.transport.proxy import proxy_for
 from s3io.transport.session import Route
 from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_query
