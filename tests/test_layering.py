@@ -228,3 +228,22 @@ def test_one_place_makes_an_s3_client_from_settings() -> None:
                 ):
                     callers.append(path.relative_to(ROOT).as_posix())
     assert callers == ["s3io/store.py"]
+
+
+ERRORS_ALONE = """
+import sys
+import s3io.errors
+loaded = sorted(m for m in sys.modules if m.startswith("s3io"))
+assert loaded == ["s3io", "s3io.errors"], loaded
+from s3io import S3Client, StoreConfig, read_parquet
+assert "s3io.s3.client" in sys.modules and S3Client.__module__ == "s3io.s3.client"
+"""
+
+
+def test_the_errors_import_without_the_client() -> None:
+    """Every layer imports s3io.errors, which runs s3io/__init__ first: that loads the errors alone, and the package's
+    other public names on first use (``from s3io import S3Client`` as before)."""
+    result = subprocess.run(
+        [sys.executable, "-c", ERRORS_ALONE], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
