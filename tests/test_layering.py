@@ -7,6 +7,7 @@ imports compaction only to run it), and one place makes an S3Client from setting
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -247,3 +248,42 @@ def test_the_errors_import_without_the_client() -> None:
         [sys.executable, "-c", ERRORS_ALONE], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+# Exceptions that are not errors a caller sees: signals caught inside the module pair that raises them, a planning
+# bug's loud failure, and warnings. Every other exception class of s3io and spark_ext derives from S3IOError.
+NOT_ERRORS_OF_S3IO = {
+    "s3io.parquet.footer.FooterNeedsMore": "a signal: the footer readers fetch more and parse again",
+    "s3io.parquet.schema._Incompatible": "a signal inside the schema merge",
+    "s3io.parquet.sparse.RangeNotFetched": "a planning bug (a read outside every fetched range), never a user's error",
+    "s3io.s3.list_page.NotFastPath": "a signal: s3io.s3.xml parses the page with ElementTree instead",
+    "s3io.s3a.S3ASettingIgnored": "a warning",
+    "spark_ext.session.SessionKept": "a warning",
+    "spark_ext.source.file_schema._CannotMerge": "a signal inside the schema merge",
+}
+
+ERROR_ROOT = """
+import importlib, inspect, json, pathlib, sys
+from s3io.errors import S3IOError
+root, found = pathlib.Path(sys.argv[1]), []
+for top in ("s3io", "spark_ext"):
+    for path in sorted((root / top).rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        if module.endswith("__main__"):
+            continue
+        for name, value in vars(importlib.import_module(module)).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module:
+                if not issubclass(value, S3IOError):
+                    found.append(f"{module}.{name}")
+print(json.dumps(found))
+"""
+
+
+def test_every_error_derives_from_s3io_error() -> None:
+    """One error root: ``except s3io.S3IOError`` catches every error s3io and spark_ext raise on purpose (the
+    table's and compaction's included); builtin bases (ValueError, TimeoutError, ...) stay beside it."""
+    result = subprocess.run(
+        [sys.executable, "-c", ERROR_ROOT, str(ROOT)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(json.loads(result.stdout)) == sorted(NOT_ERRORS_OF_S3IO)
