@@ -41,9 +41,9 @@ from s3io.engine.singleflight import SingleFlight
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.resilience.retryable import classify
 from s3io.s3.checksums import StoredChecksum
-from s3io.s3.client import stated_size
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
+from s3io.s3.object_reads import stated_size
 from s3io.s3.types import GetResult, ObjectInfo
 from s3io.scatter import Pieces
 
