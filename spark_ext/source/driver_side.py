@@ -51,12 +51,6 @@ def pin_location(options: ReadOptions) -> ReadOptions:
     return replace(options, store=options.store.pinned())
 
 
-def make_client(options: ReadOptions, *, after_contact: bool = False) -> S3Client:
-    """The S3Client of a read: its store's endpoint, region, addressing, credentials and policy. ``after_contact``:
-    for work a driver planned after reaching the store (a task), which keeps every retry from its first request."""
-    return (options.store.after_contact() if after_contact else options.store).client()
-
-
 def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:
     """A ParquetReader for footers only: tails are fetched, never whole objects (their data is read elsewhere)."""
     return ParquetReader(RangeEngine(client, options.store.engine.replace(whole_object_threshold=0)))
