@@ -39,9 +39,9 @@ from spark_ext.source.driver_side import (
     prune_partitions,
 )
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
+from spark_ext.source.partition_read import read_partition
 from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
-from spark_ext.source.task import read_partition
 from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
 
 logger = logging.getLogger("spark_ext.source")

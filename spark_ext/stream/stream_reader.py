@@ -48,9 +48,9 @@ from s3io.table import is_compaction_output, layout, list_visible
 from s3io.table.data_files import ListedFile, select_files
 from spark_ext.source.driver_side import discover, pack, plan_columns, planning_reader
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
+from spark_ext.source.partition_read import read_partition
 from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
-from spark_ext.source.task import read_partition
 from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
 from spark_ext.stream.stream_options import StreamOptions
 
