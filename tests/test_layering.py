@@ -287,3 +287,20 @@ def test_every_error_derives_from_s3io_error() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert sorted(json.loads(result.stdout)) == sorted(NOT_ERRORS_OF_S3IO)
+
+
+# Module names that more than one package uses, each in one meaning: a package's errors, its public calls, a lease on
+# a table (the rule, and a stream's), the options of the value the package configures.
+SHARED_MODULE_NAMES = {"errors", "api", "lease", "options"}
+
+
+def test_one_meaning_per_module_name() -> None:
+    """A module name means one thing across the tree (``pieces``, ``task`` and ``session`` each meant two or more):
+    a name two packages share is one of the few listed above, each used in the one meaning its comment gives."""
+    packages_of: dict[str, list[str]] = {}
+    for top in ("s3io", "spark_ext", "pyspark_s3parquet"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if not path.stem.startswith("__"):
+                packages_of.setdefault(path.stem, []).append(path.parent.relative_to(ROOT).as_posix())
+    shared = {name: where for name, where in packages_of.items() if len(where) > 1}
+    assert set(shared) <= SHARED_MODULE_NAMES, {n: w for n, w in shared.items() if n not in SHARED_MODULE_NAMES}

@@ -36,8 +36,8 @@ from s3io.s3.upload_checksums import UploadChecksums
 from s3io.transport.credentials import CredentialProvider, Credentials
 from s3io.transport.endpoint import Endpoint, resolve_endpoint
 from s3io.transport.exchange import Response
+from s3io.transport.http_session import Route
 from s3io.transport.proxy import proxy_for
-from s3io.transport.session import Route
 from s3io.transport.sigv4 import EMPTY_SHA256, UNSIGNED_PAYLOAD, Signer, canonical_query
 from s3io.transport.transport import AiohttpTransport, HttpRequest, Transport
 from s3io.transport.trust import ssl_context
