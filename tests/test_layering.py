@@ -1,13 +1,15 @@
-"""The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, s3io's layers import only
-downwards (policy -> transport -> resilience -> s3 -> engine -> store -> parquet -> dataset -> table ->
-stream_state -> compaction -> write -> api), every
-reader lists through the table layer, the writer and compaction build side by side on the table layer (the writer
-imports compaction only to run it), and one place makes an S3Client from settings (s3io.store.StoreConfig)."""
+"""The layering holds: s3io imports without Spark, nothing in s3io imports spark_ext, s3io's layers are as its
+imports put them (values -> transport, resilience, parquet -> s3 -> engine, table, s3a -> store, dataset,
+stream_state -> compaction -> write -> the entry points) and the README's stack and CONTRIBUTING's layout say so,
+every reader lists through the table layer, the writer and compaction build side by side on the table layer (the
+writer imports compaction only to run it), one place makes an S3Client from settings (s3io.store.StoreConfig), one
+error root, and one meaning per module name."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,30 +79,30 @@ def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_inst
     assert "pip install 's3io-spark[fsspec]'" in result.stdout
 
 
-# s3io's layers, bottom first (as CONTRIBUTING.md's layout block lists them); a module imports s3io modules of its own
-# layer or below, never above. Keys are the first name below s3io (a package or a top-level module).
+# s3io's layers, bottom first, as the imports put them: a layer is one step above the highest layer its packages import
+# (the values and the entry points each count as one package, whose modules may import each other). So each package
+# imports something of the layer just below its own, and packages side by side in a layer import nothing of each
+# other. README.md's stack and CONTRIBUTING.md's layout block are drawn from this (the tests below compare them).
+VALUES = {"errors", "units", "settings", "policy", "metrics", "logs", "urls", "aio", "scatter"}
+ENTRY_POINTS = {"api", "blocking", "fs", "cli", "__main__", "__init__"}
 S3IO_LAYERS = (
-    {"errors", "units", "settings", "policy", "metrics", "logs", "urls", "aio", "scatter"},
-    {"transport"},
-    {"resilience"},
+    VALUES,
+    {"transport", "resilience", "parquet"},
     {"s3"},
-    {"engine"},
-    {"store", "s3a"},
-    {"parquet"},
-    {"dataset"},
-    {"table"},
-    {"stream_state"},
+    {"engine", "table", "s3a"},
+    {"store", "dataset", "stream_state"},
     {"compaction"},
     {"write"},
-    {"api", "blocking", "fs", "cli", "__main__", "__init__"},
+    ENTRY_POINTS,
 )
 
 
-def _layer_of(part: str) -> int:
-    for index, members in enumerate(S3IO_LAYERS):
-        if part in members:
+def _layer_of(unit: str) -> int:
+    """The index in S3IO_LAYERS of a package (as ``_unit`` names it)."""
+    for index, members in enumerate(_declared_layers()):
+        if unit in members:
             return index
-    raise AssertionError(f"s3io/{part} belongs to no layer: add it to S3IO_LAYERS (and CONTRIBUTING.md's layout)")
+    raise AssertionError(f"s3io/{unit} belongs to no layer: add it to S3IO_LAYERS (and CONTRIBUTING.md's layout)")
 
 
 def _runtime_imports(tree: ast.Module) -> list[str]:
@@ -123,11 +125,17 @@ def _runtime_imports(tree: ast.Module) -> list[str]:
     return names
 
 
-def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
-    offenders = []
+def _unit(part: str) -> str:
+    """The package a first name below s3io belongs to: the values and the entry points are one each."""
+    return "values" if part in VALUES else "entry points" if part in ENTRY_POINTS else part
+
+
+def _s3io_imports() -> dict[str, set[str]]:
+    """{package: the other s3io packages its modules import at run time} (packages as ``_unit`` counts them)."""
+    imports: dict[str, set[str]] = {}
     for path in sorted((ROOT / "s3io").rglob("*.py")):
-        relative = path.relative_to(ROOT / "s3io")
-        own = _layer_of(relative.parts[0].removesuffix(".py"))
+        own = _unit(path.relative_to(ROOT / "s3io").parts[0].removesuffix(".py"))
+        imports.setdefault(own, set())
         for name in _runtime_imports(ast.parse(path.read_text())):
             parts = name.split(".")
             if parts[0] != "s3io" or len(parts) < 2:
@@ -137,9 +145,80 @@ def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
                 if (ROOT / "s3io" / parts[1]).is_dir() or (ROOT / "s3io" / f"{parts[1]}.py").exists()
                 else "__init__"
             )
-            if _layer_of(target) > own:
-                offenders.append(f"s3io/{relative}: imports {name}")
+            if _unit(target) != own:
+                imports[own].add(_unit(target))
+    return imports
+
+
+def _layers_from_imports() -> list[set[str]]:
+    """s3io's packages by height (one above the highest package imported; bottom first), from the imports alone."""
+    imports = _s3io_imports()
+    height: dict[str, int] = {}
+    for _ in range(len(imports)):  # bounded: each pass fixes at least one more package's height
+        for unit, targets in imports.items():
+            if unit not in height and all(t in height for t in targets):
+                height[unit] = 1 + max((height[t] for t in targets), default=-1)
+    assert set(height) == set(imports), f"an import cycle among {sorted(set(imports) - set(height))}"
+    return [{u for u, h in height.items() if h == level} for level in range(max(height.values()) + 1)]
+
+
+def _declared_layers() -> list[set[str]]:
+    return [{_unit(part) for part in layer} for layer in S3IO_LAYERS]
+
+
+def test_s3io_layers_are_as_the_imports_put_them() -> None:
+    """The layers above are the imports' own: a package in a layer imports only lower layers and something of the
+    layer just below (an import upward, or across a layer, moves a package, and this fails until the layers, the
+    README's stack and CONTRIBUTING's layout say so)."""
+    assert _layers_from_imports() == _declared_layers()
+
+
+def test_s3io_layers_import_only_their_own_layer_or_below() -> None:
+    """Without the heights: no package imports its own layer's others or a layer above (the message names them)."""
+    offenders = []
+    for unit, targets in _s3io_imports().items():
+        offenders += [f"s3io/{unit} imports s3io/{t}" for t in targets if _layer_of(t) >= _layer_of(unit)]
     assert offenders == []
+
+
+def _readme_rows() -> list[set[str]]:
+    """The README's stack below the entry points, top row first: the packages each row names as ``(s3io/...)``."""
+    block = next(b for b in (ROOT / "README.md").read_text().split("```") if "(s3io/engine)" in b)
+    rows: list[set[str]] = []
+    current: set[str] = set()
+    for line in block.splitlines():
+        named = re.search(r"\(s3io/([^),]*)\)", line)
+        if named:
+            name = named.group(1)
+            current.add("values" if name == "*.py" else _unit(name.removesuffix(".py").strip("/")))
+        elif line.strip() == "▼" and current:
+            rows.append(current)
+            current = set()
+    return [*rows, current]
+
+
+def test_the_readme_stack_is_the_layers() -> None:
+    """README.md's picture, row by row from the top, is the layers from the imports (the entry points drawn above
+    it as three columns)."""
+    assert _readme_rows() == [layer for layer in reversed(_layers_from_imports()) if layer != {"entry points"}]
+
+
+def test_contributings_layout_lists_s3io_bottom_layer_first() -> None:
+    """CONTRIBUTING.md's layout block lists s3io's packages in the order of the layers from the imports, each line
+    within one layer."""
+    section = (ROOT / "CONTRIBUTING.md").read_text().split("## Layout\n", 1)[1].split("```\n", 2)[1]
+    layers = _layers_from_imports()
+    rows = []
+    for line in section.splitlines():
+        names = line.split("#", 1)[0].split()
+        if not names or not names[0].startswith("s3io/"):
+            continue
+        package = names[0].removeprefix("s3io/").strip("/")
+        units = {_unit(n) for n in names[1:]} if not package else {_unit(package)}
+        found = [index for index, layer in enumerate(layers) if units <= layer]
+        assert found, f"{line.split('#')[0].strip()}: its packages are not in one layer"
+        rows.append(found[0])
+    assert rows == sorted(rows) and set(rows) == set(range(len(layers)))
 
 
 # The writer and compaction build side by side on the table layer (its journal, lock, recovery and store check):
