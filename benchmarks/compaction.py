@@ -111,7 +111,7 @@ class Phases:
 @dataclass(frozen=True)
 class RunResult:
     measurement: Measurement
-    report: Any  # spark_ext.compact.CompactionReport
+    report: Any  # s3io.compaction.CompactionReport
     phases: dict[str, float]
     rows_after: int
     checksum_after: str

@@ -26,7 +26,7 @@ from benchmarks.results import markdown_table
 from s3io.dataset.parquet_reader import BATCHES_AHEAD, DECODE_AHEAD
 from s3io.engine import EngineConfig
 from spark_ext.source.partition import DEFAULT_BATCH_SIZE
-from spark_ext.source.task import QUEUED_BATCHES
+from spark_ext.source.partition_read import QUEUED_BATCHES
 
 MiB = 1024 * 1024
 BUCKET = "bench-spark-memory"

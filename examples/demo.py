@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import s3io
 import spark_ext
 from s3io import Policy, S3Client
+from s3io.compaction import ProgressBar
 from spark_ext.session import local_session
 
 DAYS = ("2026-11-01", "2026-11-02", "2026-11-03")
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             endpoint_url=endpoint,
             target_file_size=64 * 1024 * 1024,
             grace_period=1.0,
-            progress=spark_ext.compact.ProgressBar(),
+            progress=ProgressBar(),
         )
         print(report.to_text())
 

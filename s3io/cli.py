@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from s3io import __version__
 from s3io.errors import EndpointNotS3, InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
-from s3io.s3.client import S3Client, stated_size
+from s3io.s3.client import S3Client
 from s3io.s3.get_range import SUFFIX, GetRange
+from s3io.s3.object_reads import stated_size
 from s3io.store import StoreConfig, add_store_arguments
 from s3io.urls import split_s3_url
 

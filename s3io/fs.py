@@ -67,16 +67,17 @@ from s3fs.errors import ERROR_CODE_TO_EXCEPTION, translate_boto_error
 from s3fs.utils import FileExpired
 
 from s3io import errors
+from s3io.aio import map_bounded
 from s3io.engine.ranges import iter_parts
-from s3io.engine.tasks import map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.policy import Policy
 from s3io.resilience.attempt import AttemptRunner
 from s3io.resilience.deadline import Watchdog
 from s3io.resilience.retryable import error_for_status, from_wire
-from s3io.s3.client import S3Client, stated_size
+from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag, same_etag
 from s3io.s3.get_range import BOUNDED, GetRange
+from s3io.s3.object_reads import stated_size
 from s3io.s3.paging import ListingGuard
 from s3io.s3.types import GetResult
 from s3io.store import StoreConfig

@@ -13,7 +13,7 @@ from typing import Any
 
 from s3io.errors import InvalidConfig
 
-WORKER_MODULES = ("pyarrow", "s3io", "spark_ext.source.task", "spark_ext.stream.stream_reader")
+WORKER_MODULES = ("pyarrow", "s3io", "spark_ext.source.partition_read", "spark_ext.stream.stream_reader")
 
 
 class WorkerEnvironmentError(InvalidConfig):

@@ -19,8 +19,9 @@ import pyarrow.parquet as pq
 
 from s3io import Policy, S3Client
 from s3io.compaction import CompactionOptions, table_checksum
-from s3io.table import list_visible_files
+from s3io.table import list_visible
 from s3io.table.data_files import is_hidden
+from s3io.urls import parse_s3_url
 
 FAST_POLICY = Policy(backoff_base=0.001, backoff_cap=0.05, first_byte_timeout=5.0, stall_timeout=2.0)
 TEST_OPTIONS = CompactionOptions(
@@ -167,7 +168,8 @@ def plain_table(s3: Any, bucket: str, prefix: str) -> pa.Table:
 
 async def visible_table(client: S3Client, bucket: str, prefix: str) -> pa.Table:
     """What a journal-aware reader reads: list, resolve against the journal, read each file pinned to its ETag."""
-    files = await list_visible_files(client, bucket, prefix)
+    (listing,) = await list_visible(client, [parse_s3_url(f"s3://{bucket}/{prefix}")])
+    files = [f.info for f in listing.files]
     pieces = [(await client.get_object(bucket, f.key, if_match=f.etag)).data for f in files]
     return _read_all(pieces)
 

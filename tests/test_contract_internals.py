@@ -1,7 +1,7 @@
 """The contract s3io holds with other libraries' internals: every private name and behaviour it relies on, tested
 by name, so a new aiohttp, s3fs or fsspec that changes one fails here, in one named test, not in production.
 
-s3io's transport drives aiohttp below ClientSession (s3io/transport/session.py, exchange.py), and
+s3io's transport drives aiohttp below ClientSession (s3io/transport/http_session.py, exchange.py), and
 s3io.S3FileSystem subclasses s3fs (s3io/fs.py). pyproject.toml bounds both to the versions this file passed on;
 ``./run.sh contract-latest`` runs it against the newest releases.
 """
@@ -45,7 +45,7 @@ async def _server(answers: list[bytes]) -> tuple[asyncio.Server, str]:
 
 
 async def test_aiohttp_connector_hands_out_pooled_connections_keyed_by_a_client_request() -> None:
-    """session.py: ``ClientRequest(method, URL, loop=)`` is the pool key passed to ``TCPConnector.connect(req,
+    """http_session.py: ``ClientRequest(method, URL, loop=)`` is the pool key passed to ``TCPConnector.connect(req,
     traces, timeout)``; the Connection has ``protocol``/``transport`` and ``release()``/``close()``; released
     connections are handed out again; ``connector._close()`` closes synchronously."""
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"

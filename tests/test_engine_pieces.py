@@ -19,7 +19,7 @@ from s3io import ObjectInfo, S3Client
 from s3io.engine import EngineConfig, RangeEngine
 from s3io.engine.buffers import retained
 from s3io.engine.engine import KEPT_GAP
-from s3io.transport.pieces import SCRATCH_BYTES, Pieces
+from s3io.scatter import SCRATCH_BYTES, Pieces
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from s3io.engine.tasks import gather_all, map_bounded
+from s3io.aio import gather_all, map_bounded
 
 pytestmark = pytest.mark.timeout(30)
 

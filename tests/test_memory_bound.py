@@ -17,7 +17,7 @@ import pytest
 from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 from s3io.dataset.parquet_reader import BATCHES_AHEAD, DECODE_AHEAD
-from spark_ext.source.task import QUEUED_BATCHES
+from spark_ext.source.partition_read import QUEUED_BATCHES
 
 MiB = 1024 * 1024
 BUDGET = 16 * MiB

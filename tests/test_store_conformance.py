@@ -40,8 +40,9 @@ from s3io.compaction import CompactionOptions, ConditionalWritesUnsupported, com
 from s3io.errors import ObjectChanged, PreconditionFailed, ProtocolError, RequestError, ServerError
 from s3io.s3.capabilities import VERDICTS, Capability, EtagForm, MissingCapability, endpoint_key
 from s3io.s3.checksum_refusals import REFUSALS, Feature
-from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
+from s3io.s3.client import S3Client
 from s3io.s3.get_range import GetRange
+from s3io.s3.multipart_uploads import COMPLETE_MULTIPART_HEAD
 from s3io.s3.probe import probe_store, store_capabilities
 from s3io.stream_state.lease import Lease, StreamLease
 

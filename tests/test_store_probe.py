@@ -26,7 +26,8 @@ from s3io.s3.capabilities import (
     StoreCapabilities,
 )
 from s3io.s3.checksum_refusals import REFUSALS, Feature
-from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
+from s3io.s3.client import S3Client
+from s3io.s3.multipart_uploads import COMPLETE_MULTIPART_HEAD
 from s3io.s3.probe import probe_store, store_capabilities
 
 pytestmark = pytest.mark.timeout(60)

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3io.aio import map_bounded
 from s3io.compaction.grouping import FileFacts, case_twins
 from s3io.compaction.metadata import file_metadata, int96_rebase_conflict
-from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, NotFound, ObjectChanged, PreconditionFailed
 from s3io.parquet.schema import duplicate_name, file_schema, int96_leaves, with_int96_instants
 from s3io.s3.client import S3Client

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from s3io import errors
+from s3io.aio import map_bounded
 from s3io.dataset.batches import BatchFinisher
 from s3io.dataset.cache import Footer, FooterCache, KeptObjects
 from s3io.dataset.decode_ahead import DecodeAhead
@@ -51,7 +52,6 @@ from s3io.dataset.read_units import (
 from s3io.engine import ByteBudget, Lease, RangeEngine, SingleFlight
 from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.engine import Blob
-from s3io.engine.tasks import map_bounded
 from s3io.parquet.conversions import DEFAULT_CONVERSIONS, ReadConversions, file_adjustment, match_names
 from s3io.parquet.decode import DEFAULT_BATCH_SIZE, decode
 from s3io.parquet.footer import TAIL_BYTES, FooterNeedsMore, parse_footer

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from s3io import errors
+from s3io.aio import map_bounded
 from s3io.engine.budget import ByteBudget, Lease
 from s3io.engine.buffers import allocate, page_in, retained
 from s3io.engine.config import EngineConfig
@@ -37,15 +38,14 @@ from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
 from s3io.engine.ranges import Range, check_range, iter_parts, merge_ranges, slice_merged
 from s3io.engine.singleflight import SingleFlight
-from s3io.engine.tasks import map_bounded
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.resilience.retryable import classify
 from s3io.s3.checksums import StoredChecksum
-from s3io.s3.client import stated_size
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
+from s3io.s3.object_reads import stated_size
 from s3io.s3.types import GetResult, ObjectInfo
-from s3io.transport.pieces import Pieces
+from s3io.scatter import Pieces
 
 FULL_READ_ATTEMPTS = 3  # reads of a large object whose parts failed its full-object checksum, before giving up
 UNKNOWN_SIZE = -1  # ObjectInfo.size of an object whose size is not known (e.g. built from a path alone)

@@ -53,8 +53,9 @@ from s3io.s3.capabilities import (
     endpoint_key,
 )
 from s3io.s3.checksum_refusals import REFUSALS
-from s3io.s3.client import COMPLETE_MULTIPART_HEAD, S3Client
+from s3io.s3.client import S3Client
 from s3io.s3.get_range import GetRange
+from s3io.s3.multipart_uploads import COMPLETE_MULTIPART_HEAD
 from s3io.s3.types import PutResult
 
 FOREIGN_ETAG = '"00000000000000000000000000000000"'  # an MD5 ETag no probe body has

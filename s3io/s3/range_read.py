@@ -29,7 +29,7 @@ from s3io.s3.checksums import StoredChecksum, stated_checksum
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, FROM, WHOLE, GetRange
 from s3io.s3.types import GetResult
-from s3io.transport.pieces import Pieces
+from s3io.scatter import Pieces
 
 
 class RangeRead:

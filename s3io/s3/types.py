@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from s3io.s3.checksums import StoredChecksum
-from s3io.transport.pieces import Pieces
+from s3io.scatter import Pieces
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from s3io.engine.tasks import map_bounded
+from s3io.aio import map_bounded
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.stream_state.manifest import Manifest, batch_of, manifest_key

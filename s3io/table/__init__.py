@@ -30,7 +30,6 @@ from s3io.table.view import (
 from s3io.table.visibility import (
     JournalSnapshot,
     apply_journal,
-    list_visible_files,
     read_journal_before,
     resolve_visible_files,
 )
@@ -48,7 +47,6 @@ __all__ = [
     "is_compaction_output",
     "list_directory",
     "list_visible",
-    "list_visible_files",
     "logical_key",
     "read_journal",
     "read_journal_before",

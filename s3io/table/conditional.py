@@ -20,7 +20,7 @@ would silently turn a conditional write into a plain one.
 
 from __future__ import annotations
 
-from s3io.errors import NotFound, PreconditionFailed
+from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.client import S3Client
 from s3io.s3.etags import bare_etag
@@ -32,7 +32,7 @@ from s3io.table.layout import probe_prefix
 UNMODIFIED_SINCE_MARGIN = 2 * STORE_CLOCK_RESOLUTION
 
 
-class MissingETag(Exception):
+class MissingETag(S3IOError):
     """The store gave no ETag for an object we must change conditionally: refused rather than sent unconditionally."""
 
 

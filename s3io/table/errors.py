@@ -1,18 +1,20 @@
 """Errors of the table's transactions (its lock, its journal, its store check); each says what happened and what is
-left to do. Compaction's own errors (s3io.compaction.errors) derive from ``TableError`` too."""
+left to do. Compaction's own errors (s3io.compaction.errors) derive from ``TableError`` too, and ``TableError`` from
+``S3IOError``, the root of every error s3io raises on purpose."""
 
 from __future__ import annotations
 
 import math
 import time
 
+from s3io.errors import S3IOError
 from s3io.table.conditional import MissingETag
 from s3io.table.layout import lock_key
 
 __all__ = ["ConditionalWritesUnsupported", "LockHeld", "LockLost", "MissingETag", "TableError"]
 
 
-class TableError(Exception):
+class TableError(S3IOError):
     """Base class of the errors of the table's transactions (writes and compaction)."""
 
 
@@ -20,7 +22,6 @@ class LockHeld(TableError):
     """Another job holds the table's lock and it has not expired."""
 
     def __init__(self, url: str, owner: str, job_id: str, expires_at: float | None) -> None:
-        self.url = url
         self.owner = owner
         self.job_id = job_id
         self.expires_at = expires_at
@@ -30,13 +31,15 @@ class LockHeld(TableError):
                 f"{url} is being compacted: lock held by {owner} (job {job_id}) until {until}; "
                 "retry after that time (a dead job's lock is taken over once it expires)"
             )
-            return
-        bucket, _, prefix = url.removeprefix("s3://").partition("/")
-        super().__init__(
-            f"{url} is locked by {owner} (job {job_id}), and when that lock ends cannot be judged (an unreadable "
-            "lock object, or a store that gives no Last-Modified), so it is never taken over: if no compaction is "
-            f"running on this prefix, delete s3://{bucket}/{lock_key(prefix)} and run again"
-        )
+        else:
+            bucket, _, prefix = url.removeprefix("s3://").partition("/")
+            super().__init__(
+                f"{url} is locked by {owner} (job {job_id}), and when that lock ends cannot be judged (an unreadable "
+                "lock object, or a store that gives no Last-Modified), so it is never taken over: if no compaction is "
+                f"running on this prefix, delete s3://{bucket}/{lock_key(prefix)} and run again"
+            )
+        # ``url`` (S3IOError's) is the table's: set after the message, which names it already
+        self.bucket, _, self.key = url.removeprefix("s3://").partition("/")
 
 
 class LockLost(TableError):

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
-from s3io.engine.tasks import map_bounded
+from s3io.aio import map_bounded
 from s3io.errors import CorruptFile, NotFound
 from s3io.s3.checksums import StoredChecksum, by_name
 from s3io.s3.client import S3Client

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
-from s3io.engine.tasks import map_bounded
+from s3io.aio import map_bounded
 from s3io.s3.client import S3Client
 from s3io.s3.paging import lists_in_key_order
 from s3io.s3.types import ObjectInfo

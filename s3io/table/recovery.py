@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from s3io.engine.tasks import map_bounded
+from s3io.aio import map_bounded
 from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo

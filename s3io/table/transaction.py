@@ -46,7 +46,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from s3io.engine.tasks import gather_all, map_bounded
+from s3io.aio import gather_all, map_bounded
 from s3io.errors import NotFound, ObjectChanged, PreconditionFailed
 from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.checksums import StoredChecksum

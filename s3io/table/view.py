@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from s3io.engine.tasks import gather_all, map_bounded
+from s3io.aio import gather_all, map_bounded
 from s3io.errors import NotFound, S3IOError
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo

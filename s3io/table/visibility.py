@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from s3io.engine.tasks import gather_all
+from s3io.aio import gather_all
 from s3io.errors import NotFound
 from s3io.s3.client import S3Client
 from s3io.s3.etags import same_etag
@@ -69,7 +69,6 @@ from s3io.table.layout import (
     logical_key,
     writes_prefix,
 )
-from s3io.table.listing import list_tree
 
 _ROLLED_BACK = ObjectInfo(bucket="", key="", size=0)  # marker: the entry was undone, its inputs are the truth
 
@@ -194,7 +193,6 @@ __all__ = [
     "JournalSnapshot",
     "apply_journal",
     "directory_of",
-    "list_visible_files",
     "logical_key",
     "read_journal_before",
     "read_journals",
@@ -281,13 +279,6 @@ async def resolve_visible_files(
         writes=writes,
         write_heads=write_heads,
     )
-
-
-async def list_visible_files(client: S3Client, bucket: str, prefix: str) -> list[ObjectInfo]:
-    """Read the journal, list ``prefix`` recursively, resolve the listing: what a journal-aware reader reads."""
-    before = await read_journal_before(client, bucket, prefix)
-    listed = await list_tree(client, bucket, prefix)
-    return await resolve_visible_files(client, bucket, prefix, listed, before=before)
 
 
 def directory_of(prefix: str) -> str:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from s3io.engine.tasks import map_bounded
+from s3io.aio import map_bounded
 from s3io.errors import NotFound, PreconditionFailed, S3IOError
 from s3io.s3.capabilities import STORE_CLOCK_RESOLUTION, DeleteGuard
 from s3io.s3.client import S3Client

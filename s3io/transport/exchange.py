@@ -31,8 +31,8 @@ from multidict import CIMultiDictProxy
 
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
+from s3io.transport.http_session import HttpSession
 from s3io.transport.landing import BodyTarget, can_receive_into, receive_into
-from s3io.transport.session import HttpSession
 
 if TYPE_CHECKING:  # the transport sits below the resilience layer: it is handed a watchdog, never imports one
     from s3io.resilience.deadline import Watchdog

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
-from s3io.transport.pieces import Pieces
+from s3io.scatter import Pieces
 
 # Bodies with less than this left after the headers are read chunk by chunk: the swap costs about as much as a
 # few chunks (a future and two protocol swaps), and small bodies come in one or two reads anyway.

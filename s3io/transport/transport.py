@@ -17,8 +17,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from s3io.policy import Policy
 from s3io.transport.exchange import Response, exchange, start_first_byte_phase
+from s3io.transport.http_session import DIRECT_ROUTE, HttpSession, Route, make_session
 from s3io.transport.landing import BodyTarget
-from s3io.transport.session import DIRECT_ROUTE, HttpSession, Route, make_session
 
 if TYPE_CHECKING:  # the transport is handed a watchdog by the layer above, never imports one
     from s3io.resilience.deadline import Watchdog

@@ -18,9 +18,9 @@ _SOURCES = {  # public name -> its module, imported on first use: a read that pa
     "CrashPoint": "s3io.table.crash",
     "WriteOptions": "s3io.write.options",
     "check_append": "s3io.write.schema_check",
-    "TaskOutput": "s3io.write.task",
-    "TaskWriter": "s3io.write.task",
-    "WriteSpec": "s3io.write.task",
+    "TaskOutput": "s3io.write.task_writer",
+    "TaskWriter": "s3io.write.task_writer",
+    "WriteSpec": "s3io.write.task_writer",
 }
 
 __all__ = sorted(_SOURCES)

@@ -25,7 +25,7 @@ from s3io.write.commit import WriteReport, abort_write, commit_write
 from s3io.write.options import WriteOptions
 from s3io.write.progress import ProgressCallback, WriteProgress, resolve_progress
 from s3io.write.schema_check import check_append
-from s3io.write.task import TaskWriter, WriteSpec
+from s3io.write.task_writer import TaskWriter, WriteSpec
 
 log = logging.getLogger("s3io.write")
 

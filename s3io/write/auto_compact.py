@@ -19,8 +19,8 @@ from s3io.compaction.options import CompactionOptions
 from s3io.compaction.report import CompactionReport
 from s3io.errors import S3IOError
 from s3io.s3.client import S3Client
-from s3io.table import layout
-from s3io.table.visibility import list_visible_files
+from s3io.table import layout, list_visible
+from s3io.urls import parse_s3_url
 from s3io.write.options import WriteOptions
 
 log = logging.getLogger("s3io.write")
@@ -39,7 +39,8 @@ def compaction_options(options: WriteOptions, directories: Iterable[str]) -> Com
 
 async def small_files(client: S3Client, bucket: str, directory: str, threshold: int) -> int:
     """How many data files directly in ``directory`` a journal-aware reader sees below ``threshold`` bytes."""
-    files = await list_visible_files(client, bucket, directory)
+    (listing,) = await list_visible(client, [parse_s3_url(f"s3://{bucket}/{directory}")])
+    files = [f.info for f in listing.files]
     return sum(1 for f in files if layout.partition_dir(f.key) == directory and f.size < threshold)
 
 

@@ -1,7 +1,7 @@
 """The commit of a write: its tasks' uploads made visible at once, under the journal (docs/writing.md, "Protocol").
 
 ``commit_write`` runs once, on the driver, after every task has uploaded its files (uncompleted multipart uploads,
-task.py). Steps (s3io.table.write_protocol has each one; ``CrashPoint`` names the boundaries):
+task_writer.py). Steps (s3io.table.write_protocol has each one; ``CrashPoint`` names the boundaries):
 
 1. probe the store (conditional writes enforced, its clock), once per process and prefix every few minutes;
 2. an overwrite takes the prefix's compaction lock (it waits up to ``lock_wait`` for a compaction or another
@@ -64,7 +64,7 @@ from s3io.table.write_protocol import (
     roll_back,
 )
 from s3io.write.auto_compact import auto_compact
-from s3io.write.task import TaskOutput, TaskWriter, WriteSpec
+from s3io.write.task_writer import TaskOutput, TaskWriter, WriteSpec
 
 log = logging.getLogger("s3io.write")
 Clock = Callable[[], float]

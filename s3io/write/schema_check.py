@@ -29,7 +29,7 @@ from s3io.table.footers import read_footer
 from s3io.urls import parse_s3_url
 from s3io.write.partitioning import escape_path_name
 from s3io.write.spark_schema import spark_type
-from s3io.write.task import WriteSpec
+from s3io.write.task_writer import WriteSpec
 
 FOOTERS_READ = 4  # the newest files' footers read: the table's latest schema, in a few ranged GETs
 

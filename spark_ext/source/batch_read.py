@@ -38,13 +38,13 @@ from spark_ext.source.driver_side import (
     discover,
     infer_file_schema,
     list_files,
-    make_client,
     pin_location,
     plan_columns,
     planning_reader,
     source_schema,
     summary_files,
 )
+from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.spark_arrow_types import spark_arrow_schema
 from spark_ext.spark_settings import FILE_SETTINGS, SPARK_OWN_KEYS, SessionDefaults, quietly
@@ -85,7 +85,7 @@ class BatchRead:
             summaries = summary_files(listed, spec, options)
 
             async def infer() -> Any:
-                async with make_client(options) as client:
+                async with read_client(options) as client:
                     return await infer_file_schema(planning_reader(client, options), files, summaries, options)
 
             self._data_schema, self._row_groups = blocking.run(infer())
@@ -135,7 +135,7 @@ class BatchRead:
             options = self.options
 
             async def listing() -> list[ListedFile]:
-                async with make_client(options) as client:
+                async with read_client(options) as client:
                     return await list_files(client, options)
 
             self._listed = tuple(blocking.run(listing()))

@@ -34,14 +34,14 @@ from spark_ext.planning.sql_filter import Node
 from spark_ext.source.driver_side import (
     ColumnPlan,
     data_predicates_for,
-    make_client,
     pack,
     planning_reader,
     prune_partitions,
 )
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
+from spark_ext.source.partition_read import read_partition
+from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
-from spark_ext.source.task import read_partition
 from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
 
 logger = logging.getLogger("spark_ext.source")
@@ -90,7 +90,7 @@ class S3ParquetReader(DataSourceReader):
             data_predicates += data_predicates_for(declared, state.columns)
 
         async def plan() -> Any:
-            async with make_client(state.options) as client:
+            async with read_client(state.options) as client:
                 return await pack(
                     selected,
                     state.options,

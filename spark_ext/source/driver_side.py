@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import DataType, StructField, StructType
 
+from s3io.aio import map_bounded
 from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import RangeEngine
-from s3io.engine.tasks import map_bounded
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, PathNotFound, S3IOError
 from s3io.parquet.chunks import row_group_bytes
 from s3io.parquet.predicates import validate
@@ -49,12 +49,6 @@ def pin_location(options: ReadOptions) -> ReadOptions:
     """``options`` with the endpoint and region this process resolves (the options, else its environment and
     profile), so that tasks on executors whose environment differs read from the store the driver listed."""
     return replace(options, store=options.store.pinned())
-
-
-def make_client(options: ReadOptions, *, after_contact: bool = False) -> S3Client:
-    """The S3Client of a read: its store's endpoint, region, addressing, credentials and policy. ``after_contact``:
-    for work a driver planned after reaching the store (a task), which keeps every retry from its first request."""
-    return (options.store.after_contact() if after_contact else options.store).client()
 
 
 def planning_reader(client: S3Client, options: ReadOptions) -> ParquetReader:

@@ -15,7 +15,7 @@ as Spark's.
 
 from __future__ import annotations
 
-from s3io.engine.tasks import map_bounded
+from s3io.aio import map_bounded
 from s3io.s3.client import S3Client
 from s3io.table import DirectoryListing, Narrowed, Narrowing, list_directory
 from s3io.urls import S3Path

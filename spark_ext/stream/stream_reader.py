@@ -46,10 +46,11 @@ from s3io.stream_state.seen import SeenFiles, select_new
 from s3io.stream_state.state_store import StreamStore
 from s3io.table import is_compaction_output, layout, list_visible
 from s3io.table.data_files import ListedFile, select_files
-from spark_ext.source.driver_side import discover, make_client, pack, plan_columns, planning_reader
+from spark_ext.source.driver_side import discover, pack, plan_columns, planning_reader
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
+from spark_ext.source.partition_read import read_partition
+from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
-from spark_ext.source.task import read_partition
 from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
 from spark_ext.stream.stream_options import StreamOptions
 
@@ -176,7 +177,7 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     async def _start(self, loop: BackgroundLoop) -> _Runtime:
         """Load the state, write the lease before the first listing, start renewing it."""
         options = self.options
-        client = make_client(options.read)
+        client = read_client(options.read)
         store = StreamStore(client, options.state_bucket, options.state_prefix)
         loaded = await store.load()
         bucket, prefix = options.source

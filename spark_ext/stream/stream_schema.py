@@ -11,7 +11,8 @@ from pyspark.sql.types import StructType
 from s3io import blocking
 from s3io.errors import InvalidConfig
 from s3io.stream_state.state_store import StreamStore
-from spark_ext.source.driver_side import NoDataFiles, PathNotFound, make_client
+from spark_ext.source.driver_side import NoDataFiles, PathNotFound
+from spark_ext.source.read_client import read_client
 from spark_ext.stream.stream_options import StreamOptions
 
 
@@ -20,7 +21,7 @@ def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> St
     stored first wins)."""
 
     async def stored() -> bytes | None:
-        async with make_client(options.read) as client:
+        async with read_client(options.read) as client:
             return await StreamStore(client, options.state_bucket, options.state_prefix).read_schema()
 
     body = blocking.run(stored())
@@ -35,7 +36,7 @@ def stream_schema(options: StreamOptions, infer: Callable[[], StructType]) -> St
         encoded = json.dumps({"schema": schema.jsonValue()}).encode()
 
         async def keep() -> bytes:
-            async with make_client(options.read) as client:
+            async with read_client(options.read) as client:
                 return await StreamStore(client, options.state_bucket, options.state_prefix).create_schema(encoded)
 
         body = blocking.run(keep())

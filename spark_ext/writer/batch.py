@@ -1,7 +1,7 @@
 """``df.write.format("s3parquet")``: Spark's Python data source writer, on s3io's write protocol.
 
 Spark calls ``writer(schema, overwrite)`` once on the driver side (in a Python worker), pickles the writer into
-every task, where ``write`` uploads the task's files without completing them (tasks.py), and pickles it again into
+every task, where ``write`` uploads the task's files without completing them (spark_task.py), and pickles it again into
 another worker where ``commit(messages)`` (every task succeeded) or ``abort(messages)`` (one failed) runs. So the
 job's identity (its job id) is fixed in ``writer()`` and travels in the pickle; nothing a task does is seen by the
 commit except its message. ``commit`` is s3io.write.commit_write (one journal commit, then the files are visible
@@ -30,7 +30,7 @@ from s3io.table.write_protocol import CommittedNotFinished
 from s3io.write import WriteReport, WriteSpec, abort_write, check_append, commit_write
 from spark_ext.spark_settings import SessionDefaults
 from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
-from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
+from spark_ext.writer.spark_task import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
 

@@ -28,7 +28,7 @@ from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
 from spark_ext.spark_settings import SessionDefaults
 from spark_ext.writer.batch import WriteIsCommitted, check_table_schema, write_spec
 from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
-from spark_ext.writer.tasks import S3ParquetCommitMessage, run_task
+from spark_ext.writer.spark_task import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's local property: the query's id, kept in its checkpoint

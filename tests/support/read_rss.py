@@ -20,7 +20,7 @@ import pyarrow as pa
 from s3io.dataset import FilePiece
 from s3io.s3.types import ObjectInfo
 from spark_ext.planning.read_options import ReadOptions
-from spark_ext.source import task
+from spark_ext.source import partition_read as task
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 
 

@@ -2,8 +2,8 @@
 
 asyncio.gather leaves the siblings of a failed task running (still holding connections and budget);
 TaskGroup wraps errors in an ExceptionGroup. Callers here want the first error itself, after cleanup.
-The one helper for this in the project: the engine, the dataset reader, the API, the filesystem and the
-compaction all use it.
+The one helper for this in the project, below every layer (it imports nothing of s3io): the engine, the dataset
+reader, the table, the stream state, the compaction, the filesystem and the Spark source all use it.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ from s3io.blocking import BackgroundLoop
 from s3io.dataset import ParquetReader
 from s3io.engine import RangeEngine
 from spark_ext.planning.filter_eval import arrow_filter
-from spark_ext.source.driver_side import make_client
 from spark_ext.source.legacy_files import legacy_calendar
 from spark_ext.source.partition import S3ParquetPartition
+from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import check_session, task_local_property
 from spark_ext.source.spark_arrow_types import conform_to_spark
 from spark_ext.source.spark_conversions import spark_conversions
@@ -81,7 +81,7 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
     """Read the partition's pieces through one client, engine and ParquetReader; yield Spark-shaped batches."""
     spec = partition.spec
     options = spec.options
-    client = make_client(options, after_contact=True)  # planned by a driver that reached the store
+    client = read_client(options, after_contact=True)  # planned by a driver that reached the store
     try:
         engine = RangeEngine(client, options.store.engine)
         reader = ParquetReader(engine)
