@@ -8,13 +8,15 @@ lease on a real RGW: tests/test_store_conformance.py.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import logging
 from typing import Any
 
 import pytest
 from support import store_quirks as quirks
-from support.faultproxy import FaultRule, ResetBeforeHeaders
+from support.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders
 from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals
 
 from s3io import Policy, S3Client
@@ -129,3 +131,29 @@ async def test_a_lease_write_whose_answer_was_lost_is_recognised_as_ours_by_read
     assert all(r.header("if-match") or r.header("if-none-match") for r in puts)  # never unconditional
     assert json.loads(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())["committed_batch"] == 2
     assert not [r for r in caplog.records if "another holder" in r.getMessage()]
+
+
+async def test_a_stream_lease_whose_renewals_fail_past_its_end_is_renewed_once_the_store_answers_again(
+    fault_proxy: Any, bucket: str, s3_client: Any
+) -> None:
+    """The table lock and the stream's lease share one background renewer; only an exclusive lease (the lock) is
+    lost when renewals keep failing past its end. A stream's lease is not: compaction may break it meanwhile (the
+    stream then stops at its next write), but otherwise the renewer keeps trying and renews it (If-Match on our
+    ETag) once the store answers again."""
+    key = lease_key(PREFIX, "events")
+    async with S3Client(POLICY, endpoint_url=fault_proxy.url) as client:
+        lease = StreamLease(client, bucket, PREFIX, dataclasses.replace(_lease(), ttl=0.6))
+        await lease.adopt()
+        assert lease.info is not None
+        first = lease.info.etag
+        throttled = FaultRule(ErrorResponse.slow_down(), method="PUT", path=r"/leases/events\.json$", times=60)
+        rule = fault_proxy.add_rule(throttled)  # 20 renewals of 3 attempts each: seconds past a 0.6 s lease
+        lease.start_renewing()
+        for _ in range(400):  # polled, at most 40 s
+            if fault_proxy.fired(rule) == 60 and lease.info.etag != first:
+                break
+            await asyncio.sleep(0.1)
+        await lease.stop()
+    assert fault_proxy.fired(rule) == 60 and lease.lost is None and lease.broken is None
+    assert lease.info is not None and lease.info.etag != first and lease.lease_left() > -5
+    assert json.loads(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())["owner"] == "driver-1"
