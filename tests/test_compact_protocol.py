@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 from typing import Any
 
@@ -57,6 +56,7 @@ from s3io.errors import PathNotFound
 from s3io.table import conditional, layout, read_journal
 from s3io.table import transaction as protocol
 from s3io.table.journal import COMMITTED, DONE, PUBLISHED
+from s3io.table.lock import LockInfo
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -453,15 +453,20 @@ async def test_two_concurrent_compactions_one_commits_the_other_stops_cleanly(
     winner = next(r for r in reports if r.status == "ok")
     loser = next(r for r in reports if r.status == "locked")
     assert winner.groups_done == 2 and loser.groups_done == 0 and not loser.groups
-    assert "lock held by job-" in loser.message and "until 20" in loser.message and winner.job_id in loser.message
+    assert "table lock of" in loser.message and "is held by job-" in loser.message and "until 20" in loser.message
+    assert winner.job_id in loser.message
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
     assert len(data_keys(s3_client, bucket, PREFIX)) == 2
 
 
+def _lock_of(owner: str, job_id: str, ttl: float) -> bytes:
+    """The body another job's table lock has (a lease of ``ttl`` from its Last-Modified)."""
+    return LockInfo(owner=owner, ttl=ttl, job_id=job_id, acquired_at=time.time()).encode()
+
+
 async def test_a_live_lock_blocks_and_changes_nothing(client: S3Client, s3_client: Any, bucket: str) -> None:
     write_landing_zone(s3_client, bucket, PREFIX, {"": 5})
-    body = {"owner": "other-host:42", "job_id": "J", "acquired_at": time.time(), "expires_at": time.time() + 600}
-    s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=json.dumps(body).encode())
+    s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=_lock_of("other-host:42", "J", 600))
     before = stored_objects(s3_client, bucket)
     report = await compact_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
     assert report.status == "locked" and "other-host:42 (job J)" in report.message
@@ -470,8 +475,8 @@ async def test_a_live_lock_blocks_and_changes_nothing(client: S3Client, s3_clien
 
 async def test_an_expired_lock_is_taken_over(client: S3Client, s3_client: Any, bucket: str) -> None:
     original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5})
-    body = {"owner": "dead-host:1", "job_id": "D", "acquired_at": time.time() - 100, "expires_at": time.time() - 50}
-    s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=json.dumps(body).encode())
+    s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=_lock_of("dead-host:1", "D", 0))
+    await asyncio.sleep(2.5)  # ttl 0 + Last-Modified's whole second (+ resolution): ended on the store's clock
     report = await compact_prefix(client, URL_OF.format(bucket=bucket), TEST_OPTIONS)
     assert report.status == "ok" and report.lock_taken_over_from == "dead-host:1 (job D)"
     assert same_rows(plain_table(s3_client, bucket, PREFIX), original)
@@ -481,8 +486,8 @@ async def test_an_expired_lock_is_taken_over(client: S3Client, s3_client: Any, b
 async def test_of_two_jobs_racing_for_an_expired_lock_exactly_one_wins(
     s3_endpoint: Any, s3_client: Any, bucket: str
 ) -> None:
-    body = {"owner": "dead", "job_id": "D", "acquired_at": 0.0, "expires_at": 1.0}
-    s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=json.dumps(body).encode())
+    s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=_lock_of("dead", "D", 0))
+    await asyncio.sleep(2.5)  # ttl 0 + Last-Modified's whole second (+ resolution): ended on the store's clock
     async with make_client(s3_endpoint.url) as a, make_client(s3_endpoint.url) as b:
         locks = [TableLock(c, bucket, PREFIX, owner=o, job_id=o, ttl=30, clock_skew=0) for c, o in ((a, "A"), (b, "B"))]
         results = await asyncio.gather(*(lock.acquire() for lock in locks), return_exceptions=True)
@@ -502,7 +507,7 @@ async def test_the_holder_renews_and_fencing_detects_a_stolen_lock(
             if lock.info.etag != first.etag:
                 break
             await asyncio.sleep(0.1)
-        assert lock.info.etag != first.etag and lock.info.expires_at > first.expires_at
+        assert lock.info.etag != first.etag and lock.info.written_at > first.written_at
         await lock.ensure_held()
         other = TableLock(client, bucket, PREFIX, owner="other", job_id="K", ttl=30, clock_skew=0)
         with pytest.raises(LockHeld):
@@ -516,10 +521,9 @@ async def test_the_holder_renews_and_fencing_detects_a_stolen_lock(
 async def test_a_job_that_loses_its_lock_stops_before_committing(client: S3Client, s3_client: Any, bucket: str) -> None:
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 5, "date=2": 5})
     url = URL_OF.format(bucket=bucket)
-    thief = {"owner": "thief", "job_id": "T", "acquired_at": time.time(), "expires_at": time.time() + 600}
 
     async def steal_then_run(tasks: list[GroupTask]) -> Any:
-        s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=json.dumps(thief).encode())
+        s3_client.put_object(Bucket=bucket, Key=layout.lock_key(PREFIX), Body=_lock_of("thief", "T", 600))
         async for result in in_process_executor(client, 2)(tasks):
             yield result
 

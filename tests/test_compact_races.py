@@ -9,6 +9,7 @@ skewed by an hour, as a machine without NTP would be.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -65,7 +66,14 @@ def _by_job_a(*paths: str) -> Any:
 
 def _lease(stream: str, bucket: str, ttl: float = 600.0) -> Lease:
     """A lease of a stream that has consumed nothing yet: it needs every file while it lives."""
-    return Lease(stream, "test-stream", f"s3://{bucket}/streams/{stream}/", -1, ttl=ttl, max_file_age=None)
+    return Lease(
+        stream=stream,
+        owner="test-stream",
+        state=f"s3://{bucket}/streams/{stream}/",
+        committed_batch=-1,
+        ttl=ttl,
+        max_file_age=None,
+    )
 
 
 def _hold_commits_then_renewals_of_job_a() -> Gate:
@@ -116,7 +124,7 @@ async def test_a_challenger_whose_clock_runs_an_hour_ahead_never_takes_a_live_lo
                 rerun = await compact_prefix(b, url, OPTIONS_B, clock=fast_clock)
                 assert rerun.status == "nothing_to_do", rerun.to_text()  # not refused: nothing needs a person
                 assert report_b.status == "locked", report_b.to_text()
-                assert "lock held by job-A" in report_b.message
+                assert "is held by job-A" in report_b.message
                 assert report_a.status == "ok", report_a.to_text()
         finally:
             gate.release()
@@ -354,16 +362,14 @@ async def test_a_stream_whose_state_was_deleted_does_not_take_the_old_leases_com
     must not claim batch 5, or compaction would count batch 0 as read and take its files."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"": 5}, rows_per_file=10)
     state = f"s3://{bucket}/streams/reborn/"
-    await StreamLease(
-        client, bucket, PREFIX, Lease("reborn", "old-driver", state, 5, ttl=600.0, max_file_age=None)
-    ).write()
+    old = Lease(stream="reborn", owner="old-driver", state=state, committed_batch=5, ttl=600.0, max_file_age=None)
+    await StreamLease(client, bucket, PREFIX, old).write()
     store = StreamStore(client, bucket, "streams/reborn/")
     files = tuple([ManifestFile.of(o) async for o in client.list_objects(bucket, PREFIX) if "_s3io_" not in o.key])
     await store.create_manifest(Manifest("reborn", 0, bucket, files, (), time.time()))
     loaded = await store.load()
-    lease = StreamLease(
-        client, bucket, PREFIX, Lease("reborn", "new-driver", state, loaded.checkpoint, ttl=600.0, max_file_age=None)
-    )
+    new = dataclasses.replace(old, owner="new-driver", committed_batch=loaded.checkpoint)
+    lease = StreamLease(client, bucket, PREFIX, new)
     await lease.adopt()
     await lease.write()
     assert lease.body.committed_batch == -1
@@ -384,13 +390,13 @@ async def test_a_group_dropped_at_planning_leaves_no_group_id_for_the_second_rou
     for i in range(5):
         odd = pa.table({"id": pa.array([1000 + i], pa.int64()), "name": pa.array([i], pa.int64())})
         s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}c/z-{i}.parquet", Body=parquet_bytes(odd))
-    expired = Lease("st", "stream", f"s3://{bucket}/streams/st/", -1, ttl=0.0, max_file_age=None)
+    expired = dataclasses.replace(_lease("st", bucket), ttl=0.0)
     await StreamLease(client, bucket, PREFIX + "b/", expired).write()
     await asyncio.sleep(2.5)  # ttl 0 + Last-Modified's whole second: expired on the store's clock
     real_break = driver_module.break_lease
 
     async def stream_renews_first(*args: Any) -> bool:
-        live = Lease("st", "stream", f"s3://{bucket}/streams/st/", -1, ttl=600.0, max_file_age=None)
+        live = _lease("st", bucket)
         await StreamLease(client, bucket, PREFIX + "b/", live).write()
         return await real_break(*args)
 

@@ -34,6 +34,7 @@ from test_compact_support import (
 from s3io.compaction import MissingETag, TableLock, compact_prefix, recover_prefix
 from s3io.s3.capabilities import VERDICTS
 from s3io.table import conditional, layout
+from s3io.table.lock import LockInfo
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -180,15 +181,15 @@ async def test_a_lock_whose_etag_the_store_withholds_is_never_taken_over_uncondi
     s3_endpoint: Any, s3_client: Any, bucket: str
 ) -> None:
     lock_key = layout.lock_key(PREFIX)
-    dead = {"owner": "dead-host:1", "job_id": "D", "acquired_at": time.time() - 100, "expires_at": time.time() - 50}
-    s3_client.put_object(Bucket=bucket, Key=lock_key, Body=json.dumps(dead).encode())
+    dead = LockInfo(owner="dead-host:1", ttl=0.0, job_id="D", acquired_at=time.time() - 100).encode()
+    s3_client.put_object(Bucket=bucket, Key=lock_key, Body=dead)
     no_lock_etag = without_etags(lambda method, path: method in ("GET", "HEAD") and path.endswith(lock_key))
     with MotoWsgiServer(no_lock_etag) as url:
         async with make_client(url) as client:
             lock = TableLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=5, clock_skew=0)
-            with pytest.raises(MissingETag, match="judge the lock"):
+            with pytest.raises(MissingETag, match="judge the table lock"):
                 await lock.acquire()
-    assert json.loads(s3_client.get_object(Bucket=bucket, Key=lock_key)["Body"].read()) == dead
+    assert s3_client.get_object(Bucket=bucket, Key=lock_key)["Body"].read() == dead
 
 
 async def test_files_listed_without_an_etag_are_never_compacted(s3_endpoint: Any, s3_client: Any, bucket: str) -> None:

@@ -448,9 +448,10 @@ def test_the_stream_lease_renews_with_one_conditional_put_or_refuses_the_store_b
     store: str, s3_endpoint: S3Endpoint, bucket: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """RGW 16 takes the lease's If-Match only unquoted: each renewal is one PUT (it was PUT 412, HEAD, GET, PUT and
-    a warning about another driver). s3rver ignores conditions: the stream stops at its start, naming them."""
+    a warning about another holder). s3rver ignores conditions: the stream stops at its start, naming them."""
     caplog.set_level(logging.WARNING, logger="s3io.stream_state")
-    body = Lease("conformance", "driver", f"s3://{bucket}/lake/_s3io_streams/c/", -1, ttl=600.0, max_file_age=None)
+    state = f"s3://{bucket}/lake/_s3io_streams/c/"
+    body = Lease(stream="conformance", owner="driver", state=state, committed_batch=-1, ttl=600.0, max_file_age=None)
 
     async def main() -> Any:
         async with S3Client(POLICY, endpoint_url=s3_endpoint.url) as client:
@@ -468,7 +469,7 @@ def test_the_stream_lease_renews_with_one_conditional_put_or_refuses_the_store_b
         return
     spent = _run(main())
     assert spent.request_count == 2 and spent.requests.get(("put", 200)) == 2, spent.requests
-    assert not [r.getMessage() for r in caplog.records if r.name == "s3io.stream_state"]  # no "another driver"
+    assert not [r.getMessage() for r in caplog.records if r.name == "s3io.stream_state"]  # no "another holder"
 
 
 # ------------------------------------------------------------------- test bodies reused from their modules

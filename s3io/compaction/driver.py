@@ -670,7 +670,7 @@ class _Job:
         for lease in fresh:
             if lease.broken:
                 continue
-            ends = lease.expires_at(self.options.clock_skew)
+            ends = lease.ends_at(self.options.clock_skew)
             if store_now is not None and ends is not None and ends < await store_now():
                 continue
             live = LiveLease(lease, await committed_consumption(self.client, lease))

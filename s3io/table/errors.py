@@ -9,7 +9,6 @@ import time
 
 from s3io.errors import S3IOError
 from s3io.table.conditional import MissingETag
-from s3io.table.layout import lock_key
 
 __all__ = ["ConditionalWritesUnsupported", "LockHeld", "LockLost", "MissingETag", "TableError"]
 
@@ -19,27 +18,26 @@ class TableError(S3IOError):
 
 
 class LockHeld(TableError):
-    """Another job holds the table's lock and it has not expired."""
+    """Another holder has an exclusive lease of the table (its lock) that has not ended."""
 
-    def __init__(self, url: str, owner: str, job_id: str, expires_at: float | None) -> None:
-        self.owner = owner
-        self.job_id = job_id
+    def __init__(self, name: str, holder: str, expires_at: float | None, lease_url: str) -> None:
+        self.name = name
+        self.holder = holder
         self.expires_at = expires_at
         if expires_at is not None and math.isfinite(expires_at):
             until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_at))
             super().__init__(
-                f"{url} is being compacted: lock held by {owner} (job {job_id}) until {until}; "
-                "retry after that time (a dead job's lock is taken over once it expires)"
+                f"{name} is held by {holder} until {until}; retry after that time (a dead job's lock is taken over "
+                "once it expires)"
             )
         else:
-            bucket, _, prefix = url.removeprefix("s3://").partition("/")
             super().__init__(
-                f"{url} is locked by {owner} (job {job_id}), and when that lock ends cannot be judged (an unreadable "
-                "lock object, or a store that gives no Last-Modified), so it is never taken over: if no compaction is "
-                f"running on this prefix, delete s3://{bucket}/{lock_key(prefix)} and run again"
+                f"{name} is held by {holder}, and when it ends cannot be judged (an unreadable lock object, or a store "
+                f"that gives no Last-Modified), so it is never taken over: if no job holds it, delete {lease_url} and "
+                "run again"
             )
-        # ``url`` (S3IOError's) is the table's: set after the message, which names it already
-        self.bucket, _, self.key = url.removeprefix("s3://").partition("/")
+        # ``url`` (S3IOError's) is the lease object's: set after the message, which names it already
+        self.bucket, _, self.key = lease_url.removeprefix("s3://").partition("/")
 
 
 class LockLost(TableError):

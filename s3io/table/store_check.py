@@ -12,7 +12,7 @@ scratch objects under ``<prefix>_s3io_table/probe/``, removed afterwards; once p
 then kept), and refuses with ``ConditionalWritesUnsupported`` naming each missing behaviour and the fix before
 anything is written. Where the store honours a condition only in another form (RGW 16 takes ``If-Match`` on PUT with
 the ETag unquoted), the client sends that form from then on. The verdict's clock (the probe object's Last-Modified,
-carried forward on a monotonic clock) is how lock expiry and takeover are judged on the store's clock (lock.py),
+carried forward on a monotonic clock) is how lock expiry and takeover are judged on the store's clock (lease.py),
 never by comparing two machines' wall clocks; its summary goes into the report.
 """
 

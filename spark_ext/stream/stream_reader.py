@@ -195,7 +195,6 @@ class S3ParquetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             ),
         )
         await lease.adopt()
-        await lease.write()
         lease.start_renewing()
         if loaded.manifests:
             committed = (await store.load(up_to=lease.body.committed_batch)).seen
