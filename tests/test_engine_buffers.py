@@ -1,5 +1,6 @@
 """The buffer a read lands in: the heap for small sizes; above that a mapping whose windows the pager thread faults
-in ahead of the bytes (without holding the event loop), or one populated when made where the kernel cannot."""
+in ahead of the bytes (without holding the event loop), or one populated when made where the kernel cannot; and the
+engine's pool, which fills a mapping again once nothing but the pool refers to it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import mmap
 import multiprocessing
 import sys
 import time
+import weakref
 
 import pytest
 
-from s3io.engine.buffers import MAPPED_MIN, POPULATES_AHEAD, allocate, page_in
+from s3io.engine.buffers import MAPPED_MIN, POPULATES_AHEAD, BufferPool, allocate, page_in
 
 MiB = 1024 * 1024
 needs_mincore = pytest.mark.skipif(sys.platform != "linux", reason="counts resident pages with Linux's mincore")
@@ -90,3 +92,50 @@ def test_a_forked_child_pages_in_with_a_pager_of_its_own() -> None:
             child.kill()
             child.join()
     assert child.exitcode == 0
+
+
+def test_a_pool_reuses_a_mapping_only_once_nothing_else_refers_to_it() -> None:
+    # populated when made: no pager job refers to a mapping for a while (the engine's pool pages in ahead)
+    pool = BufferPool(max_bytes=64 * MiB, populate_ahead=False)
+    first = pool.take(8 * MiB)
+    assert isinstance(first, mmap.mmap)
+    base = weakref.ref(first)
+    view = memoryview(first).toreadonly()  # what a read hands its caller
+    first[:3] = b"abc"
+    del first
+    while_held = pool.take(8 * MiB)
+    assert while_held is not base() and bytes(view[:3]) == b"abc"  # a held result is never written
+    del while_held
+    view.release()
+    again = pool.take(8 * MiB)
+    assert again is base() and pool.reused == 1  # both let go of by now: the oldest of a size is taken
+    held_mapping = again  # a reference to the mapping itself holds it too
+    del again
+    assert pool.take(8 * MiB) is not held_mapping
+
+
+def test_a_reused_mapping_is_resident_and_its_slack_is_zeroed() -> None:
+    pool = BufferPool(max_bytes=64 * MiB, populate_ahead=False)
+    buffer = pool.take(8 * MiB)
+    buffer[:] = b"\xff" * len(buffer)
+    base = weakref.ref(buffer)
+    del buffer
+    smaller = pool.take(8 * MiB - 64 * 1024)  # within an eighth: the let-go mapping, its tail zeroed
+    assert smaller is base() and len(smaller) == 8 * MiB
+    assert bytes(smaller[8 * MiB - 64 * 1024 :]) == bytes(64 * 1024)
+    if sys.platform == "linux":
+        assert _resident_kib(smaller) == 8 * 1024
+
+
+def test_a_miss_unmaps_the_let_go_mappings_before_making_one_and_the_pool_tracks_at_most_its_bound() -> None:
+    pool = BufferPool(max_bytes=16 * MiB, populate_ahead=False)
+    large = pool.take(8 * MiB)
+    gone = weakref.ref(large)
+    del large
+    small = pool.take(2 * MiB)  # too small for the 8 MiB one: it is unmapped, not kept idle beside the new one
+    assert gone() is None and len(small) == 2 * MiB
+    held = [pool.take(8 * MiB) for _ in range(3)]  # 2 + 24 MiB handed out: only the newest 16 MiB tracked
+    forgotten = weakref.ref(held[0])
+    del held[0]
+    assert forgotten() is None  # the pool forgot it: unmapped as soon as its reader let go
+    assert isinstance(pool.take(100), bytearray)  # below MAPPED_MIN: the heap
