@@ -127,14 +127,15 @@ def test_a_reused_mapping_is_resident_and_its_slack_is_zeroed() -> None:
         assert _resident_kib(smaller) == 8 * 1024
 
 
-def test_a_miss_unmaps_the_let_go_mappings_before_making_one_and_the_pool_tracks_at_most_its_bound() -> None:
+def test_a_miss_unmaps_the_oldest_let_go_mappings_past_the_bound_and_the_pool_tracks_twice_it_at_most() -> None:
     pool = BufferPool(max_bytes=16 * MiB, populate_ahead=False)
-    large = pool.take(8 * MiB)
-    gone = weakref.ref(large)
-    del large
-    small = pool.take(2 * MiB)  # too small for the 8 MiB one: it is unmapped, not kept idle beside the new one
-    assert gone() is None and len(small) == 2 * MiB
-    held = [pool.take(8 * MiB) for _ in range(3)]  # 2 + 24 MiB handed out: only the newest 16 MiB tracked
+    large, other = pool.take(12 * MiB), pool.take(8 * MiB)
+    oldest, newer = weakref.ref(large), weakref.ref(other)
+    del large, other  # 20 MiB let go of: more than the pool keeps idle
+    small = pool.take(2 * MiB)  # a miss: the oldest let-go one is unmapped, 8 MiB stay warm
+    assert oldest() is None and newer() is not None and len(small) == 2 * MiB
+    assert pool.take(8 * MiB) is newer()
+    held = [pool.take(6 * MiB) for _ in range(6)]  # 2 + 8 + 36 MiB handed out: at most 32 MiB tracked
     forgotten = weakref.ref(held[0])
     del held[0]
     assert forgotten() is None  # the pool forgot it: unmapped as soon as its reader let go

@@ -117,9 +117,10 @@ class BufferPool:
     A buffer is let go of when nothing but the pool refers to it (no view of it, nothing holding the mapping: its
     reference count), so bytes a caller still holds are never written. ``take(size)`` reuses the smallest let-go
     mapping of ``size`` to ``size + size // 8`` bytes (the slack past ``size`` zeroed: no earlier read's bytes are
-    reachable through the new one); on a miss every let-go mapping is unmapped before a new one is made, so the pool
-    never holds idle memory beside a fresh buffer and the mappings alive never exceed what the reads had in use at
-    once. At most ``max_bytes`` of mappings are tracked (the oldest are forgotten: unmapped when their reader lets go).
+    reachable through the new one); on a miss the oldest let-go mappings are unmapped until at most ``max_bytes`` of
+    them are left, then a new one is made: idle memory stays about ``max_bytes`` (a read larger than that is never
+    kept), so reads of different sizes in turn (a whole object, then ranges of another) each find theirs warm. At most
+    twice ``max_bytes`` of mappings are tracked (the oldest are forgotten: unmapped when their reader lets go).
     One event loop (like its engine). ``populate_ahead`` as for ``allocate``.
 
     While the pager faults a fresh mapping in, it refers to it too: a mapping is reused only after that."""
@@ -151,7 +152,7 @@ class BufferPool:
                 ctypes.memset(_address(mapping) + size, 0, len(mapping) - size)
             self.reused += 1
             return mapping
-        self._unmap_let_go()
+        self._unmap_let_go(self.max_bytes)
         mapping = allocate(size, populate_ahead=self.populate_ahead)
         assert isinstance(mapping, mmap.mmap)
         if self.populate_ahead:
@@ -159,22 +160,26 @@ class BufferPool:
         if size <= self.max_bytes:
             held.append(mapping)
             self._held_bytes += size
-            while self._held_bytes > self.max_bytes:
+            while self._held_bytes > 2 * self.max_bytes:
                 self._held_bytes -= len(held.pop(0))
         return mapping
 
-    def _unmap_let_go(self) -> None:
-        """Unmap every mapping nothing but the pool refers to."""
+    def _unmap_let_go(self, keep: int) -> None:
+        """Unmap the oldest mappings nothing but the pool refers to until at most ``keep`` bytes of them are left."""
         held = self._held
-        index = 0
-        while index < len(held):
-            if _let_go(held, index):
-                mapping = held.pop(index)
-                self._held_bytes -= len(mapping)
-                with contextlib.suppress(BufferError):  # exported after all: unmapped when its last view goes
-                    mapping.close()
-            else:
-                index += 1
+        let_go = [index for index in range(len(held)) if _let_go(held, index)]
+        idle = sum(len(held[index]) for index in let_go)
+        doomed = []
+        for index in let_go:  # oldest first
+            if idle <= keep:
+                break
+            idle -= len(held[index])
+            doomed.append(index)
+        for index in reversed(doomed):
+            mapping = held.pop(index)
+            self._held_bytes -= len(mapping)
+            with contextlib.suppress(BufferError):  # exported after all: unmapped when its last view goes
+                mapping.close()
 
     def clear(self) -> None:
         """Forget every mapping (each is unmapped when its last reader lets go)."""
