@@ -8,6 +8,11 @@ client runs in this process, one workload at a time, rows and servers interleave
 a fresh client per run. Servers: the in-memory endpoint (the clients' own costs) and moto behind the keep-alive
 proxy (a Python server: smaller sizes, so a run stays short); no latency is added but in `listing_latency`
 (20 ms before every first byte, where listing page after page pays a round trip per 1,000 keys).
+
+Two protocols, one after the other in each run: a fresh client (and ``asyncio.run``) per run, free memory handed back
+before each; then long-lived clients (issue 39): one client per library for every round, on one event loop, rounds
+interleaving the libraries, as an executor reading object after object (the large object, the ranges, the small
+objects).
 """
 
 from __future__ import annotations
