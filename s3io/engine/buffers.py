@@ -181,11 +181,6 @@ class BufferPool:
             with contextlib.suppress(BufferError):  # exported after all: unmapped when its last view goes
                 mapping.close()
 
-    def clear(self) -> None:
-        """Forget every mapping (each is unmapped when its last reader lets go)."""
-        self._held.clear()
-        self._held_bytes = 0
-
 
 def _let_go(held: list[mmap.mmap], index: int) -> bool:
     """Whether only ``held`` refers to ``held[index]``: every view of a mapping (and anything exported from it, even
