@@ -8,6 +8,11 @@ client runs in this process, one workload at a time, rows and servers interleave
 a fresh client per run. Servers: the in-memory endpoint (the clients' own costs) and moto behind the keep-alive
 proxy (a Python server: smaller sizes, so a run stays short); no latency is added but in `listing_latency`
 (20 ms before every first byte, where listing page after page pays a round trip per 1,000 keys).
+
+Two protocols, one after the other in each run: a fresh client (and ``asyncio.run``) per run, free memory handed back
+before each; then long-lived clients (issue 39): one client per library for every round, on one event loop, rounds
+interleaving the libraries, as an executor reading object after object (the large object, the ranges, the small
+objects).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import gc
 import hashlib
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -356,6 +361,265 @@ ROWS = (
 )
 
 
+# ------------------------------------------------------------------------------------------------ long-lived clients
+# The second protocol (issue 39): an executor reads object after object with one client. Each library's client is
+# made once per server, before the clock, on one event loop shared by every round (s3fs keeps its own loop thread,
+# pyarrow its own threads); the rounds interleave the libraries; nothing is released between rounds but Python's
+# garbage (``gc.collect``), as in a long-running process. A row returns the bytes it read and they are checked after
+# the clock stops (hashing 256 MiB takes longer than fetching it).
+
+
+class HeldS3io:
+    """One S3Client and one RangeEngine for every round (``fs``: s3io's s3fs drop-in, one for every round)."""
+
+    def __init__(self, env: Env, runner: asyncio.Runner) -> None:
+        from s3io.engine import RangeEngine
+        from s3io.fs import S3FileSystem
+
+        self.runner = runner
+        self.client = _s3io_client(env)
+        runner.run(self.client.__aenter__())
+        self.engine = RangeEngine(self.client)
+        self.fs = S3FileSystem(
+            key=ACCESS_KEY, secret=SECRET_KEY, endpoint_url=env.url, client_kwargs={"region_name": REGION}
+        )
+
+    def close(self) -> None:
+        self.fs.close()
+        self.runner.run(self.client.__aexit__(None, None, None))
+
+
+class HeldObstore:
+    """One S3Store for every round, awaited on the shared loop."""
+
+    def __init__(self, env: Env, runner: asyncio.Runner) -> None:
+        self.runner = runner
+        self.store = _obstore(env)
+
+    def close(self) -> None:
+        pass
+
+
+class HeldS3fs:
+    """One s3fs S3FileSystem for every round (its own loop thread, made once)."""
+
+    def __init__(self, env: Env, runner: asyncio.Runner) -> None:
+        self.fs = _s3fs(env)
+
+    def close(self) -> None:
+        pass
+
+
+class HeldPyarrow:
+    """One pyarrow S3FileSystem and one pool of IN_FLIGHT threads for every round."""
+
+    def __init__(self, env: Env, runner: asyncio.Runner) -> None:
+        self.fs = _pyarrow(env)
+        self.pool = ThreadPoolExecutor(IN_FLIGHT)
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
+HELD: dict[str, Callable[[Env, asyncio.Runner], Any]] = {
+    "s3io": HeldS3io,
+    "obstore": HeldObstore,
+    "s3fs": HeldS3fs,
+    "pyarrow": HeldPyarrow,
+}
+
+
+def _held_run(runner: asyncio.Runner, work: Awaitable[Any]) -> list[Any]:
+    """``work``'s result run on the held loop, passed out in a list rather than returned by the main coroutine:
+    ``asyncio.Runner`` reprs a main task's result on the way out when SIGINT has Python's default handler (3.11), and
+    obstore's ``Bytes`` repr is O(n) (seconds for 256 MiB)."""
+    box: list[Any] = []
+
+    async def main() -> None:
+        box.append(await work)
+
+    runner.run(main())
+    return box
+
+
+def held_large_s3io(held: HeldS3io, env: Env) -> list[Any]:
+    return _held_run(held.runner, held.engine.fetch_object(_info("large.bin", env.sizes.large)))
+
+
+def held_large_obstore(held: HeldObstore, env: Env) -> list[Any]:
+    import obstore
+
+    size = env.sizes.large
+    step = -(-size // OBSTORE_PARTS)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(
+            *(
+                obstore.get_range_async(held.store, "large.bin", start=start, end=min(start + step, size))
+                for start in range(0, size, step)
+            )
+        )
+
+    return _held_run(held.runner, main())[0]
+
+
+def held_large_s3fs(held: HeldS3fs, env: Env) -> list[Any]:
+    return [held.fs.cat_file(f"{BUCKET}/large.bin")]
+
+
+def held_large_pyarrow(held: HeldPyarrow, env: Env) -> list[Any]:
+    with held.fs.open_input_file(f"{BUCKET}/large.bin") as f:
+        return [f.read()]
+
+
+def held_ranges_s3io(held: HeldS3io, env: Env) -> list[Any]:
+    return _held_run(held.runner, held.engine.fetch_ranges(_info("large.bin", env.sizes.large), env.ranges))[0]
+
+
+def held_ranges_s3io_fs(held: HeldS3io, env: Env) -> list[Any]:
+    n = len(env.ranges)
+    return held.fs.cat_ranges([f"{BUCKET}/large.bin"] * n, [a for a, _ in env.ranges], [b for _, b in env.ranges])
+
+
+def held_ranges_obstore(held: HeldObstore, env: Env) -> list[Any]:
+    import obstore
+
+    starts, ends = [a for a, _ in env.ranges], [b for _, b in env.ranges]
+
+    async def main() -> list[Any]:
+        return await obstore.get_ranges_async(held.store, "large.bin", starts=starts, ends=ends)
+
+    return _held_run(held.runner, main())[0]
+
+
+def held_ranges_s3fs(held: HeldS3fs, env: Env) -> list[Any]:
+    n = len(env.ranges)
+    return held.fs.cat_ranges([f"{BUCKET}/large.bin"] * n, [a for a, _ in env.ranges], [b for _, b in env.ranges])
+
+
+def held_many_s3io(held: HeldS3io, env: Env) -> int:
+    from s3io.engine import Request
+
+    async def main() -> int:
+        requests = [Request(_info(key, SMALL_BYTES)) for key in env.small_keys]
+        return sum([len(data) async for _, data in held.engine.stream(requests)])
+
+    return held.runner.run(main())
+
+
+def held_many_obstore(held: HeldObstore, env: Env) -> int:
+    import obstore
+
+    async def main() -> int:
+        limit = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one(key: str) -> int:
+            async with limit:
+                return len(await (await obstore.get_async(held.store, key)).bytes_async())
+
+        return sum(await asyncio.gather(*(one(key) for key in env.small_keys)))
+
+    return held.runner.run(main())
+
+
+def held_many_s3fs(held: HeldS3fs, env: Env) -> int:
+    paths = [f"{BUCKET}/{key}" for key in env.small_keys]
+    return sum(len(data) for data in held.fs.cat(paths, batch_size=IN_FLIGHT).values())
+
+
+def held_many_pyarrow(held: HeldPyarrow, env: Env) -> int:
+    def one(key: str) -> int:
+        with held.fs.open_input_stream(f"{BUCKET}/{key}") as f:
+            return len(f.read())
+
+    return sum(held.pool.map(one, env.small_keys))
+
+
+@dataclass(frozen=True)
+class HeldRow:
+    """One library's held client doing one job: ``run(held, env)`` returns what ``check`` turns into the value
+    compared with ``expected`` (after the clock)."""
+
+    workload: str
+    client: str
+    library: str  # the key of HELD whose client the row uses
+    run: Callable[[Any, Env], Any]
+    check: Callable[[Any], Any]
+    expected: Callable[[Env], Any]
+    judged: bool = False
+    most: int | None = None
+
+
+LONG_LIVED_WORKLOADS = {key: WORKLOADS[key] for key in ("large", "ranges", "many")}
+_LARGE = (_digest, lambda e: e.large_digest)
+_RANGES = (_digest, lambda e: e.ranges_digest)
+_MANY = (lambda n: n, lambda e: e.sizes.small * SMALL_BYTES)
+HELD_ROWS = (
+    HeldRow("large", "s3io `RangeEngine.fetch_object`", "s3io", held_large_s3io, *_LARGE, judged=True),
+    HeldRow("large", f"obstore, {OBSTORE_PARTS} gathered `get_range_async`", "obstore", held_large_obstore, *_LARGE),
+    HeldRow("large", "s3fs `cat_file`", "s3fs", held_large_s3fs, *_LARGE),
+    HeldRow("large", "pyarrow `open_input_file().read()`", "pyarrow", held_large_pyarrow, *_LARGE),
+    HeldRow("ranges", "s3io `RangeEngine.fetch_ranges`", "s3io", held_ranges_s3io, *_RANGES, judged=True),
+    HeldRow("ranges", "s3io `S3FileSystem.cat_ranges` (s3fs drop-in)", "s3io", held_ranges_s3io_fs, *_RANGES),
+    HeldRow("ranges", "obstore `get_ranges_async`", "obstore", held_ranges_obstore, *_RANGES),
+    HeldRow("ranges", "s3fs `cat_ranges`", "s3fs", held_ranges_s3fs, *_RANGES),
+    HeldRow("many", "s3io `RangeEngine.stream` (whole objects)", "s3io", held_many_s3io, *_MANY, judged=True),
+    HeldRow("many", "obstore `get_async`, gathered", "obstore", held_many_obstore, *_MANY),
+    HeldRow("many", "s3fs `cat` (batch 64)", "s3fs", held_many_s3fs, *_MANY, most=500),
+    HeldRow("many", "pyarrow `open_input_stream`, 64 threads", "pyarrow", held_many_pyarrow, *_MANY),
+)
+
+
+def _measure_long_lived(envs: list[Env], runs: int) -> dict[tuple[str, str, str], Outcome]:
+    """Every HELD_ROWS row on every server ``runs`` times with one client per library and server, made before the
+    first round; each round runs every workload, rows rotated each round."""
+    outcomes: dict[tuple[str, str, str], Outcome] = {}
+    for env in envs:
+        for row in HELD_ROWS:
+            skipped = row.workload == "many" and row.most is not None and env.sizes.small > row.most
+            reason = f"not run above {row.most:,} (about 1,700 a second here: minutes a run)" if skipped else None
+            outcomes[env.server, row.workload, row.client] = Outcome([], reason)
+    with asyncio.Runner() as runner:
+        held: dict[tuple[str, str], Any] = {}
+        try:
+            for env in envs:
+                for library, make in HELD.items():
+                    held[env.server, library] = make(env, runner)
+            for repetition in range(runs):
+                for workload in LONG_LIVED_WORKLOADS:
+                    cases = [(env, row) for env in envs for row in HELD_ROWS if row.workload == workload]
+                    shift = repetition % len(cases)
+                    for env, row in cases[shift:] + cases[:shift]:
+                        _run_held(env, row, held[env.server, row.library], outcomes, repetition)
+        finally:
+            for client in held.values():
+                client.close()
+    return outcomes
+
+
+def _run_held(env: Env, row: HeldRow, client: Any, outcomes: dict[tuple[str, str, str], Outcome], rep: int) -> None:
+    """One timed run of one row with its held client; checked after the clock, garbage collected outside it."""
+    outcome = outcomes[env.server, row.workload, row.client]
+    if outcome.failure:
+        return
+    clock = Clock(env.target.counter)
+    try:
+        with clock:
+            got = row.run(client, env)
+        value = row.check(got)
+        del got
+        if value != row.expected(env):
+            raise AssertionError(f"got {value!r}, expected {row.expected(env)!r}")
+    except Exception as exc:  # one broken client must not hide the others' figures
+        outcome.failure = f"failed: {type(exc).__name__}: {exc}"[:300]
+        return
+    finally:
+        gc.collect()
+    assert clock.result is not None
+    outcome.measurements.append(clock.result)
+    print(f"  object_reads long-lived round {rep + 1}: {env.server}: {row.client}: {clock.result.wall:.3f} s")
+
+
 # ------------------------------------------------------------------------------------------------ set-up
 
 
@@ -453,21 +717,30 @@ def _amount(env: Env, workload: str) -> tuple[float, str]:
     return env.sizes.listed, "keys/s"
 
 
-def _render(envs: list[Env], outcomes: dict[tuple[str, str, str], Outcome]) -> str:
+def _render(
+    envs: list[Env],
+    outcomes: dict[tuple[str, str, str], Outcome],
+    rows: tuple[Any, ...] = ROWS,
+    workloads: dict[str, str] = WORKLOADS,
+    *,
+    first: bool = False,
+) -> str:
+    """One table per workload: every row's medians and ratios to obstore's (``first``: the first round's wall too)."""
     tables = []
-    for workload, about in WORKLOADS.items():
+    for workload, about in workloads.items():
         table_rows = []
         for env in envs:
             amount, unit = _amount(env, workload)
-            obstore_row = next(r for r in ROWS if r.workload == workload and r.client.startswith("obstore"))
+            obstore_row = next(r for r in rows if r.workload == workload and r.client.startswith("obstore"))
             peer = outcomes.get((env.server, workload, obstore_row.client))
             peer_wall = median([m.wall for m in peer.measurements]) if peer and peer.measurements else None
             peer_cpu = median([m.cpu for m in peer.measurements]) if peer and peer.measurements else None
-            for row in (r for r in ROWS if r.workload == workload):
+            for row in (r for r in rows if r.workload == workload):
                 outcome = outcomes[env.server, workload, row.client]
                 runs = outcome.measurements
                 if not runs:
-                    table_rows.append([env.server, row.client, outcome.failure or "not run", "", "", "", "", "", ""])
+                    blank = [""] * (7 if first else 6)
+                    table_rows.append([env.server, row.client, outcome.failure or "not run", *blank])
                     continue
                 wall, cpu = median([m.wall for m in runs]), median([m.cpu for m in runs])
                 table_rows.append(
@@ -483,6 +756,8 @@ def _render(envs: list[Env], outcomes: dict[tuple[str, str, str], Outcome]) -> s
                         "✓",
                     ]
                 )
+                if first:
+                    table_rows[-1].insert(3, f"{runs[0].wall:.3f}")
         sizes = ", ".join(f"{env.server}: {_describe(env, workload)}" for env in envs)
         headers = [
             "server",
@@ -495,6 +770,8 @@ def _render(envs: list[Env], outcomes: dict[tuple[str, str, str], Outcome]) -> s
             "CPU ÷ obstore",
             "checked",
         ]
+        if first:
+            headers.insert(3, "first round wall s")
         tables.append(f"### {about} ({sizes})\n\n{markdown_table(headers, table_rows, text_columns=2)}")
     return "\n\n".join(tables)
 
@@ -508,13 +785,18 @@ def _describe(env: Env, workload: str) -> str:
     return f"{sizes.listed:,} keys in {sizes.directories} directories"
 
 
-def _targets(envs: list[Env], outcomes: dict[tuple[str, str, str], Outcome]) -> str:
+def _targets(
+    envs: list[Env],
+    outcomes: dict[tuple[str, str, str], Outcome],
+    rows: tuple[Any, ...] = ROWS,
+    workloads: dict[str, str] = WORKLOADS,
+) -> str:
     """The issue's "Done means" table: each judged s3io row against obstore's, wall and CPU, on each server."""
     table_rows = []
     for env in envs:
-        for workload, about in WORKLOADS.items():
-            ours = next(r for r in ROWS if r.workload == workload and r.judged)
-            peer = next(r for r in ROWS if r.workload == workload and r.client.startswith("obstore"))
+        for workload, about in workloads.items():
+            ours = next(r for r in rows if r.workload == workload and r.judged)
+            peer = next(r for r in rows if r.workload == workload and r.client.startswith("obstore"))
             mine, theirs = outcomes[env.server, workload, ours.client], outcomes[env.server, workload, peer.client]
             if not mine.measurements or not theirs.measurements:
                 table_rows.append([env.server, f"{about} ({_describe(env, workload)})", "not run", "", "", "", ""])
@@ -556,6 +838,7 @@ def run(stack: Stack, options: Options) -> Report:
         print(f"  object_reads: seeding {server.label}: {sizes}", flush=True)
         envs.append(_seed(server, sizes))
     outcomes = _measure(envs, options.runs)
+    held = _measure_long_lived(envs, options.runs)
     intro = (
         f"Median of {options.runs} runs per row. Servers: "
         + ", ".join(
@@ -567,5 +850,27 @@ def run(stack: Stack, options: Options) -> Report:
     )
     return Report(
         "Object reads: s3io vs obstore, s3fs and pyarrow (`object_reads`)",
-        f"{intro}\n\n### Targets (issue 30)\n\n{_targets(envs, outcomes)}\n\n{_render(envs, outcomes)}\n{NOTES}",
+        f"{intro}\n\n### Targets (issue 30)\n\n{_targets(envs, outcomes)}\n\n{_render(envs, outcomes)}\n{NOTES}\n"
+        f"{long_lived_report(envs, held, options.runs)}",
+    )
+
+
+LONG_LIVED_NOTES = """
+- One client per library and server for every round, made before the first (not timed): s3io's `S3Client` and one
+  `RangeEngine`, obstore's `S3Store`, s3fs's and pyarrow's `S3FileSystem` (pyarrow's 64 threads kept too); one
+  event loop for all rounds. Rounds interleave the libraries (rotated each round); only Python's garbage is collected
+  between runs (no memory handed back to the OS), as in an executor reading object after object.
+- The clock covers the read only: each run's bytes are checked after it stops (a digest of the object, of the ranges
+  in request order, the total bytes of the small objects). "first round" is the round that opens the connections.
+"""
+
+
+def long_lived_report(envs: list[Env], outcomes: dict[tuple[str, str, str], Outcome], runs: int) -> str:
+    """The long-lived protocol's section: targets (issue 39) then one table per workload."""
+    targets = _targets(envs, outcomes, HELD_ROWS, LONG_LIVED_WORKLOADS)
+    tables = _render(envs, outcomes, HELD_ROWS, LONG_LIVED_WORKLOADS, first=True).replace("### ", "#### ")
+    return (
+        f"### Long-lived clients, interleaved rounds (issue 39)\n\nMedian of {runs} rounds per row. Targets (issue "
+        "39): s3io at or below obstore's median wall on the large object, the scattered ranges and the small objects, "
+        f"client CPU at most 1.2x obstore's.\n\n{targets}\n\n{tables}\n{LONG_LIVED_NOTES}"
     )

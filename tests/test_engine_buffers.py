@@ -1,5 +1,6 @@
 """The buffer a read lands in: the heap for small sizes; above that a mapping whose windows the pager thread faults
-in ahead of the bytes (without holding the event loop), or one populated when made where the kernel cannot."""
+in ahead of the bytes (without holding the event loop), or one populated when made where the kernel cannot; and the
+engine's pool, which fills a mapping again once nothing but the pool refers to it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import mmap
 import multiprocessing
 import sys
 import time
+import weakref
 
 import pytest
 
-from s3io.engine.buffers import MAPPED_MIN, POPULATES_AHEAD, allocate, page_in
+from s3io.engine.buffers import MAPPED_MIN, POPULATES_AHEAD, BufferPool, allocate, page_in
 
 MiB = 1024 * 1024
 needs_mincore = pytest.mark.skipif(sys.platform != "linux", reason="counts resident pages with Linux's mincore")
@@ -90,3 +92,51 @@ def test_a_forked_child_pages_in_with_a_pager_of_its_own() -> None:
             child.kill()
             child.join()
     assert child.exitcode == 0
+
+
+def test_a_pool_reuses_a_mapping_only_once_nothing_else_refers_to_it() -> None:
+    # populated when made: no pager job refers to a mapping for a while (the engine's pool pages in ahead)
+    pool = BufferPool(max_bytes=64 * MiB, populate_ahead=False)
+    first = pool.take(8 * MiB)
+    assert isinstance(first, mmap.mmap)
+    base = weakref.ref(first)
+    view = memoryview(first).toreadonly()  # what a read hands its caller
+    first[:3] = b"abc"
+    del first
+    while_held = pool.take(8 * MiB)
+    assert while_held is not base() and bytes(view[:3]) == b"abc"  # a held result is never written
+    del while_held
+    view.release()
+    again = pool.take(8 * MiB)
+    assert again is base() and pool.reused == 1  # both let go of by now: the oldest of a size is taken
+    held_mapping = again  # a reference to the mapping itself holds it too
+    del again
+    assert pool.take(8 * MiB) is not held_mapping
+
+
+def test_a_reused_mapping_is_resident_and_its_slack_is_zeroed() -> None:
+    pool = BufferPool(max_bytes=64 * MiB, populate_ahead=False)
+    buffer = pool.take(8 * MiB)
+    buffer[:] = b"\xff" * len(buffer)
+    base = weakref.ref(buffer)
+    del buffer
+    smaller = pool.take(8 * MiB - 64 * 1024)  # within an eighth: the let-go mapping, its tail zeroed
+    assert smaller is base() and len(smaller) == 8 * MiB
+    assert bytes(smaller[8 * MiB - 64 * 1024 :]) == bytes(64 * 1024)
+    if sys.platform == "linux":
+        assert _resident_kib(smaller) == 8 * 1024
+
+
+def test_a_miss_unmaps_the_oldest_let_go_mappings_past_the_bound_and_the_pool_tracks_twice_it_at_most() -> None:
+    pool = BufferPool(max_bytes=16 * MiB, populate_ahead=False)
+    large, other = pool.take(12 * MiB), pool.take(8 * MiB)
+    oldest, newer = weakref.ref(large), weakref.ref(other)
+    del large, other  # 20 MiB let go of: more than the pool keeps idle
+    small = pool.take(2 * MiB)  # a miss: the oldest let-go one is unmapped, 8 MiB stay warm
+    assert oldest() is None and newer() is not None and len(small) == 2 * MiB
+    assert pool.take(8 * MiB) is newer()
+    held = [pool.take(6 * MiB) for _ in range(6)]  # 2 + 8 + 36 MiB handed out: at most 32 MiB tracked
+    forgotten = weakref.ref(held[0])
+    del held[0]
+    assert forgotten() is None  # the pool forgot it: unmapped as soon as its reader let go
+    assert isinstance(pool.take(100), bytearray)  # below MAPPED_MIN: the heap

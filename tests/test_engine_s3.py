@@ -109,6 +109,36 @@ def test_large_object_is_split_into_parallel_parts_and_reassembled(
     assert max(r.time for r in first_five) < min(r.finished for r in first_five if r.finished is not None)
 
 
+def test_one_engine_reading_again_and_again_never_writes_a_result_its_caller_still_holds(
+    s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    """An engine reuses the buffers of reads whose callers let go of them (warm pages): a result still held, whole or
+    a range of it, or only its buffer, keeps its bytes through later reads of other objects of the same size."""
+    one, two = data_of(3 * 1024 * KiB, seed=11), data_of(3 * 1024 * KiB, seed=12)
+    first, second = put(s3_client, bucket, "again-1.bin", one), put(s3_client, bucket, "again-2.bin", two)
+    config = EngineConfig(part_size=1024 * KiB)
+    ranges = [(s, s + 64 * KiB) for s in range(0, 3 * 1024 * KiB - 64 * KiB, 512 * KiB)]
+
+    async def work(engine: RangeEngine) -> None:
+        whole = await engine.fetch_object(first)
+        base = whole.obj if isinstance(whole, memoryview) else whole
+        held = {
+            "whole": (whole, one),
+            "range": ((await engine.fetch_ranges(first, ranges))[1], one[ranges[1][0] : ranges[1][1]]),
+        }
+        del whole
+        for round_ in range(6):
+            obj, data = (second, two) if round_ % 2 else (first, one)
+            assert await engine.fetch_object(obj) == data  # dropped at once: its buffer may serve the next read
+            assert [bytes(b) for b in await engine.fetch_ranges(obj, ranges)] == [data[a:z] for a, z in ranges]
+            assert all(result == expected for result, expected in held.values()) and bytes(base) == one
+            if round_ == 2:
+                held.clear()  # only the first buffer itself is held now
+        assert bytes(base) == one
+
+    run(s3_endpoint.url, config, work)
+
+
 def test_fetch_segments_returns_each_merged_span_as_one_buffer_its_parts_landed_in(
     s3_endpoint: Any, bucket: str, s3_client: Any
 ) -> None:

@@ -13,6 +13,7 @@ default in VMs like this one). Below ``MAPPED_MIN`` a ``bytearray`` from the hea
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -105,6 +106,86 @@ def page_in(buffer: Buffer) -> None:
     heap buffers, or where ``allocate`` populated the mapping)."""
     if isinstance(buffer, mmap.mmap) and POPULATES_AHEAD:
         _the_pager().submit(buffer)
+
+
+class BufferPool:
+    """Mapped buffers of an engine's reads, reused once their reader has let go of them: a warm mapping's pages are
+    resident already, where a fresh one's must be faulted in again (256 MiB: ~0.085 CPU-s, most of what a whole read
+    of it costs the client; a heap allocator keeps freed memory warm the same way, but glibc maps anything above
+    32 MiB afresh and unmaps it when freed).
+
+    A buffer is let go of when nothing but the pool refers to it (no view of it, nothing holding the mapping: its
+    reference count), so bytes a caller still holds are never written. ``take(size)`` reuses the smallest let-go
+    mapping of ``size`` to ``size + size // 8`` bytes (the slack past ``size`` zeroed: no earlier read's bytes are
+    reachable through the new one); on a miss the oldest let-go mappings are unmapped until at most ``max_bytes`` of
+    them are left, then a new one is made: idle memory stays about ``max_bytes`` (a read larger than that is never
+    kept), so reads of different sizes in turn (a whole object, then ranges of another) each find theirs warm. At most
+    twice ``max_bytes`` of mappings are tracked (the oldest are forgotten: unmapped when their reader lets go).
+    One event loop (like its engine). ``populate_ahead`` as for ``allocate``.
+
+    While the pager faults a fresh mapping in, it refers to it too: a mapping is reused only after that."""
+
+    __slots__ = ("_held", "_held_bytes", "max_bytes", "populate_ahead", "reused")
+
+    def __init__(self, max_bytes: int, *, populate_ahead: bool | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.populate_ahead = POPULATES_AHEAD if populate_ahead is None else populate_ahead
+        self._held: list[mmap.mmap] = []  # mappings handed out, oldest first: in use, or let go of
+        self._held_bytes = 0
+        self.reused = 0
+
+    def take(self, size: int) -> Buffer:
+        """A writable buffer of at least ``size`` bytes (``size`` exactly below ``MAPPED_MIN``); its contents up to
+        ``size`` undefined until written. A fresh mapping is handed to the pager; a reused one is resident."""
+        if size < MAPPED_MIN or not _ANONYMOUS:
+            return bytearray(size)
+        held = self._held
+        best = -1
+        for index in range(len(held)):
+            length = len(held[index])
+            if size <= length <= size + size // 8 and _let_go(held, index) and (best < 0 or length < len(held[best])):
+                best = index
+        if best >= 0:
+            mapping = held.pop(best)
+            held.append(mapping)
+            if len(mapping) > size:
+                ctypes.memset(_address(mapping) + size, 0, len(mapping) - size)
+            self.reused += 1
+            return mapping
+        self._unmap_let_go(self.max_bytes)
+        mapping = allocate(size, populate_ahead=self.populate_ahead)
+        assert isinstance(mapping, mmap.mmap)
+        if self.populate_ahead:
+            page_in(mapping)
+        if size <= self.max_bytes:
+            held.append(mapping)
+            self._held_bytes += size
+            while self._held_bytes > 2 * self.max_bytes:
+                self._held_bytes -= len(held.pop(0))
+        return mapping
+
+    def _unmap_let_go(self, keep: int) -> None:
+        """Unmap the oldest mappings nothing but the pool refers to until at most ``keep`` bytes of them are left."""
+        held = self._held
+        let_go = [index for index in range(len(held)) if _let_go(held, index)]
+        idle = sum(len(held[index]) for index in let_go)
+        doomed = []
+        for index in let_go:  # oldest first
+            if idle <= keep:
+                break
+            idle -= len(held[index])
+            doomed.append(index)
+        for index in reversed(doomed):
+            mapping = held.pop(index)
+            self._held_bytes -= len(mapping)
+            with contextlib.suppress(BufferError):  # exported after all: unmapped when its last view goes
+                mapping.close()
+
+
+def _let_go(held: list[mmap.mmap], index: int) -> bool:
+    """Whether only ``held`` refers to ``held[index]``: every view of a mapping (and anything exported from it, even
+    its pager job) holds a reference to it (CPython: the list's and the call's own)."""
+    return sys.getrefcount(held[index]) <= 2
 
 
 def retained(data: object) -> int:

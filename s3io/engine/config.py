@@ -18,6 +18,8 @@ Defaults, and the anchors they come from:
 - cache_bytes 0: completed GETs are not kept; set it to keep recent GETs of a pinned version in an LRU
   (e.g. a small object fetched whole for its footer, then again for its column chunks). The cache is
   memory in addition to memory_budget.
+- memory_budget also bounds the engine's warm buffers: the mapped buffers of reads whose results were let go of, kept
+  (at most memory_budget of them idle) so the next read of about their size skips faulting in fresh pages.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 from s3io import errors
 from s3io.aio import map_bounded
 from s3io.engine.budget import ByteBudget, Lease
-from s3io.engine.buffers import allocate, page_in, retained
+from s3io.engine.buffers import BufferPool, retained
 from s3io.engine.config import EngineConfig
 from s3io.engine.consumer import ConsumerWatch
 from s3io.engine.hedge import Hedger
@@ -231,6 +231,8 @@ class RangeEngine:
         )
         self._pins: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._counters = _Counters()
+        # the mapped buffers of this engine's reads, reused once let go of (warm pages; at most a budget's worth)
+        self._buffers = BufferPool(self.config.memory_budget)
 
     def __repr__(self) -> str:
         return f"RangeEngine({self.client!r}, {self.config.describe()})"
@@ -532,9 +534,7 @@ class RangeEngine:
         size = identity.size
         into = None
         if size:
-            buffer = allocate(size)
-            page_in(buffer)
-            into = memoryview(buffer)
+            into = memoryview(self._buffers.take(size))[:size]
         result = await self._get(obj, WHOLE_OBJECT, identity, exact=False, into=into)
         if size is not None and len(result.data) != size:
             raise errors.Truncated(
@@ -544,10 +544,7 @@ class RangeEngine:
 
     async def _read_spans(self, obj: ObjectInfo, spans: list[Range], identity: _Identity) -> list[Blob]:
         """Each ``[start, end)`` span in one buffer of its own, filled by part_size parts landing at their offsets."""
-        buffers = [allocate(end - start) for start, end in spans]
-        for buffer in buffers:
-            page_in(buffer)
-        views = [memoryview(buffer) for buffer in buffers]
+        views = [memoryview(self._buffers.take(end - start))[: end - start] for start, end in spans]
         await self._fill(obj, identity, [(start, end, view) for (start, end), view in zip(spans, views, strict=True)])
         return [view.toreadonly() for view in views]
 
@@ -555,10 +552,9 @@ class RangeEngine:
         self, obj: ObjectInfo, spans: list[Range], runs: list[Range], identity: _Identity
     ) -> list[Blob]:
         """The bytes of each run (``runs``: in offset order, each inside one span), side by side in one buffer the
-        size of the runs alone (faulted in by the pager, off the event loop); a span's bytes between its runs land in
-        scratch (``Pieces``), never in memory kept for the caller."""
-        buffer = allocate(sum(end - start for start, end in runs))
-        page_in(buffer)
+        size of the runs alone (a let-go one of the engine's, or fresh and faulted in by the pager); a span's bytes
+        between its runs land in scratch (``Pieces``), never in memory kept for the caller."""
+        buffer = self._buffers.take(sum(end - start for start, end in runs))
         offsets = list(itertools.accumulate((end - start for start, end in runs), initial=0))
         views = [memoryview(buffer)[offsets[i] : offsets[i + 1]] for i in range(len(runs))]
         jobs: list[tuple[int, int, memoryview | Pieces]] = []
