@@ -1,8 +1,10 @@
 """WSGI middleware for MotoWsgiServer that make moto answer as other S3 stores do, one behaviour at a time.
 
-moto ignores per-object ETags in DeleteObjects; ``honours_bulk_etags`` adds them, so ``MotoWsgiServer(
-honours_bulk_etags)`` has every behaviour AWS S3 documents, and each quirk stacked on it takes one away, as a store
-that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
+moto before 5.2.6 ignores per-object ETags in DeleteObjects; ``honours_bulk_etags`` adds them, so ``MotoWsgiServer(
+honours_bulk_etags)`` has every behaviour AWS S3 documents on any moto, and each quirk stacked on it takes one away,
+as a store that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
+
+    ignores_bulk_etags                          moto before 5.2.6: DeleteObjects deletes whatever its <ETag>
 
     ignores_header("PUT", "If-None-Match")      a store that ignores conditional create
     refuses_header("PUT", "If-None-Match")      one that answers 501 NotImplemented to it
@@ -272,6 +274,18 @@ def honours_bulk_etags(app: WsgiApp) -> WsgiApp:
         if status.startswith("200") and errors:
             body = body.replace(b"</DeleteResult>", errors + b"</DeleteResult>")
         return _respond(start_response, status, headers, body)
+
+    return serve
+
+
+def ignores_bulk_etags(app: WsgiApp) -> WsgiApp:
+    """DeleteObjects as moto before 5.2.6 serves it: each object's <ETag> dropped, so a changed object is deleted."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        if environ.get("REQUEST_METHOD") == "POST" and "delete" in query:
+            _replace_body(environ, re.sub(rb"<ETag>[^<]*</ETag>", b"", _read_body(environ)))
+        return app(environ, start_response)
 
     return serve
 
