@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.faultproxy import ErrorResponse, FaultRule, Reset, ResetBeforeHeaders, Stall
 from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
@@ -25,6 +24,7 @@ from test_compact_support import (
 
 from s3io import AccessDenied
 from s3io.compaction import compact_prefix
+from testbed.faultproxy import ErrorResponse, FaultRule, Reset, ResetBeforeHeaders, Stall
 
 pytestmark = pytest.mark.timeout(120)
 
