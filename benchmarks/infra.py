@@ -13,7 +13,6 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -21,12 +20,19 @@ from typing import TypeVar
 
 from testbed.faultproxy import FaultProxyProcess
 from testbed.memory_endpoint import MemoryEndpoint
-from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_REGION, FAKE_SECRET_KEY, MotoProcess, use_fake_aws_environment
+from testbed.moto_server import (
+    FAKE_ACCESS_KEY,
+    FAKE_REGION,
+    FAKE_SECRET_KEY,
+    MotoProcess,
+    environment,
+    use_fake_aws_environment,
+)
 from testbed.processes import REPO_ROOT, ChildServer, RequestCounts
 
 # the benchmarks' names for what the test world calls them
 ACCESS_KEY, SECRET_KEY, REGION = FAKE_ACCESS_KEY, FAKE_SECRET_KEY, FAKE_REGION
-__all__ = ["REPO_ROOT", "RequestCounts", "use_fake_aws_environment"]  # used by benchmarks from here
+__all__ = ["REPO_ROOT", "RequestCounts", "environment", "use_fake_aws_environment"]  # used by benchmarks from here
 Served = TypeVar("Served", bound=ChildServer)
 
 
@@ -205,18 +211,3 @@ class Stack:
         if latency not in self._object_servers:
             self._object_servers[latency] = self._started(MemoryEndpoint(latency, (data, bucket, key)))
         return self._object_servers[latency]
-
-
-@contextlib.contextmanager
-def environment(**variables: str) -> Iterator[None]:
-    """Set environment variables for a block and restore them after."""
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

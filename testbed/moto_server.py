@@ -27,8 +27,8 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import boto3
@@ -87,28 +87,38 @@ UNSET_AWS_ENV: tuple[str, ...] = (
 )
 
 
-def use_fake_aws_environment() -> dict[str, str | None]:
+# What the fake AWS environment sets (a value) and removes (None).
+FAKE_AWS_VARIABLES: dict[str, str | None] = {**dict.fromkeys(UNSET_AWS_ENV), **FAKE_AWS_ENV}
+
+
+def use_fake_aws_environment() -> None:
     """Set fake credentials and remove profile/endpoint/proxy variables, for this process and the children it
-    starts; returns what they were (``fake_aws_environment`` restores them)."""
-    saved = {name: os.environ.get(name) for name in (*FAKE_AWS_ENV, *UNSET_AWS_ENV)}
-    for name in UNSET_AWS_ENV:
-        os.environ.pop(name, None)
-    os.environ.update(FAKE_AWS_ENV)
-    return saved
+    starts (a benchmark run's whole life; a test session uses ``fake_aws_environment``, which restores them)."""
+    _set_environment(FAKE_AWS_VARIABLES)
+
+
+def fake_aws_environment() -> AbstractContextManager[None]:
+    """Fake credentials and no profile/endpoint/proxy variables for a block, the environment restored on exit."""
+    return environment(**FAKE_AWS_VARIABLES)
 
 
 @contextmanager
-def fake_aws_environment() -> Iterator[None]:
-    """Fake credentials and no profile/endpoint/proxy variables for a block, the environment restored on exit."""
-    saved = use_fake_aws_environment()
+def environment(**variables: str | None) -> Iterator[None]:
+    """Set (a value) or remove (None) environment variables for a block, and restore them after."""
+    saved = {name: os.environ.get(name) for name in variables}
     try:
+        _set_environment(variables)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(saved)
+
+
+def _set_environment(variables: Mapping[str, str | None]) -> None:
+    for name, value in variables.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _dated_by(front: SigV4CheckingApp) -> type[MotoRequestHandler]:

@@ -149,16 +149,26 @@ class DaemonGroup:
         return self._dir
 
     def _spawn(
-        self, name: str, argv: list[str], env: Mapping[str, str] | None = None, *, cwd: Path | None = None
+        self,
+        name: str,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        cwd: Path | None = None,
+        piped: bool = False,
     ) -> subprocess.Popen[Any]:
-        """Start a process in the foreground, in a process group of its own, output to the log directory."""
+        """Start a process in the foreground, in a process group of its own, its output to the log directory; with
+        ``piped``, its stdin and stdout are text pipes to us (a ChildServer's commands and answers) and only its
+        stderr goes to the log."""
         log = open(self._require_dir() / "log" / f"{name}.out", "wb")  # noqa: SIM115 closed in stop()
         self._logs.append(log)
+        streams: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": log, "stderr": subprocess.STDOUT}
+        if piped:
+            streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": log}
         self._processes[name] = process = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            **streams,
+            text=piped,
             start_new_session=True,
             preexec_fn=die_with_parent,
             env=env,
@@ -252,21 +262,8 @@ class ChildServer(DaemonGroup):
     def _launch(self, deadline: float) -> None:
         env = dict(os.environ)  # the repository importable from any working directory (a netns' too)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        log = open(self._require_dir() / "log" / "server.out", "wb")  # noqa: SIM115 closed in stop()
-        self._logs.append(log)
-        self._process = process = subprocess.Popen(
-            [*self._prefix, sys.executable, "-m", self._module, *self._args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-            env=env,
-            cwd=REPO_ROOT,
-        )
-        self._processes["server"] = process
-        self.started_pids.append(process.pid)
+        argv = [*self._prefix, sys.executable, "-m", self._module, *self._args]
+        self._process = process = self._spawn("server", argv, env, cwd=REPO_ROOT, piped=True)
         assert process.stdout is not None
         threading.Thread(target=_pump_lines, args=(process.stdout, self._lines), daemon=True).start()
         port = int(self._receive(max(1.0, deadline - time.monotonic()))["port"])
