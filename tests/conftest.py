@@ -80,10 +80,11 @@ def _store_verdicts_of_this_test_only() -> Iterator[None]:
 def _every_request_correctly_signed(request: pytest.FixtureRequest) -> Iterator[None]:
     """After a test that used the moto server: no request was refused by the signature check, unless the test is
     marked `signature_errors_expected` (it provokes them on purpose and asserts on them itself)."""
+    checked = "s3_endpoint" in request.fixturenames and not request.node.get_closest_marker("signature_errors_expected")
+    server: MotoServer | None = request.getfixturevalue("moto_server") if checked else None  # not in teardown
     yield
-    if "s3_endpoint" not in request.fixturenames or request.node.get_closest_marker("signature_errors_expected"):
+    if server is None:
         return
-    server: MotoServer = request.getfixturevalue("moto_server")
     # An unknown access key is a test's own doing, never the signer's: a test of wrong credentials whose concurrent
     # second request is refused after its teardown would otherwise be blamed on the next test.
     taken = server.front.take_rejections() if server.front else []
