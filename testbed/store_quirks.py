@@ -1,9 +1,9 @@
 """Stores that answer as other S3 stores do, one behaviour at a time: WSGI middleware for moto (``MotoServer(
 *middleware)``), and ``store_with(*quirks)``, such a store for a block.
 
-moto ignores per-object ETags in DeleteObjects; ``honours_bulk_etags`` adds them, so ``store_with(
-honours_bulk_etags)`` has every behaviour AWS S3 documents, and each quirk stacked on it takes one away, as a store
-that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
+moto before 5.2.6 ignores per-object ETags in DeleteObjects; ``honours_bulk_etags`` adds them, so ``store_with(
+honours_bulk_etags)`` has every behaviour AWS S3 documents whatever moto's version, and each quirk stacked on it
+takes one away, as a store that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
 
     ignores_header("PUT", "If-None-Match")      a store that ignores conditional create
     lax_conditionals                            one that ignores If-Match and If-None-Match on PUT and DELETE
