@@ -275,8 +275,9 @@ class ChildServer(DaemonGroup):
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
             raise self.UNAVAILABLE(f"{self._module} silent for {timeout:g} s") from None
-        if line is None:
-            raise self.UNAVAILABLE(f"{self._module} exited:\n{self.log_tails()}")
+        if line is None:  # while starting, start() adds the log tails
+            tails = f":\n{self.log_tails()}" if self.started_in is not None else ""
+            raise self.UNAVAILABLE(f"{self._module} exited{tails}")
         message: dict[str, Any] = json.loads(line)
         if "error" in message:
             raise RuntimeError(f"{self._module}: {message['error']}")
