@@ -24,14 +24,14 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import boto3
 
-from benchmarks.infra import REPO_ROOT, MotoProcess, ProxyProcess, use_fake_aws_environment
+from benchmarks.infra import REPO_ROOT, use_fake_aws_environment
 from s3io import Policy, S3Client
+from testbed.faultproxy import FaultProxyProcess
+from testbed.moto_server import MotoProcess
 
 BUCKET = "bench-checksums"
 SMALL_KEY = "small-1k"
@@ -155,18 +155,11 @@ def main() -> None:
         _child(mode, what, int(count), endpoint)
         return
     use_fake_aws_environment()
-    with tempfile.TemporaryDirectory() as logs:
-        moto = MotoProcess(Path(logs)).start()
-        proxy = None
-        try:
-            prepare(moto.url)
-            proxy = ProxyProcess(moto.url, 0.0, Path(logs)).start()
+    with MotoProcess() as moto:
+        prepare(moto.url)
+        with FaultProxyProcess(moto.url) as proxy:
             cpu = asyncio.run(interleaved(proxy.url, args.gets, args.puts, args.rounds))
             counted = None if args.no_instructions or shutil.which("valgrind") is None else instructions(proxy.url)
-        finally:
-            if proxy is not None:
-                proxy.stop()
-            moto.stop()
     print(report(cpu, counted))
 
 

@@ -1,7 +1,7 @@
 """Requests a partition-filtered s3parquet read makes over 30 daily partitions, with and without ``filter``.
 
 ``python -m benchmarks.declared_filter`` uploads 30 ``day=`` partitions of 2 files each to moto (behind the strict
-SigV4 front), reads them through the counting proxy (tests/support/faultproxy.py) in a local Spark session, once
+SigV4 front), reads them through the counting proxy (testbed/faultproxy.py) in a local Spark session, once
 with ``.option("filter", "day = '2026-01-15'")`` and once with Spark's own ``.filter(...)`` (which PySpark 4.3 does
 not push into a Python source), each with ``columns`` and without, and prints the LISTs, the GETs of data files and
 the files they touched. Traffic stays on loopback.
@@ -13,23 +13,20 @@ import io
 import sys
 from collections import Counter
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-ROOT = Path(__file__).resolve().parent.parent
 DAYS = [date(2026, 1, 1) + timedelta(days=i) for i in range(30)]
 CONDITION = "day = '2026-01-15'"
 
 
 def main() -> int:
-    sys.path.insert(0, str(ROOT / "tests"))
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from support.faultproxy import FaultProxy
-    from support.moto_server import MotoServer, boto3_client, fake_aws_environment
 
     from spark_ext.session import local_session
+    from testbed.faultproxy import FaultProxy
+    from testbed.moto_server import MotoServer, boto3_client, fake_aws_environment
 
     with fake_aws_environment():
         moto = MotoServer()

@@ -204,8 +204,7 @@ class _NotS3(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def servers() -> Iterator[dict[str, str]]:
     """moto with a table, a non-parquet file; a not-S3 server; a refusing and a silent port."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from support.moto_server import MotoServer, boto3_client, fake_aws_environment
+    from testbed.moto_server import MotoServer, boto3_client, fake_aws_environment
 
     with fake_aws_environment():
         moto = MotoServer()

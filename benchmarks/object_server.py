@@ -1,6 +1,7 @@
 """Child process: an in-memory S3 endpoint for benchmarks (benchmarks/memory_s3), buckets and all.
 
-Run as ``python -m benchmarks.object_server PARENT_PID [--object FILE BUCKET KEY] [--latency SECONDS]``.
+Run as ``python -m benchmarks.object_server [--object FILE BUCKET KEY] [--latency SECONDS]``; started by its launcher,
+``testbed.memory_endpoint.MemoryEndpoint`` (tests and benchmarks alike).
 
 Why: moto spends about 3 ms of CPU per request on the same two cores as the client, so every benchmark that
 touches many objects measures moto. This server answers from memory in tens of microseconds on kept-alive
@@ -10,7 +11,7 @@ HEAD, ListObjectsV2, PUT, multipart uploads, DeleteObject(s), CopyObject, condit
 Each listener may wait a fixed time before every answer's first byte (a timer, no CPU), which stands in for
 S3's time to first byte.
 
-The control pipe is the proxy's (see ``benchmarks/proxy_process.py``), one JSON object per line each way:
+The control pipe is every child server's (``testbed/processes.py``), one JSON object per line each way:
 stdout ``{"port": N}`` once listening; stdin ``counts``, ``reset``, ``listen SECONDS`` (another port on the same
 buckets whose answers wait SECONDS: ``{"port": M}``), ``stop`` (or EOF).
 """
@@ -19,16 +20,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.lifetime import die_with_parent
 from benchmarks.memory_s3.operations import Endpoint, quoted_md5
 from benchmarks.memory_s3.store import Bucket, StoredObject
 from benchmarks.memory_s3.wire import Connection
+from testbed.processes import reply
 
 
 def seed(endpoint: Endpoint, data: bytes, bucket: str, key: str) -> None:
@@ -65,11 +65,6 @@ async def serve(endpoint: Endpoint, latency: float) -> None:
     """Listen, report the port, then answer control commands from stdin until stop/EOF."""
     loop = asyncio.get_running_loop()
     servers = [await listen(endpoint, latency)]
-
-    def reply(message: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(message) + "\n")
-        sys.stdout.flush()
-
     reply({"port": _port(servers[0])})
     try:
         while True:
@@ -103,11 +98,9 @@ async def serve(endpoint: Endpoint, latency: float) -> None:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks.object_server")
-    parser.add_argument("parent_pid", type=int)
     parser.add_argument("--object", nargs=3, metavar=("FILE", "BUCKET", "KEY"), help="seed one object from FILE")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds to wait before every answer")
     args = parser.parse_args(argv)
-    die_with_parent(args.parent_pid)
     endpoint = Endpoint()
     if args.object:
         object_file, bucket, key = args.object

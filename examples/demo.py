@@ -13,10 +13,8 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
-import logging
 import os
 import random
-import socket
 import sys
 import time
 import uuid
@@ -51,21 +49,14 @@ class Checksum:
 
 @contextlib.contextmanager
 def embedded_s3() -> Iterator[str]:
-    """moto's S3 server on a free loopback port, with fake credentials for this process and Spark's workers."""
-    from moto.server import ThreadedMotoServer
+    """moto's S3 server on a free loopback port (the test suite's launcher, testbed/moto_server.py, lenient: moto as
+    it is), with credentials for this process and Spark's workers unless the environment has its own."""
+    from testbed.moto_server import MotoServer
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     for name, value in (("AWS_ACCESS_KEY_ID", "demo"), ("AWS_SECRET_ACCESS_KEY", "demo"), ("AWS_REGION", "us-east-1")):
         os.environ.setdefault(name, value)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with MotoServer(strict=False) as endpoint:
+        yield endpoint.url
 
 
 def landing_zone(files_per_day: int, seed: int = 7) -> dict[str, pa.Table]:

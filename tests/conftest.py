@@ -1,6 +1,6 @@
-"""Shared fixtures: a loopback moto S3 server (and the same behind TLS), per-test buckets, a fault-injecting proxy, a
-forward proxy, a netns blackhole, and the real stores of the store conformance suite: Ceph RGW and Swift (from
-Debian's packages), s3rver and LocalStack."""
+"""Shared fixtures over the launchers of testbed/: a loopback moto S3 server (and the same behind TLS), per-test
+buckets, a fault-injecting proxy, a forward proxy, a netns blackhole, and the real stores of the store conformance
+suite: Ceph RGW and Swift (from Debian's packages), s3rver and LocalStack."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support.faultproxy import FaultProxy
-from support.forward_proxy import ForwardProxy
-from support.localstack import LocalStackS3, LocalStackUnavailable
-from support.localstack import unavailable_reason as localstack_unavailable_reason
-from support.moto_server import (
+
+from s3io.s3.capabilities import VERDICTS
+from s3io.s3.checksum_refusals import REFUSALS
+from testbed.faultproxy import FaultProxy
+from testbed.forward_proxy import ForwardProxy
+from testbed.localstack import LocalStackS3
+from testbed.moto_server import (
     FAKE_ACCESS_KEY,
     FAKE_SECRET_KEY,
     MotoServer,
@@ -24,18 +26,13 @@ from support.moto_server import (
     fake_aws_environment,
     unique_bucket_name,
 )
-from support.netns import NetnsS3Server, NetnsUnavailable, unavailable_reason
-from support.rgw import CephRgw, RgwUnavailable, RgwUser
-from support.rgw import unavailable_reason as rgw_unavailable_reason
-from support.s3_security import S3SecurityApp
-from support.s3rver import S3rver, S3rverUnavailable
-from support.s3rver import unavailable_reason as s3rver_unavailable_reason
-from support.swift import SwiftS3, SwiftUnavailable
-from support.swift import unavailable_reason as swift_unavailable_reason
-from support.tls import OPENSSL_MISSING, self_signed_certificate, tls_forwarder
-
-from s3io.s3.capabilities import VERDICTS
-from s3io.s3.checksum_refusals import REFUSALS
+from testbed.netns import NetnsS3Server, NetnsUnavailable, unavailable_reason
+from testbed.processes import DaemonGroup
+from testbed.rgw import CephRgw, RgwUser
+from testbed.s3_security import S3SecurityApp
+from testbed.s3rver import S3rver
+from testbed.swift import SwiftS3
+from testbed.tls import OPENSSL_MISSING, self_signed_certificate, tls_forwarder
 
 SESSION_STORES: set[str] = set()  # endpoints of the session's stores (moto, RGW): their probe verdicts are kept
 
@@ -83,10 +80,11 @@ def _store_verdicts_of_this_test_only() -> Iterator[None]:
 def _every_request_correctly_signed(request: pytest.FixtureRequest) -> Iterator[None]:
     """After a test that used the moto server: no request was refused by the signature check, unless the test is
     marked `signature_errors_expected` (it provokes them on purpose and asserts on them itself)."""
+    checked = "s3_endpoint" in request.fixturenames and not request.node.get_closest_marker("signature_errors_expected")
+    server: MotoServer | None = request.getfixturevalue("moto_server") if checked else None  # not in teardown
     yield
-    if "s3_endpoint" not in request.fixturenames or request.node.get_closest_marker("signature_errors_expected"):
+    if server is None:
         return
-    server: MotoServer = request.getfixturevalue("moto_server")
     # An unknown access key is a test's own doing, never the signer's: a test of wrong credentials whose concurrent
     # second request is refused after its teardown would otherwise be blamed on the next test.
     taken = server.front.take_rejections() if server.front else []
@@ -228,16 +226,8 @@ def rgw(fake_aws_env: None) -> Iterator[CephRgw]:
     keys (so every client of the suite reaches it as it reaches moto). Skips, with the reason, where it cannot run
     (not root, packages missing); fails, with the daemons' log tails, where it should run and does not come up."""
 
-    def cost(server: CephRgw) -> str:
-        rss = server.rss_bytes()
-        return (
-            f"Ceph RGW: up in {server.started_in:.1f} s; the daemons' RSS at the end: "
-            + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items())
-            + f" (total {sum(rss.values()) / 2**20:.0f} MiB)"
-        )
-
     server = CephRgw(RgwUser(FAKE_ACCESS_KEY, FAKE_SECRET_KEY))
-    yield from _for_the_session("Ceph RGW", rgw_unavailable_reason(), server, RgwUnavailable, cost)
+    yield from _for_the_session(server)
 
 
 @pytest.fixture(scope="session")
@@ -245,11 +235,8 @@ def s3rver(fake_aws_env: None) -> Iterator[S3rver]:
     """An s3rver (npm) on loopback for the session, its one account signing with the session's fake keys. Skips,
     with the reason, where Node or s3rver is missing; fails, with its output, where it should run and does not."""
 
-    def cost(server: S3rver) -> str:
-        return f"s3rver: up in {server.started_in:.1f} s; its RSS at the end: {server.rss_bytes() / 2**20:.0f} MiB"
-
     server = S3rver(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
-    yield from _for_the_session("s3rver", s3rver_unavailable_reason(), server, S3rverUnavailable, cost)
+    yield from _for_the_session(server)
 
 
 @pytest.fixture(scope="session")
@@ -258,11 +245,8 @@ def localstack(fake_aws_env: None) -> Iterator[LocalStackS3]:
     suite's fake ones. Skips, with the reason, where its venv is missing; fails, with its log tail, where it should
     run and does not come up."""
 
-    def cost(server: LocalStackS3) -> str:
-        return f"LocalStack: up in {server.started_in:.1f} s; its RSS at the end: {server.rss_bytes() / 2**20:.0f} MiB"
-
     server = LocalStackS3()
-    yield from _for_the_session("LocalStack", localstack_unavailable_reason(), server, LocalStackUnavailable, cost)
+    yield from _for_the_session(server)
 
 
 @pytest.fixture(scope="session")
@@ -271,34 +255,25 @@ def swift(fake_aws_env: None) -> Iterator[SwiftS3]:
     fake keys. Skips, with the reason, where its packages are missing; fails, with the daemons' log tails, where it
     should run and does not come up."""
 
-    def cost(server: SwiftS3) -> str:
-        rss = server.rss_bytes()
-        return (
-            f"Swift: up in {server.started_in:.1f} s; the daemons' RSS at the end: "
-            + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items())
-            + f" (total {sum(rss.values()) / 2**20:.0f} MiB)"
-        )
-
     server = SwiftS3(FAKE_ACCESS_KEY, FAKE_SECRET_KEY)
-    yield from _for_the_session("Swift", swift_unavailable_reason(), server, SwiftUnavailable, cost)
+    yield from _for_the_session(server)
 
 
-def _for_the_session(
-    name: str, reason: str | None, server: Any, unavailable: type[Exception], cost: Callable[[Any], str]
-) -> Iterator[Any]:
-    """Start a real store for the session (skip with ``reason`` where it cannot run; fail where it should and does
-    not come up), keep its probe verdict for the session, and say at the end what it cost (``cost``)."""
+def _for_the_session(server: DaemonGroup) -> Iterator[Any]:
+    """Start a real store for the session (skip with the reason where it cannot run; fail where it should and does
+    not come up), keep its probe verdict for the session, and say at the end what it cost."""
+    reason = server.unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
     try:
         server.start()
-    except unavailable as exc:
-        pytest.fail(f"{name} did not start: {exc}", pytrace=False)
+    except server.UNAVAILABLE as exc:
+        pytest.fail(f"{server.NAME} did not start: {exc}", pytrace=False)
     SESSION_STORES.add(server.endpoint.url)
     try:
         yield server
     finally:
-        line = cost(server)
+        line = server.cost()
         server.stop()
         STORE_COSTS.append(line)
 

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support.faultproxy import ErrorResponse, FaultProxy, FaultRule, Latency, Reset, Stall
 
 import s3io
 from s3io import InvalidConfig, NotFound, Policy, SchemaMismatch
 from s3io.blocking import background_loop
 from s3io.engine import RangeEngine
+from testbed.faultproxy import ErrorResponse, FaultProxy, FaultRule, Latency, Reset, Stall
 
 POLICY = Policy(max_attempts=6, backoff_base=0.01, backoff_cap=0.2)
 

@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from botocore.exceptions import ClientError
-from support.moto_server import boto3_client, empty_and_delete_bucket, unique_bucket_name
 
-from benchmarks.infra import ObjectServerProcess, Stack
 from s3io import Credentials, Policy, S3Client, errors
+from testbed.memory_endpoint import MemoryEndpoint
+from testbed.moto_server import boto3_client, empty_and_delete_bucket, unique_bucket_name
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,21 +39,17 @@ def quoted_md5(data: bytes) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    with Stack() as stack:
-        yield stack
-
-
-@pytest.fixture(scope="module")
-def server(stack: Stack) -> ObjectServerProcess:
+def server() -> Iterator[MemoryEndpoint]:
     """The one-object server cpu_per_get uses."""
-    return stack.object_server(DATA, "bench", "dir/object.bin")
+    with MemoryEndpoint(seed=(DATA, "bench", "dir/object.bin")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
-def endpoint(stack: Stack) -> ObjectServerProcess:
+def endpoint() -> Iterator[MemoryEndpoint]:
     """The bucket-level endpoint the many-object benchmarks use."""
-    return stack.endpoint
+    with MemoryEndpoint() as endpoint:
+        yield endpoint
 
 
 def s3io_client(url: str) -> S3Client:
@@ -61,7 +57,7 @@ def s3io_client(url: str) -> S3Client:
 
 
 @pytest.fixture
-def bucket(endpoint: ObjectServerProcess) -> str:
+def bucket(endpoint: MemoryEndpoint) -> str:
     """A fresh bucket on the endpoint."""
     name = unique_bucket_name("bench")
     boto3_client(endpoint.url).create_bucket(Bucket=name)
@@ -69,7 +65,7 @@ def bucket(endpoint: ObjectServerProcess) -> str:
 
 
 @pytest.fixture(params=["memory", "moto"])
-def peer(request: pytest.FixtureRequest, endpoint: ObjectServerProcess) -> Iterator[tuple[Any, str]]:
+def peer(request: pytest.FixtureRequest, endpoint: MemoryEndpoint) -> Iterator[tuple[Any, str]]:
     """(boto3 client, fresh bucket) on the endpoint, then on moto: the same assertions must hold on both."""
     url = endpoint.url if request.param == "memory" else request.getfixturevalue("s3_endpoint").url
     client = boto3_client(url)
@@ -573,15 +569,18 @@ def test_compaction_runs_in_process_against_the_endpoint(endpoint, bucket) -> No
     assert len(data) == 1 and s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
-def test_an_unknown_benchmark_server_is_named_with_the_known_ones(stack) -> None:
+def test_an_unknown_benchmark_server_is_named_with_the_known_ones() -> None:
+    from benchmarks.infra import Stack
     from benchmarks.servers import servers
+
+    stack = Stack()  # nothing starts until a server is asked for
 
     assert [server.name for server in servers(stack, ("memory", "moto"))] == ["moto", "memory"]
     with pytest.raises(ValueError, match=r"unknown server\(s\) \['minio'\]; expected some of \('moto', 'memory'\)"):
         servers(stack, ("minio",))
 
 
-async def test_delete_objects_with_etags_is_conditional_per_object(endpoint: ObjectServerProcess, bucket: str) -> None:
+async def test_delete_objects_with_etags_is_conditional_per_object(endpoint: MemoryEndpoint, bucket: str) -> None:
     """s3io's DeleteObjects with per-object ETags on a store that honours them (S3 does): the object whose ETag
     matches goes, the other is kept and reported as PreconditionFailed."""
     boto = boto3_client(endpoint.url)
@@ -594,7 +593,7 @@ async def test_delete_objects_with_etags_is_conditional_per_object(endpoint: Obj
 
 
 async def test_compaction_deletes_its_inputs_in_one_conditional_delete_objects_where_the_store_honours_it(
-    endpoint: ObjectServerProcess, bucket: str
+    endpoint: MemoryEndpoint, bucket: str
 ) -> None:
     from test_compact_support import TEST_OPTIONS, plain_table, same_rows, write_landing_zone
 

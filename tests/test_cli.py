@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from support.faultproxy import ErrorResponse, FaultProxy, FaultRule, Stall
+
+from testbed.faultproxy import ErrorResponse, FaultProxy, FaultRule, Stall
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.faultproxy import ErrorResponse, FaultRule, Reset, ResetBeforeHeaders, Stall
 from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
@@ -27,6 +26,7 @@ from s3io import AccessDenied
 from s3io.compaction import compact_prefix
 from s3io.s3.capabilities import Capability
 from s3io.table.store_check import probe_store
+from testbed.faultproxy import ErrorResponse, FaultRule, Reset, ResetBeforeHeaders, Stall
 
 pytestmark = pytest.mark.timeout(120)
 

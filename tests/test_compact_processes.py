@@ -13,9 +13,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.faultproxy import FaultProxy, FaultRule, StallBeforeHeaders
-from support.moto_wsgi import MotoWsgiServer
-from support.store_quirks import refuses_checksum_headers
 from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
@@ -36,6 +33,8 @@ from s3io.s3.types import ObjectInfo
 from s3io.store import StoreConfig
 from s3io.table.crash import CrashPoint
 from spark_ext.compact.__main__ import main as cli_main
+from testbed.faultproxy import FaultProxy, FaultRule, StallBeforeHeaders
+from testbed.store_quirks import refuses_checksum_headers, store_with
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -76,7 +75,7 @@ def test_groups_run_in_worker_processes_which_end_with_the_run_and_know_what_the
         if event.phase == "rewriting":
             seen.update(p.pid for p in multiprocessing.active_children() if p.pid is not None)
 
-    with MotoWsgiServer(refuses_checksum_headers) as store:
+    with store_with(refuses_checksum_headers) as store:
         proxy = make_fault_proxy(upstream=store)
         report = spark_ext.compact(
             None,

@@ -1,6 +1,6 @@
 """Two compaction jobs racing over one prefix, one with a skewed clock: every row exactly once, no run refused forever.
 
-Job A talks to moto through a request gate (tests/support/moto_wsgi.py) that holds chosen requests of A's before
+Job A talks to moto through a request gate (testbed/store_quirks.py) that holds chosen requests of A's before
 moto sees them, until the test releases them: A's journal write then lands late, after job B acted, as a write
 from a paused or partitioned job does. B talks to moto directly. The clocks are parameters of the jobs (``clock=``),
 skewed by an hour, as a machine without NTP would be.
@@ -17,9 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.faultproxy import ErrorResponse, FaultRule, Respond
-from support.moto_wsgi import Gate, GatedRequest, MotoWsgiServer
-from support.store_quirks import honours_bulk_etags
 from test_compact_support import (
     TEST_OPTIONS,
     all_keys,
@@ -41,6 +38,8 @@ from s3io.stream_state.lease import Lease, StreamLease, read_lease
 from s3io.stream_state.manifest import Manifest, ManifestFile
 from s3io.stream_state.state_store import StreamStore
 from s3io.table import read_journal
+from testbed.faultproxy import ErrorResponse, FaultRule, Respond
+from testbed.store_quirks import Gate, GatedRequest, honours_bulk_etags, store_with
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -109,7 +108,7 @@ async def test_a_challenger_whose_clock_runs_an_hour_ahead_never_takes_a_live_lo
     url = f"s3://{bucket}/{PREFIX}"
     gate = Gate(_by_job_a("/_s3io_table/journal/"))
     gate.arm()
-    with MotoWsgiServer(gate.middleware) as gated_url:
+    with store_with(gate.middleware) as gated_url:
         try:
             async with make_client(gated_url) as a, make_client(s3_endpoint.url) as b:
                 job_a = asyncio.create_task(compact_prefix(a, url, OPTIONS_A))
@@ -143,7 +142,7 @@ async def test_a_holder_that_lost_its_lease_mid_commit_never_commits_and_its_lat
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6}, rows_per_file=20)
     url = f"s3://{bucket}/{PREFIX}"
     gate = _hold_commits_then_renewals_of_job_a()
-    with MotoWsgiServer(gate.middleware) as gated_url:
+    with store_with(gate.middleware) as gated_url:
         try:
             async with make_client(gated_url) as a, make_client(s3_endpoint.url) as b:
 
@@ -223,7 +222,7 @@ async def test_inputs_a_late_claim_names_are_left_out_of_the_next_plan(
         return listing and "prefix=raced%2F_s3io_table%2Fjournal%2F" in request.query and next(journal_lists) == 2
 
     gate_b = Gate(second_journal_listing)
-    with MotoWsgiServer(gate_a.middleware) as url_a, MotoWsgiServer(gate_b.middleware) as url_b:
+    with store_with(gate_a.middleware) as url_a, store_with(gate_b.middleware) as url_b:
         try:
             async with make_client(url_a) as a, make_client(url_b) as b:
 
@@ -448,7 +447,7 @@ async def test_a_bulk_delete_that_fails_some_keys_transiently_deletes_them_one_b
         f"<Error><Key>{key}</Key><Code>InternalError</Code><Message>try again</Message></Error>" for key in inputs
     )
     answer = Respond(200, f'<?xml version="1.0" encoding="UTF-8"?><DeleteResult>{errors_xml}</DeleteResult>'.encode())
-    with MotoWsgiServer(honours_bulk_etags) as store:
+    with store_with(honours_bulk_etags) as store:
         fault_proxy = make_fault_proxy(upstream=store)
         rule = fault_proxy.add_rule(FaultRule(answer, method="POST", predicate=lambda r: r.query == "delete=", nth=3))
         async with make_client(fault_proxy.url) as through_proxy:

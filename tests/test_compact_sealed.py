@@ -17,8 +17,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from awscrt import checksums as crt
-from support import store_quirks as quirks
-from support.moto_wsgi import MotoWsgiServer
 from test_compact_support import (
     TEST_OPTIONS,
     all_keys,
@@ -32,6 +30,8 @@ from test_compact_support import (
 from s3io.compaction import TableLock, compact_prefix, recover_prefix
 from s3io.table import layout, read_journal
 from s3io.table.transaction import copy_to_final, record_published
+from testbed import store_quirks as quirks
+from testbed.store_quirks import store_with
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -127,7 +127,7 @@ async def test_recovery_refuses_an_output_whose_stored_checksum_is_not_the_journ
     ref = entry["staging"] if state == "committed" else entry["final"]
     _swap_bytes(s3_client, bucket, ref["key"])
     before = {k: s3_client.head_object(Bucket=bucket, Key=k)["ETag"] for k in all_keys(s3_client, bucket)}
-    with MotoWsgiServer(quirks.swaps_bytes_under_etag(ref["key"], ref["etag"])) as liar:
+    with store_with(quirks.swaps_bytes_under_etag(ref["key"], ref["etag"])) as liar:
         async with make_client(liar) as client:
             recovery = await recover_prefix(client, url, TEST_OPTIONS)
     assert recovery.status == "partial" and "need a person" in recovery.message, recovery.to_text()

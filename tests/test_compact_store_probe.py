@@ -3,7 +3,7 @@ need is refused with its behaviour named, before anything is written; a store th
 another form (Ceph RGW 16: If-Match on PUT with the ETag unquoted) gets that form; a missing ETag never becomes an
 unconditional request.
 
-The stores are moto behind WSGI middleware (tests/support/moto_wsgi.py, store_quirks.py) that answer as stores do
+The stores are moto behind WSGI middleware (testbed/store_quirks.py) that answer as stores do
 that lack one behaviour; they share moto's backend with the ``s3_endpoint`` server, so the landing zone is written
 with boto3 there.
 """
@@ -18,8 +18,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support import store_quirks as quirks
-from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals, listings_without_etags, without_etags
 from test_compact_support import (
     TEST_OPTIONS,
     all_keys,
@@ -35,6 +33,9 @@ from s3io.compaction import MissingETag, TableLock, compact_prefix, recover_pref
 from s3io.s3.capabilities import VERDICTS
 from s3io.table import conditional, layout
 from s3io.table.lock import LockInfo
+from testbed import store_quirks as quirks
+from testbed.moto_server import Middleware
+from testbed.store_quirks import lax_conditionals, listings_without_etags, store_with, without_etags
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -44,7 +45,7 @@ PREFIX = "probed/"
 @pytest.fixture
 def lax_store(s3_endpoint: Any) -> Iterator[str]:
     """The URL of a store that ignores conditional headers on PUT and DELETE (moto's backend, shared)."""
-    with MotoWsgiServer(lax_conditionals) as url:
+    with store_with(lax_conditionals) as url:
         yield url
 
 
@@ -101,7 +102,7 @@ async def test_a_store_lacking_one_condition_is_refused_naming_only_it_and_nothi
     are refused) and stop later with a lock_lost blaming another job (issue 27): now it is refused up front."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6})
     before = _objects(s3_client, bucket)
-    with MotoWsgiServer(quirks.honours_bulk_etags, quirk) as url:
+    with store_with(quirks.honours_bulk_etags, quirk) as url:
         async with make_client(url) as client:
             report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert report.status == "refused", report.to_text()
@@ -116,7 +117,7 @@ async def test_a_store_that_takes_put_if_match_only_unquoted_is_compacted_in_tha
     """Ceph RGW 16 answers 412 to PUT If-Match with the object's own ETag quoted, as S3 sends ETags: the lock's
     renewals and the journal's advances are sent unquoted once probed, and every wrong ETag is still refused."""
     original = write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6})
-    with MotoWsgiServer(quirks.honours_bulk_etags, quirks.refuses_quoted_if_match) as url:
+    with store_with(quirks.honours_bulk_etags, quirks.refuses_quoted_if_match) as url:
         async with make_client(url) as client:
             report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS.replace(keep_history=True))
     assert report.status == "ok" and report.files_after == 1 and not report.conflicts, report.to_text()
@@ -184,7 +185,7 @@ async def test_a_lock_whose_etag_the_store_withholds_is_never_taken_over_uncondi
     dead = LockInfo(owner="dead-host:1", ttl=0.0, job_id="D", acquired_at=time.time() - 100).encode()
     s3_client.put_object(Bucket=bucket, Key=lock_key, Body=dead)
     no_lock_etag = without_etags(lambda method, path: method in ("GET", "HEAD") and path.endswith(lock_key))
-    with MotoWsgiServer(no_lock_etag) as url:
+    with store_with(no_lock_etag) as url:
         async with make_client(url) as client:
             lock = TableLock(client, bucket, PREFIX, owner="me", job_id="J", ttl=5, clock_skew=0)
             with pytest.raises(MissingETag, match="judge the table lock"):
@@ -196,7 +197,7 @@ async def test_files_listed_without_an_etag_are_never_compacted(s3_endpoint: Any
     """Their deletes after the commit could not be conditional: an input replaced meanwhile would be lost."""
     write_landing_zone(s3_client, bucket, PREFIX, {"date=1": 6})
     before = _objects(s3_client, bucket)
-    with MotoWsgiServer(listings_without_etags) as url:
+    with store_with(listings_without_etags) as url:
         async with make_client(url) as client:
             report = await compact_prefix(client, f"s3://{bucket}/{PREFIX}", TEST_OPTIONS)
     assert report.status == "nothing_to_do", report.to_text()

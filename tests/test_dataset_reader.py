@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from support.consumers import cancel_after_one_item
-from support.faultproxy import FaultProxy, FaultRule, Latency
 
 import s3io
 from s3io import CorruptFile, InvalidConfig, NotFound, ObjectInfo, Policy, S3Client, SchemaMismatch
@@ -22,6 +21,7 @@ from s3io.dataset import FilePiece, ParquetReader
 from s3io.engine import EngineConfig, RangeEngine
 from s3io.parquet.chunks import chunk_ranges
 from s3io.parquet.footer import TAIL_BYTES
+from testbed.faultproxy import FaultProxy, FaultRule, Latency
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from support.doc_blocks import ROOT, CodeBlock, code_blocks
-from support.moto_server import boto3_client, empty_and_delete_bucket
+
+from testbed.moto_server import boto3_client, empty_and_delete_bucket
 
 DOC_ENDPOINT = "http://127.0.0.1:9000"  # the endpoint the examples name
 README_LIMIT = 12 * 1024

@@ -11,7 +11,6 @@ import random
 from typing import Any
 
 import pytest
-from support.faultproxy import FaultProxy, FaultRule, Latency, Reset, SlowBody, Stall, Truncate
 from support.policies import MID_BODY_FAULTS
 
 import s3io.transport.exchange as exchange_module
@@ -20,6 +19,7 @@ from s3io.engine import EngineConfig, RangeEngine
 from s3io.engine.buffers import retained
 from s3io.engine.engine import KEPT_GAP
 from s3io.scatter import SCRATCH_BYTES, Pieces
+from testbed.faultproxy import FaultProxy, FaultRule, Latency, Reset, SlowBody, Stall, Truncate
 
 pytestmark = pytest.mark.timeout(120)
 

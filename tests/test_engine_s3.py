@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 import pytest
 from support.consumers import cancel_after_one_item
-from support.faultproxy import FaultProxy, FaultRule, Latency
 
 import s3io
 from s3io import ObjectInfo, Policy, S3Client
@@ -19,6 +18,7 @@ from s3io.engine import UNKNOWN_SIZE, EngineConfig, RangeEngine, Request
 from s3io.engine.buffers import retained
 from s3io.engine.engine import KEPT_GAP
 from s3io.parquet.sparse import RangeNotFetched, SparseFile
+from testbed.faultproxy import FaultProxy, FaultRule, Latency
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.faultproxy import FaultProxy, FaultRule, ResetBeforeHeaders
 
 from s3io.errors import EndpointNotS3, EndpointUnreachable
 from s3io.policy import Policy
 from s3io.store import StoreConfig
+from testbed.faultproxy import FaultProxy, FaultRule, ResetBeforeHeaders
 
 QUICK = Policy(connect_timeout=0.5, first_byte_timeout=0.5, max_attempts=6, backoff_base=0.01, backoff_cap=0.05)
 

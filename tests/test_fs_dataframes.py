@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from support.moto_server import boto3_client
 
 from s3io.fs import S3FileSystem
+from testbed.moto_server import boto3_client
 
 pytestmark = pytest.mark.timeout(60)
 

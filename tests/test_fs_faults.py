@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from fsspec.asyn import sync
-from support.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders, SlowBody, Stall, StallBeforeHeaders
-from support.moto_server import boto3_client
 
 from s3io import errors
 from s3io.fs import S3FileSystem
+from testbed.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders, SlowBody, Stall, StallBeforeHeaders
+from testbed.moto_server import boto3_client
 
 pytestmark = pytest.mark.timeout(60)
 

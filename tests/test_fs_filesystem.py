@@ -17,11 +17,11 @@ import pytest
 import s3fs
 from fsspec.implementations.local import LocalFileSystem
 from s3fs.utils import FileExpired
-from support.moto_server import boto3_client
 
 import s3io.fs
 from s3io import Policy
 from s3io.fs import S3FileSystem, S3FileSystemAsS3, S3IOFile
+from testbed.moto_server import boto3_client
 
 pytestmark = pytest.mark.timeout(60)
 

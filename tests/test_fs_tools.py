@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import s3fs
-from support.moto_server import boto3_client
 
 from s3io.fs import S3FileSystem, S3FileSystemAsS3
+from testbed.moto_server import boto3_client
 
 pytestmark = pytest.mark.timeout(240)
 

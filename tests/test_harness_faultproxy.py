@@ -11,7 +11,9 @@ from typing import Any
 import aiohttp
 import botocore.exceptions
 import pytest
-from support.faultproxy import (
+from support.rawhttp import RawHttpConnection
+
+from testbed.faultproxy import (
     ErrorResponse,
     FaultProxy,
     FaultRule,
@@ -23,8 +25,7 @@ from support.faultproxy import (
     StallBeforeHeaders,
     Truncate,
 )
-from support.moto_server import S3Endpoint, boto3_client
-from support.rawhttp import RawHttpConnection
+from testbed.moto_server import S3Endpoint, boto3_client
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,8 +7,9 @@ import time
 
 import botocore.exceptions
 import pytest
-from support.moto_server import boto3_client, unique_bucket_name
-from support.netns import NetnsS3Server
+
+from testbed.moto_server import boto3_client, unique_bucket_name
+from testbed.netns import NetnsS3Server
 
 pytestmark = pytest.mark.timeout(120)
 

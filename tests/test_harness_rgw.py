@@ -4,8 +4,9 @@ leaves no process and no directory behind. (That it serves S3 is what test_store
 from __future__ import annotations
 
 import pytest
-from support.processes import alive
-from support.rgw import CephRgw, RgwUnavailable, unavailable_reason
+
+from testbed.processes import alive
+from testbed.rgw import CephRgw, RgwUnavailable, unavailable_reason
 
 pytestmark = pytest.mark.timeout(120)
 

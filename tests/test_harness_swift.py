@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 from botocore.exceptions import ClientError
-from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
-from support.processes import alive
-from support.swift import SwiftS3, SwiftUnavailable, unavailable_reason
+
+from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
+from testbed.processes import alive
+from testbed.swift import SwiftS3, SwiftUnavailable, unavailable_reason
 
 pytestmark = pytest.mark.timeout(180)
 

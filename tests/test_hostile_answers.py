@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 import pytest
 import s3fs
 from s3fs.utils import FileExpired
-from support.scripted_s3 import Reply, Request, ScriptedS3, error_reply, etag_of, list_body, repeated
 
 import s3io
 from s3io import Credentials, Policy, S3Client, errors
@@ -21,6 +20,7 @@ from s3io.engine.config import EngineConfig
 from s3io.s3 import paging
 from s3io.s3.etags import multipart_etag
 from s3io.transport.exchange import ERROR_BODY_LIMIT, XML_BODY_LIMIT
+from testbed.scripted_s3 import Reply, Request, ScriptedS3, error_reply, etag_of, list_body, repeated
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support.faultproxy import FaultProxy, FaultRule, Latency
-from support.scripted_s3 import ScriptedS3, error_reply
 
 import s3io
 from s3io import errors
+from testbed.faultproxy import FaultProxy, FaultRule, Latency
+from testbed.scripted_s3 import ScriptedS3, error_reply
 
 pytestmark = pytest.mark.timeout(180)
 

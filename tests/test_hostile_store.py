@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from s3fs.utils import FileExpired
-from support.faultproxy import FaultProxy, FaultRule, ResetBeforeHeaders
 
 import s3io
 from s3io import Policy, S3Client, errors
 from s3io.parquet.footer import MAX_FOOTER_BYTES
+from testbed.faultproxy import FaultProxy, FaultRule, ResetBeforeHeaders
 
 pytestmark = pytest.mark.timeout(120)
 

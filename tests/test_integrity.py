@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from awscrt import checksums as crt
-from support.scripted_s3 import Reply, Request, ScriptedS3, checksum_headers, error_reply, etag_of
 
 from s3io import Credentials, ObjectInfo, Policy, S3Client, errors
 from s3io.engine import EngineConfig, RangeEngine
@@ -26,6 +25,7 @@ from s3io.s3.checksum_refusals import REFUSALS, Feature
 from s3io.s3.checksums import COMPOSITE, CRC32, CRC32C, CRC64NVME, PartChecksums, StoredChecksum, stated_checksum
 from s3io.s3.get_range import GetRange
 from s3io.s3.types import PutResult
+from testbed.scripted_s3 import Reply, Request, ScriptedS3, checksum_headers, error_reply, etag_of
 
 pytestmark = pytest.mark.timeout(120)
 

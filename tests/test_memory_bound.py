@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 from s3io.dataset.parquet_reader import BATCHES_AHEAD, DECODE_AHEAD
 from spark_ext.source.partition_read import QUEUED_BATCHES
+from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 MiB = 1024 * 1024
 BUDGET = 16 * MiB

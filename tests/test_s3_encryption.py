@@ -1,5 +1,5 @@
 """Server-side encryption and requester pays on every request the S3Client makes, against moto behind the strict
-front (tests/support/s3_security.py evaluates bucket policies on encryption, SSE-C and requester pays as S3 does).
+front (testbed/s3_security.py evaluates bucket policies on encryption, SSE-C and requester pays as S3 does).
 
 boto3 is the oracle: what s3io writes, boto3 HEADs (the encryption S3 recorded) and reads with the same settings.
 """
@@ -13,13 +13,13 @@ import pickle
 from typing import Any
 
 import pytest
-from support.s3_security import deny_unencrypted_policy
 
 from s3io import Policy, errors
 from s3io.s3.checksums import StoredChecksum
 from s3io.s3.encryption import Encryption
 from s3io.store import StoreConfig
 from s3io.transport.transport import MockResponse, MockTransport
+from testbed.s3_security import deny_unencrypted_policy
 
 pytestmark = pytest.mark.timeout(120)
 

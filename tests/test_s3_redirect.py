@@ -6,10 +6,10 @@ import os
 from collections.abc import Callable
 
 import pytest
-from support.scripted_s3 import Reply, Request, ScriptedS3
 
 from s3io import Policy, S3Client, errors
 from s3io.transport.endpoint import resolve_endpoint
+from testbed.scripted_s3 import Reply, Request, ScriptedS3
 
 pytestmark = pytest.mark.timeout(30)
 

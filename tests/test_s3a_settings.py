@@ -11,13 +11,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from support.spark_fixtures import put_parquet
 
 import s3io
 from s3io.errors import InvalidConfig
 from s3io.s3a import ROWS, S3ASettingIgnored, hadoop_seconds, store_options
 from s3io.store import StoreConfig, layered_options
+from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 SIMPLE = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 ANONYMOUS = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"

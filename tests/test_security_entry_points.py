@@ -2,7 +2,7 @@
 compaction (its command line and spark_ext.compact), the s3io command, the fsspec filesystem.
 
 The store is moto behind the strict front, which evaluates bucket policies on encryption, SSE-C and requester pays as
-S3 does (tests/support/s3_security.py); SSE-C goes over TLS (the ``tls_endpoint`` fixture, trusted as a CA bundle);
+S3 does (testbed/s3_security.py); SSE-C goes over TLS (the ``tls_endpoint`` fixture, trusted as a CA bundle);
 proxies are the counting forward proxy on loopback. boto3 is the oracle for what was stored.
 """
 
@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pytest
-from support.s3_security import deny_unencrypted_policy
 from test_compact_support import TEST_OPTIONS, parquet_bytes, rows_table
 
 import s3io
@@ -26,6 +25,7 @@ from s3io.store import StoreConfig
 from s3io.transport.endpoint import resolve_endpoint
 from spark_ext.compact.__main__ import main as compact_command
 from spark_ext.compact.job import compact
+from testbed.s3_security import deny_unencrypted_policy
 
 pytestmark = pytest.mark.timeout(180)
 

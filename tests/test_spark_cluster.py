@@ -13,8 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from support.spark_fixtures import put_parquet
+
+from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support.faultproxy import FaultProxy
 from support.spark_fixtures import spark_session  # noqa: F401
 
 from spark_ext.jvm import LOST_WITHOUT_JAR, PROVIDER_CLASS, jar_path
+from testbed.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 from parity_cases import EXPECTED_READ_ERRORS, Case, Outcome, all_cases
-from support.moto_server import boto3_client, empty_and_delete_bucket, unique_bucket_name
 from support.spark_fixtures import spark_session  # noqa: F401
+
+from testbed.moto_server import boto3_client, empty_and_delete_bucket, unique_bucket_name
 
 pytestmark = pytest.mark.timeout(1200)  # ~5 min on a quiet machine; 10+ min when the 2 cores are shared
 

@@ -31,8 +31,6 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
-from support.faultproxy import ErrorResponse, FaultRule
-from support.scripted_s3 import Reply, Request, ScriptedS3, list_body
 from support.spark_fixtures import column_checksums, parquet_bytes, put_parquet
 
 from s3io.errors import CorruptFile, InvalidConfig, NotFound, ObjectChanged, SchemaMismatch, Throttled
@@ -45,6 +43,8 @@ from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
 from spark_ext.source.spark_arrow_types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 from spark_ext.spark_settings import SessionDefaults
+from testbed.faultproxy import ErrorResponse, FaultRule
+from testbed.scripted_s3 import Reply, Request, ScriptedS3, list_body
 
 pytestmark = pytest.mark.timeout(120)
 

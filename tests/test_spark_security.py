@@ -2,7 +2,7 @@
 it, and proxies, on the session's local[2] Spark (its Python workers get the store's settings from the driver:
 options, and the proxy and CA bundle the driver resolved).
 
-The store is moto behind the strict front (tests/support/s3_security.py: bucket policies on encryption and SSE-C as
+The store is moto behind the strict front (testbed/s3_security.py: bucket policies on encryption and SSE-C as
 S3 does them); SSE-C goes over TLS (``tls_endpoint``); the proxy is the counting forward proxy on loopback.
 """
 
@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pytest
-from support.s3_security import deny_unencrypted_policy
 from support.spark_fixtures import parquet_bytes, put_parquet, spark_session  # noqa: F401
 from test_spark_stream import manifests, run_available_now, sink_ids, stream_options
+
+from testbed.s3_security import deny_unencrypted_policy
 
 pytestmark = pytest.mark.timeout(300)
 

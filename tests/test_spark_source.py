@@ -28,11 +28,11 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
-from support.faultproxy import ErrorResponse, FaultRule, Reset, Stall
 from support.spark_fixtures import column_checksums, download_prefix, put_parquet, spark_session  # noqa: F401
 
 from s3io.s3.types import ObjectInfo
 from spark_ext.planning.binpack import plan_partitions
+from testbed.faultproxy import ErrorResponse, FaultRule, Reset, Stall
 
 pytestmark = pytest.mark.timeout(300)
 

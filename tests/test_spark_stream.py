@@ -16,9 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
-from support.faultproxy import CorruptBody, ErrorResponse, FaultRule, Latency, Stall
 from support.spark_fixtures import put_parquet, spark_driver, spark_session  # noqa: F401
 from test_compact_support import wait_for
+
+from testbed.faultproxy import CorruptBody, ErrorResponse, FaultRule, Latency, Stall
 
 pytestmark = pytest.mark.timeout(600)
 

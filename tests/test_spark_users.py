@@ -15,13 +15,13 @@ from urllib.parse import parse_qs, unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support.faultproxy import FaultProxy
-from support.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 from support.spark_fixtures import parquet_bytes, put_parquet, spark_session  # noqa: F401
 
 import s3io
 import spark_ext
 from s3io.s3a import S3ASettingIgnored
+from testbed.faultproxy import FaultProxy
+from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 pytestmark = pytest.mark.timeout(300)
 

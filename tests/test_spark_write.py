@@ -14,7 +14,6 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import StreamingQueryException
-from support.faultproxy import FaultRule, Latency
 from support.spark_fixtures import download_prefix, spark_driver, spark_session  # noqa: F401  (`spark`)
 from test_compact_support import make_client
 from test_write_support import plain_ids, run_task, uploads_left
@@ -25,6 +24,7 @@ from s3io.errors import InvalidConfig
 from s3io.table import journal, layout
 from s3io.table.write_protocol import complete_files
 from s3io.write import WriteOptions, WriteSpec
+from testbed.faultproxy import FaultRule, Latency
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -1,7 +1,7 @@
 """One suite, every store: the probe's verdict, conditional writes, ranges, ETag pins, multipart uploads, compaction's
-refusal and the stream's lease, run on moto (the session's strict server), on a real Ceph RGW (tests/support/rgw.py),
-s3rver (tests/support/s3rver.py), LocalStack's S3 (tests/support/localstack.py) and OpenStack Swift's s3api
-(tests/support/swift.py), each skipped, with the reason, where it cannot run. Where a store cannot do something,
+refusal and the stream's lease, run on moto (the session's strict server), on a real Ceph RGW (testbed/rgw.py),
+s3rver (testbed/s3rver.py), LocalStack's S3 (testbed/localstack.py) and OpenStack Swift's s3api
+(testbed/swift.py), each skipped, with the reason, where it cannot run. Where a store cannot do something,
 the test says what it does instead (``MEASURED``, ``COMPACTION``): the per-store expectations are the compatibility
 table of docs/stores.md. Where a peer does the job (boto3, pyarrow, Spark's reads) it is the oracle.
 
@@ -30,7 +30,6 @@ import test_fs_filesystem
 import test_spark_source
 import test_spark_stream
 from botocore.exceptions import ClientError
-from support.moto_server import MotoServer, S3Endpoint
 from support.spark_fixtures import spark_session  # noqa: F401
 from test_compact_support import data_keys, make_client, plain_table, same_rows, write_landing_zone
 
@@ -45,6 +44,7 @@ from s3io.s3.get_range import GetRange
 from s3io.s3.multipart_uploads import COMPLETE_MULTIPART_HEAD
 from s3io.s3.probe import probe_store, store_capabilities
 from s3io.stream_state.lease import Lease, StreamLease
+from testbed.moto_server import MotoServer, S3Endpoint
 
 pytestmark = pytest.mark.timeout(300)
 

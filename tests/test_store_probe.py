@@ -1,5 +1,5 @@
 """The store-capability probe's verdicts: moto made to answer as S3 documents, then as stores that lack one
-behaviour at a time (tests/support/store_quirks.py); and the client's use of a verdict (the If-Match form a store
+behaviour at a time (testbed/store_quirks.py); and the client's use of a verdict (the If-Match form a store
 honours, an ETag a CompleteMultipartUpload answer left out). The verdicts on Ceph RGW: test_store_conformance.py."""
 
 from __future__ import annotations
@@ -10,9 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import store_quirks as quirks
-from support.moto_server import boto3_client
-from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals, without_etags
 
 from s3io import Policy
 from s3io.errors import PreconditionFailed, TransportError
@@ -29,6 +26,9 @@ from s3io.s3.checksum_refusals import REFUSALS, Feature
 from s3io.s3.client import S3Client
 from s3io.s3.multipart_uploads import COMPLETE_MULTIPART_HEAD
 from s3io.s3.probe import probe_store, store_capabilities
+from testbed import store_quirks as quirks
+from testbed.moto_server import Middleware, boto3_client
+from testbed.store_quirks import lax_conditionals, store_with, without_etags
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -58,7 +58,7 @@ def _left_behind(s3_client: Any, bucket: str) -> list[str]:
 
 
 async def test_a_store_that_answers_as_s3_documents_lacks_nothing(bucket: str, s3_client: Any) -> None:
-    with MotoWsgiServer(S3_AS_DOCUMENTED) as url:
+    with store_with(S3_AS_DOCUMENTED) as url:
         verdict = await _probe(url, bucket)
     assert verdict.gaps == () and verdict.if_match_form is EtagForm.QUOTED
     assert verdict.clock is not None and verdict.clock_offset is not None and abs(verdict.clock_offset) <= 2
@@ -117,7 +117,7 @@ MISSING_ONE_AT_A_TIME = [
 async def test_each_missing_capability_is_named_alone(
     bucket: str, s3_client: Any, quirk: list[Middleware], capability: Capability, detail: str
 ) -> None:
-    with MotoWsgiServer(S3_AS_DOCUMENTED, *quirk) as url:
+    with store_with(S3_AS_DOCUMENTED, *quirk) as url:
         verdict = await _probe(url, bucket)
     assert verdict.missing == (capability,)
     gap = verdict.gap(capability)
@@ -155,7 +155,7 @@ async def test_the_verdict_names_the_best_delete_guard_the_store_honours(
 ) -> None:
     """Conditional DELETE where it holds (AWS, moto); else RGW's x-amz-delete-if-unmodified-since where that holds;
     else a HEAD If-Match before the DELETE, which is not atomic. The summary names the guard."""
-    with MotoWsgiServer(S3_AS_DOCUMENTED, *quirk) as url:
+    with store_with(S3_AS_DOCUMENTED, *quirk) as url:
         verdict = await _probe(url, bucket)
     assert verdict.delete_guard is guard and verdict.delete_guard.atomic is (guard is not DeleteGuard.HEAD_IF_MATCH)
     assert verdict.missing == missing, verdict.summary()
@@ -179,7 +179,7 @@ async def test_checksum_capabilities_a_store_lacks_are_named_and_a_refused_form_
 ) -> None:
     """The probe's own uploads find what the store does with checksums; a verdict handed to another process (a
     worker, a Spark executor: pickled, without its clock) makes that process's clients send no refused form."""
-    with MotoWsgiServer(S3_AS_DOCUMENTED, quirk) as url:
+    with store_with(S3_AS_DOCUMENTED, quirk) as url:
         verdict = await _probe(url, bucket)
         assert verdict.missing == CHECKSUMS and verdict.checksums_probed, verdict.summary()
         for capability in CHECKSUMS:
@@ -201,7 +201,7 @@ async def test_checksum_capabilities_a_store_lacks_are_named_and_a_refused_form_
 
 
 async def test_a_store_ignoring_per_object_etags_in_delete_objects_lacks_only_that(bucket: str, s3_client: Any) -> None:
-    with MotoWsgiServer(quirks.ignores_bulk_etags) as url:  # moto before 5.2.6
+    with store_with(quirks.ignores_bulk_etags) as url:  # moto before 5.2.6
         verdict = await _probe(url, bucket)
     assert verdict.missing == (Capability.BULK_CONDITIONAL_DELETE,)
     assert "DeleteObjects ignored a per-object ETag" in verdict.gaps[0].detail
@@ -209,7 +209,7 @@ async def test_a_store_ignoring_per_object_etags_in_delete_objects_lacks_only_th
 
 
 async def test_a_store_that_ignores_every_condition_lacks_create_replace_and_delete(bucket: str) -> None:
-    with MotoWsgiServer(S3_AS_DOCUMENTED, lax_conditionals) as url:
+    with store_with(S3_AS_DOCUMENTED, lax_conditionals) as url:
         verdict = await _probe(url, bucket)
     assert verdict.missing == (
         Capability.CONDITIONAL_CREATE,
@@ -229,7 +229,7 @@ async def test_a_store_that_takes_only_unquoted_etags_gets_them_once_probed(buck
     """Ceph RGW 16 refuses PUT If-Match with the object's own ETag quoted: the verdict says so, and the client then
     sends the ETag unquoted, while a wrong ETag is still refused (never an unconditional write)."""
     etag = s3_client.put_object(Bucket=bucket, Key="doc", Body=b"v1")["ETag"]
-    with MotoWsgiServer(S3_AS_DOCUMENTED, quirks.refuses_quoted_if_match) as url:
+    with store_with(S3_AS_DOCUMENTED, quirks.refuses_quoted_if_match) as url:
         async with S3Client(POLICY, endpoint_url=url) as client:
             with pytest.raises(PreconditionFailed):  # not probed yet: the ETag goes as given, quoted, and is refused
                 await client.put_object(bucket, "doc", b"v2", if_match=etag)
@@ -246,7 +246,7 @@ async def test_a_store_that_takes_only_unquoted_etags_gets_them_once_probed(buck
 
 async def test_the_verdict_is_kept_per_endpoint_and_logged_once(bucket: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="s3io")
-    with MotoWsgiServer(S3_AS_DOCUMENTED) as first, MotoWsgiServer(S3_AS_DOCUMENTED, quirks.ignores_ranges) as second:
+    with store_with(S3_AS_DOCUMENTED) as first, store_with(S3_AS_DOCUMENTED, quirks.ignores_ranges) as second:
         async with S3Client(POLICY, endpoint_url=first) as client:
             verdict = await store_capabilities(client, bucket, SCRATCH)
             before = client.stats().request_count
@@ -266,7 +266,7 @@ async def test_an_empty_etag_in_the_complete_answer_costs_one_head_and_no_retry(
     """Ceph RGW 16's first CompleteMultipartUpload answer has an empty <ETag>; completing again would be a retry
     (and on S3 a NoSuchUpload): the client reads the ETag with one HEAD and checks it is the one its parts make."""
     data = bytes(range(256)) * (6 * 1024 * 1024 // 256)  # two parts of 5 MiB and 1 MiB
-    with MotoWsgiServer(quirks.empties_multipart_etag) as url:
+    with store_with(quirks.empties_multipart_etag) as url:
         async with S3Client(POLICY, endpoint_url=url) as client:
             async with client.multipart_writer(bucket, "big.bin", part_size=5 * 1024 * 1024) as writer:
                 await writer.write(data)
@@ -280,13 +280,13 @@ async def test_an_empty_etag_in_the_complete_answer_costs_one_head_and_no_retry(
 
 async def test_a_store_that_sends_no_etags_is_refused_by_name_and_left_clean(bucket: str, s3_client: Any) -> None:
     no_etags = without_etags(lambda method, path: True)
-    with MotoWsgiServer(S3_AS_DOCUMENTED, no_etags) as url, pytest.raises(MissingCapability, match="sent no ETag"):
+    with store_with(S3_AS_DOCUMENTED, no_etags) as url, pytest.raises(MissingCapability, match="sent no ETag"):
         await _probe(url, bucket)
     assert _left_behind(s3_client, bucket) == []
 
 
 async def test_a_probe_that_cannot_reach_the_store_raises_and_remembers_nothing(bucket: str) -> None:
-    with MotoWsgiServer() as url:
+    with store_with() as url:
         pass  # the port is free again: nothing listens there
     async with S3Client(Policy(max_attempts=1), endpoint_url=url) as client:
         with pytest.raises(TransportError):
@@ -305,6 +305,6 @@ def test_require_passes_when_nothing_needed_is_missing() -> None:
 def test_boto3_sees_the_same_objects_the_probe_cleans_up(s3_endpoint: Any, bucket: str) -> None:
     """The quirk servers share moto's backend with the session server: what a probe leaves is visible there."""
     client = boto3_client(s3_endpoint.url)
-    with MotoWsgiServer() as url:
+    with store_with() as url:
         boto3_client(url).put_object(Bucket=bucket, Key=f"{SCRATCH}x", Body=b"x")
     assert _left_behind(client, bucket) == [f"{SCRATCH}x"]

@@ -2,7 +2,7 @@
 first, refuses a store without conditional create or replace (naming what the store does instead), writes in the
 form the store honours (Ceph RGW 16: If-Match with the ETag unquoted), and never writes unconditionally.
 
-The stores are moto behind ``tests/support/store_quirks.py`` (sharing the session server's backend); the same
+The stores are moto behind ``testbed/store_quirks.py`` (sharing the session server's backend); the same
 lease on a real RGW: tests/test_store_conformance.py.
 """
 
@@ -15,13 +15,14 @@ import logging
 from typing import Any
 
 import pytest
-from support import store_quirks as quirks
-from support.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders
-from support.moto_wsgi import Middleware, MotoWsgiServer, lax_conditionals
 
 from s3io import Policy, S3Client
 from s3io.s3.capabilities import MissingCapability
 from s3io.stream_state.lease import Lease, StreamLease, lease_key, read_lease
+from testbed import store_quirks as quirks
+from testbed.faultproxy import ErrorResponse, FaultRule, ResetBeforeHeaders
+from testbed.moto_server import Middleware
+from testbed.store_quirks import lax_conditionals, store_with
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,7 +66,7 @@ async def test_a_store_without_the_conditions_a_lease_needs_stops_the_stream_at_
 ) -> None:
     """Before this, the lease fell back to an unconditional overwrite on every write: the lease that keeps
     compaction from taking a stream's unread files became a plain write, with no sign of it but a warning."""
-    with MotoWsgiServer(quirks.honours_bulk_etags, *quirks_of_the_store) as url:
+    with store_with(quirks.honours_bulk_etags, *quirks_of_the_store) as url:
         async with S3Client(POLICY, endpoint_url=url) as client:
             lease = StreamLease(client, bucket, PREFIX, _lease())
             with pytest.raises(MissingCapability) as refused:
@@ -86,7 +87,7 @@ async def test_on_a_store_taking_if_match_only_unquoted_the_lease_is_renewed_con
     sends its ETag unquoted: one PUT per renewal; a write by another driver is still refused, seen and named."""
     caplog.set_level(logging.INFO, logger="s3io.stream_state")
     key = lease_key(PREFIX, "events")
-    with MotoWsgiServer(quirks.honours_bulk_etags, quirks.refuses_quoted_if_match) as url:
+    with store_with(quirks.honours_bulk_etags, quirks.refuses_quoted_if_match) as url:
         async with S3Client(POLICY, endpoint_url=url) as client:
             lease = StreamLease(client, bucket, PREFIX, _lease())
             await lease.adopt()

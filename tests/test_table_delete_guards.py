@@ -1,5 +1,5 @@
 """The transaction layer on stores without a conditional DELETE (moto staged as Ceph RGW 16 and as LocalStack by
-tests/support/store_quirks.py): which guard each store's data-file deletes get, an input rewritten after the plan
+testbed/store_quirks.py): which guard each store's data-file deletes get, an input rewritten after the plan
 never deleted, a lock released and taken over by conditional replace only, a claim rolled back without a
 conditional DELETE, and ``require_atomic_deletes`` refusing a store whose only guard is a HEAD before the DELETE.
 The same on a real Ceph RGW: test_table_real_stores.py."""
@@ -10,11 +10,10 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
-from support import store_quirks as quirks
-from support.moto_wsgi import Middleware, MotoWsgiServer
 from test_compact_support import (
     FAST_POLICY,
     TEST_OPTIONS,
@@ -33,6 +32,9 @@ from s3io.s3.capabilities import VERDICTS, DeleteGuard
 from s3io.table import journal, layout
 from s3io.table.journal import PENDING, JournalEntry, ObjectRef
 from s3io.write import write_parquet_async
+from testbed import store_quirks as quirks
+from testbed.moto_server import Middleware
+from testbed.store_quirks import store_with
 
 pytestmark = pytest.mark.timeout(120)
 PREFIX = "guarded/"
@@ -58,8 +60,8 @@ def _client(url: str, *, atomic: bool = False) -> S3Client:
     return S3Client(FAST_POLICY, endpoint_url=url, require_atomic_deletes=atomic)
 
 
-def _store(quirk: list[Middleware]) -> MotoWsgiServer:
-    return MotoWsgiServer(quirks.honours_bulk_etags, *quirk)
+def _store(quirk: list[Middleware]) -> AbstractContextManager[str]:
+    return store_with(quirks.honours_bulk_etags, *quirk)
 
 
 @pytest.mark.parametrize(("quirk", "guard"), STORES)

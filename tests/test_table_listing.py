@@ -8,10 +8,10 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from support.faultproxy import FaultProxy, FaultRule, Latency
 
 from s3io import Policy, S3Client
 from s3io.table.listing import list_directories, list_tree
+from testbed.faultproxy import FaultProxy, FaultRule, Latency
 
 pytestmark = pytest.mark.timeout(120)
 

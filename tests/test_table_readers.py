@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.moto_server import boto3_client, empty_and_delete_bucket, unique_bucket_name
 from support.spark_fixtures import spark_session  # noqa: F401
 from test_compact_support import TEST_OPTIONS, plain_table, run_job_until_killed, write_landing_zone
 from test_spark_stream import run_available_now, sink_ids, stream_options
@@ -27,6 +26,7 @@ from test_spark_stream import run_available_now, sink_ids, stream_options
 import s3io
 from s3io import StoreConfig
 from s3io.compaction import CrashPoint
+from testbed.moto_server import boto3_client, empty_and_delete_bucket, unique_bucket_name
 
 pytestmark = pytest.mark.timeout(300)
 

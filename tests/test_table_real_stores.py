@@ -1,4 +1,4 @@
-"""The transaction layer on real stores without a conditional DELETE: Ceph RGW 16 (tests/support/rgw.py, one per
+"""The transaction layer on real stores without a conditional DELETE: Ceph RGW 16 (testbed/rgw.py, one per
 session), which guards a data file's delete by its own ``x-amz-delete-if-unmodified-since``. On it: ``df.write``
 append and overwrite, ``s3io.write_parquet``, a ``writeStream`` sink and compaction commit every row exactly once; a
 compaction SIGKILLed at each step of its protocol and recovered leaves every row once; an input rewritten by another
@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
-from support.moto_server import S3Endpoint, boto3_client, unique_bucket_name
 from support.spark_fixtures import spark_session  # noqa: F401  (`spark`)
 from test_compact_support import (
     FAST_POLICY,
@@ -43,6 +42,7 @@ from s3io.compaction import ConditionalWritesUnsupported, compact_prefix, recove
 from s3io.s3.capabilities import VERDICTS, DeleteGuard
 from s3io.table import layout
 from s3io.table.crash import COMPACTION_POINTS
+from testbed.moto_server import S3Endpoint, boto3_client, unique_bucket_name
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import boto3
 import pytest
-from support.scripted_s3 import ScriptedS3
 
 from s3io import S3Client, cli, errors
 from s3io.transport.credentials import Credentials
 from s3io.transport.endpoint import resolve_endpoint
+from testbed.scripted_s3 import ScriptedS3
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,5 +1,5 @@
 """Forward proxies and private CAs as botocore honours them, through a forward proxy on loopback that counts what
-passes (tests/support/forward_proxy.py) and moto behind TLS with its own CA (the ``tls_endpoint`` fixture).
+passes (testbed/forward_proxy.py) and moto behind TLS with its own CA (the ``tls_endpoint`` fixture).
 
 The environment decides as for boto3: ``HTTP_PROXY`` for an http endpoint, ``HTTPS_PROXY`` (a CONNECT tunnel) for an
 https one, ``NO_PROXY`` to go around; an explicit proxy (with credentials, never shown) wins over all of them. The
@@ -17,12 +17,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from support.forward_proxy import ForwardProxy
 
 from s3io import Policy, errors
 from s3io.store import StoreConfig
 from s3io.transport.proxy import DIRECT
 from s3io.transport.trust import resolve_ca_bundle
+from testbed.forward_proxy import ForwardProxy
 
 pytestmark = pytest.mark.timeout(60)
 

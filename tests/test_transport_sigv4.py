@@ -13,13 +13,13 @@ import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
-from support.moto_server import FAKE_ACCESS_KEY, MotoServer, S3Endpoint, boto3_client
 
 from s3io import Policy, S3Client, errors
 from s3io.resilience.retryable import clock_correction, error_for_status
 from s3io.transport.credentials import Credentials
 from s3io.transport.endpoint import resolve_endpoint
 from s3io.transport.sigv4 import EMPTY_SHA256, Signer, canonical_query
+from testbed.moto_server import FAKE_ACCESS_KEY, MotoServer, S3Endpoint, boto3_client
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 from support.doc_blocks import ROOT, block_under, code_blocks
-from support.moto_server import boto3_client, empty_and_delete_bucket
 
 import s3io
+from testbed.moto_server import boto3_client, empty_and_delete_bucket
 
 pytestmark = pytest.mark.timeout(900)
 

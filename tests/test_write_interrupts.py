@@ -17,11 +17,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.faultproxy import FaultProxy
 from test_write_support import uploads_left
 
 from s3io import Policy
 from s3io.write import write_parquet_async
+from testbed.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.timeout(180)
 MiB = 1024 * 1024

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.faultproxy import ErrorResponse, FaultRule
 from test_compact_support import make_client
 from test_write_support import SCHEMA, TEST_WRITE, control_keys, plain_ids, rows, run_task, uploads_left, visible_ids
 
@@ -15,6 +14,7 @@ from s3io.compaction import CompactionOptions, recover_prefix
 from s3io.table import journal, layout
 from s3io.table.write_protocol import CommittedNotFinished, UploadsGone, recover_writes
 from s3io.write import WriteSpec, commit_write, write_parquet_async
+from testbed.faultproxy import ErrorResponse, FaultRule
 
 pytestmark = pytest.mark.timeout(120)
 PREFIX = "outcome/"

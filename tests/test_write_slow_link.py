@@ -18,13 +18,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.faultproxy import FaultProxy
 from test_compact_support import make_client
 from test_write_support import uploads_left, visible_ids
 
 from s3io import Policy
 from s3io.errors import DeadlineExceeded
 from s3io.write import write_parquet_async
+from testbed.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.timeout(180)
 MiB = 1024 * 1024

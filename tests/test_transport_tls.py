@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.tls import OPENSSL_MISSING, self_signed_certificate, tls_forwarder
+
+from testbed.tls import OPENSSL_MISSING, self_signed_certificate, tls_forwarder
 
 pytestmark = [
     pytest.mark.timeout(120),

@@ -19,16 +19,16 @@ import tracemalloc
 from collections.abc import Iterator
 
 import pytest
-from support.faultproxy import FaultProxy, FaultRule, Reset, SlowBody, Stall, Truncate
 from support.policies import MID_BODY_FAULTS
-from support.scripted_s3 import Reply, Request, ScriptedS3, etag_of
 
 import s3io.transport.exchange as exchange_module
-from benchmarks.infra import Stack
 from s3io import Credentials, ObjectInfo, S3Client
 from s3io.engine import EngineConfig, RangeEngine
 from s3io.s3.get_range import GetRange
 from s3io.transport.landing import RECEIVE_INTO_MIN
+from testbed.faultproxy import FaultProxy, FaultRule, Reset, SlowBody, Stall, Truncate
+from testbed.memory_endpoint import MemoryEndpoint
+from testbed.scripted_s3 import Reply, Request, ScriptedS3, etag_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -192,8 +192,7 @@ def test_a_256_mib_read_lands_in_one_buffer_and_copies_its_bytes_once() -> None:
     block = random.Random(3).randbytes(MIB + 4093)  # a period that no part boundary aligns with
     data = (block * (size // len(block) + 1))[:size]
     digest = hashlib.sha256(data).digest()
-    with Stack() as stack:
-        server = stack.object_server(data, "bench", "big.bin")
+    with MemoryEndpoint(seed=(data, "bench", "big.bin")) as server:
         del data
 
         async def read() -> tuple[memoryview, int, int]:

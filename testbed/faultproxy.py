@@ -61,6 +61,7 @@ is closed; the upstream gets `upstream_timeout` (30 s) per exchange, else the cl
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import email.utils
@@ -71,13 +72,17 @@ import random
 import re
 import socket
 import struct
+import sys
 import termios
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
+
+from testbed.processes import ChildServer, serve_commands
 
 # Bounds: every loop in the proxy is bounded by one of these or by the proxy's own stop.
 MAX_HEAD_BYTES = 1 << 20
@@ -1052,3 +1057,75 @@ class FaultProxy:
             writer.write(piece)
             await writer.drain()
             entry.body_bytes_sent = offset + len(piece)
+
+
+class FaultProxyProcess(ChildServer):
+    """A FaultProxy to ``upstream`` in a child process (``python -m testbed.faultproxy``): its CPU and its request
+    log stay out of the client's process; it adds ``latency`` seconds before every answer's first byte; ``counts()``
+    are its requests since ``reset()``. ``prefix`` runs it inside something (``ip netns exec NAME``)."""
+
+    NAME = "the fault proxy (child process)"
+
+    def __init__(
+        self,
+        upstream: str,
+        latency: float = 0.0,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        prefix: tuple[str, ...] = (),
+    ) -> None:
+        args = [upstream, "--latency", str(latency), "--host", host, "--port", str(port)]
+        super().__init__("testbed.faultproxy", args, host=host, prefix=prefix)
+        self.upstream = upstream
+        self.latency = latency
+
+
+def request_counts(records: list[RequestRecord], connections_opened: int) -> dict[str, Any]:
+    """Requests by kind, as FaultProxyProcess's ``counts`` answers: a LIST is a GET with ``list-type`` in its query."""
+    kinds: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    body_bytes = 0
+    for record in records:
+        method = record.method.upper()
+        if method == "GET" and "list-type" in record.query:
+            kinds["list"] += 1
+        elif method == "GET":
+            kinds["get"] += 1
+            kinds["ranged_get" if record.range else "whole_get"] += 1
+        else:
+            kinds[method.lower()] += 1
+        statuses[str(record.status)] += 1
+        body_bytes += record.body_bytes_sent
+    return {
+        "total": len(records),
+        **kinds,
+        "statuses": dict(statuses),
+        "incomplete": sum(1 for record in records if not record.completed),
+        "body_bytes_sent": body_bytes,
+        "connections_opened": connections_opened,
+    }
+
+
+def main(argv: list[str]) -> None:
+    """FaultProxyProcess's child: the proxy, its port on stdout, ``counts`` / ``reset`` on stdin until it closes."""
+    parser = argparse.ArgumentParser(prog="python -m testbed.faultproxy")
+    parser.add_argument("upstream")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added before every answer's first byte")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    with FaultProxy(args.upstream, seed=0, host=args.host, port=args.port) as proxy:
+        if args.latency > 0:
+            proxy.add_rule(FaultRule(fault=Latency(args.latency)))
+
+        def reset(_: str) -> dict[str, Any]:
+            proxy.reset_log()
+            return {"ok": True}
+
+        commands = {"counts": lambda _: request_counts(proxy.requests, proxy.connections_opened), "reset": reset}
+        serve_commands(proxy.port, commands)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

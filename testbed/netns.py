@@ -2,10 +2,11 @@
 
 Why: a dead peer or a network partition does not reset connections, it drops packets, and the kernel then
 retransmits for ~15 minutes; only a real packet filter reproduces that. The harness creates a namespace
-`s3io-t-<pid>-<n>`, a veth pair with a /30 in 10.213.0.0/16 (host end .1, namespace end .2), runs
-`python -m moto.server` inside it behind a keep-alive proxy, and `blackhole()` inserts iptables DROP rules
-(to and from the server port, inside the namespace only); `restore()` removes them. All traffic stays
-between this host and the namespace the harness made. Needs root, `ip`, and iptables (or nft).
+`s3io-t-<pid>-<n>`, a veth pair with a /30 in 10.213.0.0/16 (host end .1, namespace end .2), runs moto inside it
+(testbed.moto_server.MotoProcess) behind a keep-alive proxy (testbed.faultproxy.FaultProxyProcess), and
+`blackhole()` inserts iptables DROP rules (to and from the server port, inside the namespace only); `restore()`
+removes them. All traffic stays between this host and the namespace the harness made.
+Needs root, `ip`, and iptables (or nft).
 
     with NetnsS3Server() as server:          # raises NetnsUnavailable with the reason if it cannot run
         client = boto3_client(server.url)
@@ -16,34 +17,25 @@ between this host and the namespace the harness made. Needs root, `ip`, and ipta
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .moto_server import S3Endpoint
+from testbed.faultproxy import FaultProxyProcess
+from testbed.moto_server import MotoProcess
+from testbed.processes import ChildServer, S3Endpoint, alive
 
 NAME_PREFIX = "s3io-t-"
 SUBNET_PREFIX = "10.213."
 SERVER_PORT = 5000  # the namespace is ours alone, so a fixed port cannot collide
 MOTO_PORT = 5001  # moto listens on the namespace's loopback; a keep-alive proxy faces the veth on SERVER_PORT
-_PROXY_MAIN = (
-    "import signal, sys; sys.path.insert(0, sys.argv[1]); from support.faultproxy import FaultProxy; "
-    "proxy = FaultProxy(sys.argv[2], host=sys.argv[3], port=int(sys.argv[4])).start(); "
-    "signal.sigwait([signal.SIGTERM, signal.SIGINT]); proxy.stop()"
-)
 COMMAND_TIMEOUT_SECONDS = 15.0
 START_TIMEOUT_SECONDS = 30.0
-STOP_TIMEOUT_SECONDS = 5.0
 NFT_TABLE = "s3io_blackhole"
 
 _counter = itertools.count(1)
@@ -98,30 +90,13 @@ def _run(args: list[str], *, stdin: str | None = None, check: bool = True) -> su
     return result
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if the test process dies, so no server outlives its session."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_namespaces() -> list[str]:
     """Delete namespaces this harness left behind for test processes that no longer exist; returns their names."""
     listing = _run(["ip", "netns", "list"], check=False).stdout
     removed = []
     for line in listing.splitlines()[:1000]:
         match = re.match(rf"({re.escape(NAME_PREFIX)}(\d+)-\d+)\b", line.strip())
-        if match and not _pid_alive(int(match.group(2))):
+        if match and not alive(int(match.group(2))):
             _run(["ip", "netns", "delete", match.group(1)], check=False)
             removed.append(match.group(1))
     return removed
@@ -142,9 +117,7 @@ class NetnsS3Server:
         self.host_ip = ""
         self.ns_ip = ""
         self._firewall: Firewall | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._proxy: subprocess.Popen[bytes] | None = None
-        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self._servers: list[ChildServer] = []
         self._created = False
         self._blackholed = False
 
@@ -187,25 +160,14 @@ class NetnsS3Server:
 
     def stop(self) -> None:
         """Stop the server process and delete the namespace (and with it the veth pair); safe to call twice."""
-        processes = [self._proxy, self._process]
-        self._proxy = self._process = None
-        for process in processes:
-            if process is None:
-                continue
-            process.terminate()
-            try:
-                process.wait(STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(STOP_TIMEOUT_SECONDS)
+        servers, self._servers = self._servers, []
+        for server in reversed(servers):
+            server.stop()
         if self._created:
             self._created = False
             self._blackholed = False
             _run(["ip", "netns", "delete", self.name], check=False)
             _run(["ip", "link", "delete", self._host_if], check=False)
-        log, self._log = self._log, None
-        if log is not None:
-            log.close()
 
     def __enter__(self) -> NetnsS3Server:
         """Start the server."""
@@ -257,49 +219,15 @@ class NetnsS3Server:
         moto closes every connection after one response; real S3 keeps them alive, and a blackholed pooled
         connection is one of the failures to test, so clients talk to the proxy.
         """
-        self._log = tempfile.NamedTemporaryFile(prefix="s3io-netns-moto-", suffix=".log")  # noqa: SIM115 closed in stop()
-        exec_ns = ["ip", "netns", "exec", self.name, sys.executable]
-        popen = {
-            "stdin": subprocess.DEVNULL,
-            "stdout": self._log,
-            "stderr": subprocess.STDOUT,
-            "start_new_session": True,
-            "preexec_fn": _die_with_parent,
-        }
-        self._process = subprocess.Popen(
-            [*exec_ns, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(MOTO_PORT)], **popen
-        )
-        tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        upstream = f"http://127.0.0.1:{MOTO_PORT}"
-        self._proxy = subprocess.Popen(
-            [*exec_ns, "-c", _PROXY_MAIN, tests_dir, upstream, self.ns_ip, str(self.port)], **popen
-        )
-        deadline = time.monotonic() + self._start_timeout
-        for _ in range(int(self._start_timeout / 0.1) + 1):
-            if self._process.poll() is not None or self._proxy.poll() is not None:
-                raise NetnsUnavailable(f"moto server or proxy in {self.name} exited: {self._log_tail()}")
-            if self.answers(timeout=0.5) and self._moto_answers():
-                return
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.1)
-        raise NetnsUnavailable(f"moto server in {self.name} did not answer in {self._start_timeout} s")
-
-    def _log_tail(self) -> str:
-        """The last lines the server printed, for error messages."""
-        if self._log is None:
-            return ""
-        with open(self._log.name, "rb") as handle:
-            return handle.read()[-2000:].decode(errors="replace")
-
-    def _moto_answers(self) -> bool:
-        """Whether moto itself answers through the proxy (the proxy answers 502 until moto is up)."""
-        try:
-            with socket.create_connection((self.ns_ip, self.port), timeout=1.0) as sock:
-                sock.sendall(b"GET / HTTP/1.1\r\nHost: s3\r\nConnection: close\r\n\r\n")
-                return not sock.recv(16).startswith(b"HTTP/1.1 502")
-        except OSError:
-            return False
+        inside = ("ip", "netns", "exec", self.name)
+        moto = MotoProcess(port=MOTO_PORT, prefix=inside)
+        self._servers.append(moto)
+        moto.start()
+        proxy = FaultProxyProcess(moto.url, host=self.ns_ip, port=self.port, prefix=inside)
+        self._servers.append(proxy)
+        proxy.start()
+        if not self.answers(timeout=self._start_timeout):
+            raise NetnsUnavailable(f"the server in {self.name} did not answer from the host in {self._start_timeout} s")
 
     def answers(self, timeout: float = 1.0) -> bool:
         """Whether a fresh connection gets an HTTP response within `timeout` seconds."""

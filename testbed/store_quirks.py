@@ -1,12 +1,14 @@
-"""WSGI middleware for MotoWsgiServer that make moto answer as other S3 stores do, one behaviour at a time.
+"""Stores that answer as other S3 stores do, one behaviour at a time: WSGI middleware for moto (``MotoServer(
+*middleware)``), and ``store_with(*quirks)``, such a store for a block.
 
-moto before 5.2.6 ignores per-object ETags in DeleteObjects; ``honours_bulk_etags`` adds them, so ``MotoWsgiServer(
-honours_bulk_etags)`` has every behaviour AWS S3 documents on any moto, and each quirk stacked on it takes one away,
-as a store that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
+moto before 5.2.6 ignores per-object ETags in DeleteObjects; ``honours_bulk_etags`` adds them, so ``store_with(
+honours_bulk_etags)`` has every behaviour AWS S3 documents whatever moto's version, and each quirk stacked on it
+takes one away, as a store that lacks it answers (measured on Ceph RGW 16.2.15 where that store is named):
 
     ignores_bulk_etags                          moto before 5.2.6: DeleteObjects deletes whatever its <ETag>
 
     ignores_header("PUT", "If-None-Match")      a store that ignores conditional create
+    lax_conditionals                            one that ignores If-Match and If-None-Match on PUT and DELETE
     refuses_header("PUT", "If-None-Match")      one that answers 501 NotImplemented to it
     refuses_quoted_if_match                     RGW 16: PUT If-Match with a quoted ETag is 412 even when it matches
     refuses_every_if_match_put                  a store whose PUT If-Match never holds
@@ -16,12 +18,22 @@ as a store that lacks it answers (measured on Ceph RGW 16.2.15 where that store 
                                                 seconds); moto without it ignores the header
     ignores_ranges                              a store that answers every GET with the whole object
     empties_multipart_etag                      RGW 16: CompleteMultipartUpload answers <ETag></ETag>
+    without_etags(matches)                      a store that sends no ETag header to the requests ``matches``
+    listings_without_etags                      a store whose ListObjectsV2 carries no <ETag>
     ignores_checksum_headers                    RGW 16: upload checksums accepted, then neither checked nor kept
     refuses_checksum_headers                    a store older than S3's checksums: 400 to a request carrying one
     swaps_bytes_under_etag(key)                 a store that holds other bytes under an object's recorded ETag
+    Gate(predicate).middleware                  a store that receives chosen requests late: held until the test
+                                                releases them, after other clients acted (a write that lands late)
+
+    with store_with(honours_bulk_etags, refuses_quoted_if_match) as url: ...
+    gate = Gate(lambda r: r.method == "PUT" and "/journal/" in r.path)
+    with store_with(gate.middleware) as url:
+        gate.arm(); ...; assert gate.wait_held(1, timeout=30); ...; gate.release(); assert gate.wait_drained(30)
 
 Middleware sits under the SigV4 front (which checks the request as the client signed it), so rewriting a request
-here never breaks its signature.
+here never breaks its signature. The store shares buckets and objects with every other moto of the process (the
+``s3_endpoint`` fixture's): set up with boto3 there, run the code under test here.
 """
 
 from __future__ import annotations
@@ -31,18 +43,47 @@ import calendar
 import hashlib
 import io
 import re
+import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qs
 
-from support.moto_wsgi import Middleware, WsgiApp
+from testbed.moto_server import Middleware, MotoServer, WsgiApp
 
 Environ = dict[str, Any]
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 PART_CHECKSUM = re.compile(rb"<Checksum[A-Z0-9]+>[^<]*</Checksum[A-Z0-9]+>")  # a part's in CompleteMultipartUpload
+MAX_HOLD_SECONDS = 120.0  # a request a Gate holds goes through after this even if the test never releases it
+
+
+@contextmanager
+def store_with(*quirks: Middleware) -> Iterator[str]:
+    """A strict moto (SigV4 front, S3's semantics) with ``quirks`` under its front, in this process, for a block:
+    yields its URL; fails after the block if the front refused a request, as S3 would have."""
+    server = MotoServer(*quirks)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+    refused = [r for r in (server.front.take_rejections() if server.front else []) if not r.wrong_region]
+    assert not refused, f"the S3 front refused {len(refused)} request(s) as S3 would: {refused[:3]}"
+
+
+def stacked(*quirks: Middleware) -> Middleware:
+    """Several quirks as one (the first given outermost)."""
+
+    def wrap(app: WsgiApp) -> WsgiApp:
+        for quirk in reversed(quirks):
+            app = quirk(app)
+        return app
+
+    return wrap
 
 
 def _environ_name(header: str) -> str:
@@ -107,6 +148,12 @@ def ignores_header(method: str, header: str) -> Middleware:
     return wrap
 
 
+lax_conditionals = stacked(
+    *(ignores_header(method, header) for method in ("PUT", "DELETE") for header in ("If-Match", "If-None-Match"))
+)
+"""A store that ignores If-Match / If-None-Match on PUT and DELETE (many S3-compatible stores): dropped before moto."""
+
+
 def refuses_header(method: str, header: str) -> Middleware:
     """A store that does not implement ``header`` on ``method``: 501 NotImplemented."""
 
@@ -166,6 +213,36 @@ def empties_multipart_etag(app: WsgiApp) -> WsgiApp:
         if status.startswith("200"):
             body = re.sub(rb"<ETag>[^<]*</ETag>", b"<ETag></ETag>", body)
         return _respond(start_response, status, headers, body)
+
+    return serve
+
+
+def without_etags(matches: Callable[[str, str], bool]) -> Middleware:
+    """A store that sends no ETag header in its answers to requests for which ``matches(method, path)``."""
+
+    def wrap(app: WsgiApp) -> WsgiApp:
+        def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if not matches(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")):
+                return app(environ, start_response)
+
+            def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+                return start_response(status, [(n, v) for n, v in headers if n.lower() != "etag"], *exc_info)
+
+            return app(environ, start)
+
+        return serve
+
+    return wrap
+
+
+def listings_without_etags(app: WsgiApp) -> WsgiApp:
+    """A store whose object listings (ListObjectsV2) carry no <ETag> elements."""
+
+    def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "GET" or "list-type=2" not in environ.get("QUERY_STRING", ""):
+            return app(environ, start_response)
+        status, headers, body = _captured(app, environ)
+        return _respond(start_response, status, headers, re.sub(rb"<ETag>[^<]*</ETag>", b"", body))
 
     return serve
 
@@ -310,6 +387,75 @@ def honours_delete_if_unmodified_since(app: WsgiApp) -> WsgiApp:
         return app(environ, start_response)
 
     return serve
+
+
+@dataclass(frozen=True)
+class GatedRequest:
+    """What a Gate's predicate sees: method, path (with the bucket), query string and the request body."""
+
+    method: str
+    path: str
+    query: str
+    body: bytes
+
+
+class Gate:
+    """A store that receives requests late: once armed, it holds those that match ``predicate`` before moto sees
+    them (each in its own server thread) until ``release()``, so other clients act first."""
+
+    def __init__(self, predicate: Callable[[GatedRequest], bool]) -> None:
+        self._predicate = predicate
+        self._armed = threading.Event()
+        self._open = threading.Event()
+        self._lock = threading.Condition()
+        self._holding = 0
+        self.held: list[GatedRequest] = []  # every request held so far, in arrival order
+
+    def arm(self) -> None:
+        """Start holding matching requests (requests before this pass)."""
+        self._armed.set()
+
+    def release(self) -> None:
+        """Let every held request (and every later one) through to the store."""
+        self._open.set()
+
+    def wait_held(self, count: int, timeout: float) -> bool:
+        """Wait until at least ``count`` requests have been held; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self.held) >= count, timeout)
+
+    def wait_drained(self, timeout: float) -> bool:
+        """Wait until every held request has been released and answered by the store; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._holding == 0, timeout)
+
+    def middleware(self, app: WsgiApp) -> WsgiApp:
+        """The quirk to give ``store_with``."""
+
+        def serve(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if self._armed.is_set() and not self._open.is_set():
+                body = _read_body(environ)
+                method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
+                request = GatedRequest(method, path, environ.get("QUERY_STRING", ""), body)
+                if self._predicate(request):
+                    return self._hold(request, lambda: app(environ, start_response))
+            return app(environ, start_response)
+
+        return serve
+
+    def _hold(self, request: GatedRequest, forward: Callable[[], Iterable[bytes]]) -> Iterable[bytes]:
+        """Wait for ``release()``, then let the store act; counted as held until the store has answered."""
+        with self._lock:
+            self._holding += 1
+            self.held.append(request)
+            self._lock.notify_all()
+        try:
+            self._open.wait(MAX_HOLD_SECONDS)
+            return forward()
+        finally:
+            with self._lock:
+                self._holding -= 1
+                self._lock.notify_all()
 
 
 def _current_etag(app: WsgiApp, environ: Environ, bucket: str, key: str) -> str | None:

@@ -24,17 +24,14 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from support.moto_server import S3Endpoint
-from support.processes import DaemonGroup, free_ports
+from testbed.processes import DaemonGroup, S3Endpoint, free_ports
 
 PACKAGES = ("ceph-mon", "ceph-osd", "radosgw", "ceph-common")
 COMMANDS = ("ceph-mon", "ceph-osd", "radosgw", "ceph", "ceph-authtool", "monmaptool", "radosgw-admin")
 START_TIMEOUT_SECONDS = 120.0  # ~15 s measured; a loaded 2-core CI machine gets 8x that before the suite fails
 COMMAND_TIMEOUT_SECONDS = 60.0  # one ceph/radosgw-admin command (each connects to the monitor)
-POLL_SECONDS = 0.25
 LOG_TAIL_BYTES = 3000
 MEMSTORE_BYTES = 2 * 1024**3  # the OSD's RAM disk: an upper bound (memstore allocates what objects use)
 USER = "s3io-tests"
@@ -69,7 +66,9 @@ class RgwUser:
 class CephRgw(DaemonGroup):
     """One monitor, one memstore OSD and radosgw on 127.0.0.1, in a temporary directory; start()/stop()."""
 
-    NAME = "CephRgw"
+    NAME = "Ceph RGW"
+    UNAVAILABLE = RgwUnavailable
+    DIR_PREFIX = "s3io-rgw-"
 
     def __init__(self, user: RgwUser | None = None, *, start_timeout: float = START_TIMEOUT_SECONDS) -> None:
         """``user``: the S3 user's keys (default: random ones)."""
@@ -79,40 +78,25 @@ class CephRgw(DaemonGroup):
 
     # ---------------------------------------------------------------------------------------------- start
 
-    def start(self) -> CephRgw:
-        """Create the cluster and wait (bounded) until radosgw answers S3 with a user made; stops what it started
-        and raises RgwUnavailable, with the daemons' log tails, if any step fails."""
-        reason = unavailable_reason()
-        if reason is not None:
-            raise RgwUnavailable(reason)
-        began = time.monotonic()
-        deadline = began + self._start_timeout
-        self._make_dir("s3io-rgw-")
-        try:
-            mon_port, rgw_port = free_ports(2)
-            self._write_config(mon_port, rgw_port)
-            self._create_monitor(mon_port)
-            self._spawn_daemon("mon", ["ceph-mon", "-f", "-i", "a"])
-            self._wait("the monitor to form a quorum", deadline, lambda: self._ceph_ok("quorum_status"))
-            self._create_osd()
-            self._spawn_daemon("osd", ["ceph-osd", "-f", "-i", "0"])
-            self._wait("the OSD to be up", deadline, self._osd_up)
-            keyring = str(self._dir / "keyring.client.rgw.a")
-            self._ceph("auth", "get-or-create", "client.rgw.a", "mon", "allow rw", "osd", "allow rwx", "-o", keyring)
-            self._spawn_daemon("rgw", ["radosgw", "-f", "-n", "client.rgw.a"])
-            self._endpoint = S3Endpoint(f"http://127.0.0.1:{rgw_port}", "127.0.0.1", rgw_port)
-            self._wait("radosgw to answer HTTP", deadline, self._answers)
-            self.user = self._create_user(deadline)
-            self.started_in = time.monotonic() - began
-            return self
-        except BaseException as exc:
-            tails = self.log_tails()
-            self.stop()
-            if isinstance(exc, RgwUnavailable):
-                raise RgwUnavailable(f"{exc}\n{tails}") from None
-            if isinstance(exc, Exception):
-                raise RgwUnavailable(f"starting Ceph RGW failed: {exc}\n{tails}") from exc
-            raise
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def _launch(self, deadline: float) -> None:
+        """Create the cluster and wait until radosgw answers S3 with a user made."""
+        mon_port, rgw_port = free_ports(2)
+        self._write_config(mon_port, rgw_port)
+        self._create_monitor(mon_port)
+        self._spawn_daemon("mon", ["ceph-mon", "-f", "-i", "a"])
+        self._wait("the monitor to form a quorum", deadline, lambda: self._ceph_ok("quorum_status"))
+        self._create_osd()
+        self._spawn_daemon("osd", ["ceph-osd", "-f", "-i", "0"])
+        self._wait("the OSD to be up", deadline, self._osd_up)
+        keyring = str(self._require_dir() / "keyring.client.rgw.a")
+        self._ceph("auth", "get-or-create", "client.rgw.a", "mon", "allow rw", "osd", "allow rwx", "-o", keyring)
+        self._spawn_daemon("rgw", ["radosgw", "-f", "-n", "client.rgw.a"])
+        self._endpoint = S3Endpoint(f"http://127.0.0.1:{rgw_port}", "127.0.0.1", rgw_port)
+        self._wait("radosgw to answer HTTP", deadline, self._answers)
+        self.user = self._create_user(deadline)
 
     def _write_config(self, mon_port: int, rgw_port: int) -> None:
         d = self._require_dir()
@@ -190,19 +174,6 @@ rgw dns name = 127.0.0.1
         return user
 
     # -------------------------------------------------------------------------------------------- waiting
-
-    def _wait(self, what: str, deadline: float, ready: Callable[[], bool]) -> None:
-        """Poll ``ready`` until it holds; RgwUnavailable if a daemon exits or ``deadline`` passes first."""
-        for _ in range(int(self._start_timeout / POLL_SECONDS) + 1):
-            exited = [f"{name} (exit {p.returncode})" for name, p in self._processes.items() if p.poll() is not None]
-            if exited:
-                raise RgwUnavailable(f"waiting for {what}: {', '.join(exited)} exited")
-            if ready():
-                return
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(POLL_SECONDS)
-        raise RgwUnavailable(f"waited {self._start_timeout:g} s for {what}, in vain")
 
     def _left(self, deadline: float) -> float:
         return max(1.0, min(COMMAND_TIMEOUT_SECONDS, deadline - time.monotonic()))

@@ -271,11 +271,23 @@ class S3SecurityApp:
             keys = [e.text or "" for e in root.iter() if _NAMESPACE.sub("", e.tag) == "Key"]
         except ElementTree.ParseError:
             pass
-        answer = self._app(environ, start_response)
+        answer = b"".join(self._app(environ, start_response))
+        refused: set[str] = set()
+        try:  # an object the store refused to delete (a per-object ETag that did not match) keeps its key
+            refused = {
+                child.text or ""
+                for element in ElementTree.fromstring(answer).iter()
+                if _NAMESPACE.sub("", element.tag) == "Error"
+                for child in element
+                if _NAMESPACE.sub("", child.tag) == "Key"
+            }
+        except ElementTree.ParseError:
+            pass
         with self._lock:
             for key in keys:
-                self.customer_keys.pop((bucket, key), None)
-        return answer
+                if key not in refused:
+                    self.customer_keys.pop((bucket, key), None)
+        return [answer]
 
 
 def deny_unencrypted_policy(bucket: str, algorithm: str = "aws:kms") -> str:

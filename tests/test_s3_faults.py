@@ -14,19 +14,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-from support.faultproxy import (
-    ErrorResponse,
-    FaultProxy,
-    FaultRule,
-    Latency,
-    ProxyRequest,
-    Reset,
-    SlowBody,
-    Stall,
-    StallBeforeHeaders,
-    Truncate,
-)
-from support.moto_server import boto3_client
 from support.policies import MID_BODY_FAULTS
 
 from s3io import (
@@ -38,6 +25,19 @@ from s3io import (
     S3Client,
     errors,
 )
+from testbed.faultproxy import (
+    ErrorResponse,
+    FaultProxy,
+    FaultRule,
+    Latency,
+    ProxyRequest,
+    Reset,
+    SlowBody,
+    Stall,
+    StallBeforeHeaders,
+    Truncate,
+)
+from testbed.moto_server import boto3_client
 
 pytestmark = pytest.mark.timeout(90)
 

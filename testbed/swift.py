@@ -35,8 +35,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from support.moto_server import FAKE_REGION, S3Endpoint
-from support.processes import DaemonGroup, free_ports
+from testbed.moto_server import FAKE_REGION
+from testbed.processes import DaemonGroup, S3Endpoint, free_ports
 
 PACKAGES = ("swift", "swift-proxy", "swift-object", "swift-container", "swift-account", "python3-swift", "memcached")
 SERVERS = ("account", "container", "object")
@@ -44,7 +44,6 @@ COMMANDS = (*(f"swift-{name}-server" for name in (*SERVERS, "proxy")), "memcache
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-swift lives (not the test venv's)
 SWIFT_CONF = Path("/etc/swift/swift.conf")  # the hash path prefix and suffix: Swift reads it from there only
 START_TIMEOUT_SECONDS = 120.0  # ~3 s measured; a loaded 2-core CI machine gets far more before the suite fails
-POLL_SECONDS = 0.25
 LOG_TAIL_BYTES = 3000
 SWIFT_USER = "test:tester"  # tempauth's S3 access key is account:user
 PART_POWER = 6  # 64 partitions: one device, nothing to balance
@@ -103,7 +102,9 @@ class SwiftS3(DaemonGroup):
     """memcached, the account, container and object servers and a proxy with s3api on 127.0.0.1, in a temporary
     directory; start()/stop(). The S3 user signs with ``access_key`` / ``secret_key``."""
 
-    NAME = "SwiftS3"
+    NAME = "Swift"
+    UNAVAILABLE = SwiftUnavailable
+    DIR_PREFIX = "s3io-swift-"
 
     def __init__(
         self, access_key: str = SWIFT_USER, secret_key: str = "testing", *, start_timeout: float = START_TIMEOUT_SECONDS
@@ -112,35 +113,22 @@ class SwiftS3(DaemonGroup):
         self.access_key = access_key
         self.secret_key = secret_key
 
-    def start(self) -> SwiftS3:
-        """Build the rings, start the daemons and wait (bounded) until the proxy answers a signed S3 request;
-        stops what it started and raises SwiftUnavailable, with the daemons' log tails, if any step fails."""
-        reason = unavailable_reason()
-        if reason is not None:
-            raise SwiftUnavailable(reason)
-        began = time.monotonic()
-        deadline = began + self._start_timeout
-        self._make_dir("s3io-swift-")
-        try:
-            ports = dict(zip(("memcached", *SERVERS, "proxy"), free_ports(5), strict=True))
-            self._write_config(ports)
-            self._build_rings(ports, deadline)
-            memcached = ["memcached", "-l", "127.0.0.1", "-p", str(ports["memcached"]), "-U", "0", "-m", "64"]
-            self._spawn_daemon("memcached", [*memcached, *(["-u", "root"] if os.geteuid() == 0 else [])])
-            for name in (*SERVERS, "proxy"):
-                self._spawn_daemon(name, [f"swift-{name}-server", str(self._dir / "etc" / f"{name}-server.conf"), "-v"])
-            self._endpoint = S3Endpoint(f"http://127.0.0.1:{ports['proxy']}", "127.0.0.1", ports["proxy"])
-            self._wait_for_s3(deadline)
-            self.started_in = time.monotonic() - began
-            return self
-        except BaseException as exc:
-            tails = self.log_tails()
-            self.stop()
-            if isinstance(exc, SwiftUnavailable):
-                raise SwiftUnavailable(f"{exc}\n{tails}") from None
-            if isinstance(exc, Exception):
-                raise SwiftUnavailable(f"starting Swift failed: {exc}\n{tails}") from exc
-            raise
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def _launch(self, deadline: float) -> None:
+        """Build the rings, start the daemons and wait until the proxy answers a signed S3 request."""
+        ports = dict(zip(("memcached", *SERVERS, "proxy"), free_ports(5), strict=True))
+        self._write_config(ports)
+        self._build_rings(ports, deadline)
+        memcached = ["memcached", "-l", "127.0.0.1", "-p", str(ports["memcached"]), "-U", "0", "-m", "64"]
+        self._spawn_daemon("memcached", [*memcached, *(["-u", "root"] if os.geteuid() == 0 else [])])
+        for name in (*SERVERS, "proxy"):
+            conf = self._require_dir() / "etc" / f"{name}-server.conf"
+            self._spawn_daemon(name, [f"swift-{name}-server", str(conf), "-v"])
+        self._endpoint = S3Endpoint(f"http://127.0.0.1:{ports['proxy']}", "127.0.0.1", ports["proxy"])
+        client = self.client(connect_timeout=1, read_timeout=5, retries={"total_max_attempts": 1})
+        self._wait("Swift's S3 (a signed ListBuckets)", deadline, lambda: _answers(client))
 
     def _write_config(self, ports: dict[str, int]) -> None:
         d = self._require_dir()
@@ -204,24 +192,6 @@ swift_user = {SWIFT_USER}
             err = built.stderr.decode(errors="replace").strip()[-LOG_TAIL_BYTES:]
             raise SwiftUnavailable(f"building the rings failed ({built.returncode}): {err}")
 
-    def _wait_for_s3(self, deadline: float) -> None:
-        """Poll with a signed ListBuckets until the proxy answers it; SwiftUnavailable if a daemon exits or
-        ``deadline`` passes first."""
-        client = self.client(connect_timeout=1, read_timeout=5, retries={"total_max_attempts": 1})
-        last = "no answer yet"
-        while True:
-            exited = [f"{name} (exit {p.returncode})" for name, p in self._processes.items() if p.poll() is not None]
-            if exited:
-                raise SwiftUnavailable(f"waiting for Swift's S3: {', '.join(exited)} exited")
-            try:
-                client.list_buckets()
-                return
-            except Exception as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() >= deadline:
-                raise SwiftUnavailable(f"waited {self._start_timeout:g} s for Swift's S3, in vain (last: {last})")
-            time.sleep(POLL_SECONDS)
-
     def client(self, *, secret_key: str | None = None, **config: Any) -> Any:
         """A boto3 client of this node's S3 user (path-style; ``secret_key``: another to sign with; ``config``:
         botocore Config settings)."""
@@ -243,3 +213,12 @@ swift_user = {SWIFT_USER}
     def log_tails(self, pattern: str = "*.out") -> str:
         """The daemons' own output (the ring builder writes its logs beside them)."""
         return super().log_tails(pattern)
+
+
+def _answers(client: Any) -> bool:
+    """Whether the proxy answers a signed ListBuckets."""
+    try:
+        client.list_buckets()
+    except Exception:
+        return False
+    return True

@@ -12,11 +12,11 @@ import threading
 import time
 
 import pytest
-from support.moto_server import boto3_client, unique_bucket_name
-from support.netns import NetnsS3Server
 
 from s3io import DeadlineExceeded, Policy, S3Client, TransportError
 from s3io.s3.range_read import RangeRead
+from testbed.moto_server import boto3_client, unique_bucket_name
+from testbed.netns import NetnsS3Server
 
 pytestmark = pytest.mark.timeout(120)
 
