@@ -12,7 +12,8 @@ in-memory endpoint with the data of ``benchmarks.spark_pruning`` (two files, 8,0
    the Python worker's last step.
 
 What remains of the end-to-end wall is the JVM's part (reading the stream into ArrowColumnVectors, the aggregate)
-and scheduling. Run: ``python -m benchmarks.spark_pruning_breakdown [--runs N]``.
+and scheduling. Run: ``python -m benchmarks.spark_pruning_breakdown [--runs N] [--query filter]`` (``filter``: the
+`where("k < 10").groupBy("s").count()` query, whose Python side reads `k` and `s`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _scan_metrics(spark: Any, df: Any) -> dict[str, int]:
     return out
 
 
-def _spark(spark: Any, url: str, local: Path, runs: int) -> dict[str, Any]:
+def _spark(spark: Any, url: str, local: Path, runs: int, query: str) -> dict[str, Any]:
     def s3parquet() -> Any:
         return (
             spark.read.format("s3parquet")
@@ -73,7 +74,7 @@ def _spark(spark: Any, url: str, local: Path, runs: int) -> dict[str, Any]:
     for repetition in range(runs + 1):  # the first round warms up
         for label, load in (("s3parquet", s3parquet), ("built-in", builtin)):
             started = time.perf_counter()
-            df = load().selectExpr("sum(x)")
+            df = load().where("k < 10").groupBy("s").count() if query == "filter" else load().selectExpr("sum(x)")
             df.collect()
             wall = time.perf_counter() - started
             if repetition:
@@ -83,9 +84,9 @@ def _spark(spark: Any, url: str, local: Path, runs: int) -> dict[str, Any]:
     return {"walls": {k: median(v) for k, v in walls.items()}, "metrics": metrics}
 
 
-def _python_alone(url: str, runs: int) -> dict[str, Any]:
+def _python_alone(url: str, runs: int, query: str) -> dict[str, Any]:
     """Plan and read every partition in this process, as the planning worker and the tasks' workers would."""
-    from pyspark.sql.types import DoubleType, StructField, StructType
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     from spark_ext.source.batch_read import BatchRead
     from spark_ext.spark_settings import SessionDefaults
@@ -96,7 +97,9 @@ def _python_alone(url: str, runs: int) -> dict[str, Any]:
         started = time.perf_counter()
         read = BatchRead.from_spark(options, SessionDefaults(default_parallelism=2))
         read.schema()
-        reader = read.reader(StructType([StructField("x", DoubleType())]), filter_pushdown=True)
+        fields = [StructField("k", LongType()), StructField("s", StringType())]
+        schema = StructType(fields if query == "filter" else [StructField("x", DoubleType())])
+        reader = read.reader(schema, filter_pushdown=True)  # no filter pushed: Spark's prune no row group here
         partitions = reader.partitions()
         planned = time.perf_counter() - started
         started, cpu = time.perf_counter(), time.process_time()
@@ -143,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     """Build the narrow table on the in-memory endpoint and on local disk, then measure each stage."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--query", choices=("one", "filter"), default="one", help="sum(x), or k < 10 grouped by s")
     args = parser.parse_args(argv)
     use_fake_aws_environment()
     print(f"load average at start: {load_average()}", flush=True)
@@ -156,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             objects.append((f"narrow/part-{index}.parquet", body))
         upload_objects(stack.endpoint.url, BUCKET, objects)
         url = stack.endpoint.url
-        alone = _python_alone(url, args.runs)
+        alone = _python_alone(url, args.runs, args.query)
         ipc = _ipc(alone.pop("batches"), args.runs)
         print(
             f"Python alone ({alone['partitions']} partitions, {alone['rows']:,} rows, one after the other): plan "
@@ -169,11 +173,11 @@ def main(argv: list[str] | None = None) -> int:
 
             spark = spark_ext.session(MASTER, "bench-spark-pruning-breakdown")
             try:
-                measured = _spark(spark, url, local, args.runs)
+                measured = _spark(spark, url, local, args.runs, args.query)
             finally:
                 spark.stop()
     print(f"load average at end: {load_average()}")
-    print(f"Spark, sum(x), wall medians of {args.runs}: {measured['walls']}")
+    print(f"Spark, {args.query}, wall medians of {args.runs}: {measured['walls']}")
     for m in measured["metrics"]:
         print(f"  s3parquet scan metrics: {m}")
     return 0
