@@ -40,10 +40,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * with no per-row copy on the way in.
  *
  * <p>Spark's own factory for Python sources runs the same Python read function (the mapInArrow protocol, one
- * Python worker per task) but turns every batch into rows and copies each row into an UnsafeRow; for a scan that
- * an aggregate or a filter consumes, that copy costs more than the read. This factory asks Spark's Arrow runner
- * for the batches and hands them on as they are; Spark's generated code reads the columns directly. The row reader
- * (for a plan that asks for rows) is Spark's own.
+ * Python worker per task) but turns every batch into rows and copies each row into an UnsafeRow: about half the
+ * wall of a one-column sum. This factory asks Spark's Arrow runner for the batches and hands them on as they are;
+ * Spark's generated code reads the columns directly. The row reader (for a plan that asks for rows) is Spark's own.
  */
 public class S3ParquetReaderFactory implements PartitionReaderFactory {
   private static final long serialVersionUID = 1L;
