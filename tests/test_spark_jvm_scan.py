@@ -142,6 +142,18 @@ def test_nested_partition_and_case_insensitive_columns_are_pruned_to_whole_top_l
     assert [tuple(r) for r in query.collect()] == [(7, "a")]
 
 
+def test_the_scan_hands_spark_the_python_readers_arrow_batches_as_columns(spark, table_url, s3_endpoint) -> None:
+    url, _ = table_url
+    df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(url)
+    query = df.selectExpr("sum(x)", "max(st.b)", "count(part)")
+    assert tuple(query.collect()[0]) == (sum(i * 0.5 for i in range(ROWS)), str(max(range(ROWS), key=str)), ROWS)
+    plan = _plan(query)  # after the run: adaptive execution adds the row/column transitions to its final plan
+    assert re.search(r"ColumnarToRow\n.*BatchScan s3parquet", plan), plan  # no per-row copy into UnsafeRows
+    assert df.where("k = 3").select("id", "st", "part").rdd.map(lambda r: (r.id, r.st.b, r.part)).take(1) == [
+        (3 * PER_K, str(3 * PER_K), "a")
+    ]
+
+
 def test_a_self_union_with_different_filters_reads_each_sides_rows(spark, table_url, s3_endpoint) -> None:
     url, _ = table_url
     df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(url)

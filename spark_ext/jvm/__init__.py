@@ -7,7 +7,9 @@ scans. On the JVM, ``org.s3io.spark.S3ParquetProvider`` answers ``format("s3parq
 DataSourceRegister services before Python sources), is Spark's own PythonDataSourceV2 for everything but batch
 scans (schema, writes, streams), and plans each batch scan by itself: the reader gets the pruned schema (it reads
 only those columns) and Spark's filters (it prunes partitions and row groups by them; Spark still applies every
-filter to the rows). ``spark_ext.session()`` puts the jar on ``spark.jars``; on spark-submit, ``--jars``.
+filter to the rows). Its tasks hand Spark the Python reader's Arrow batches as columnar batches (Spark's own
+reader of a Python source copies every row of them into an UnsafeRow), so executors need the jar too:
+``spark_ext.session()`` puts it on ``spark.jars`` (which Spark ships to executors); on spark-submit, ``--jars``.
 """
 
 from __future__ import annotations

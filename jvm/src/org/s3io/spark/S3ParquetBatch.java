@@ -14,7 +14,6 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceRead
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonFilterPushdownResult;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition;
-import org.apache.spark.sql.execution.datasources.v2.python.PythonPartitionReaderFactory;
 import org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource;
 import org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSourceFilterPushdownRunner;
 import org.apache.spark.sql.sources.Filter;
@@ -28,6 +27,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * Plans the read in one Python planning call: the reader for the pruned schema, its {@code pushFilters} with the
  * pushed filters (none is fine), then its partitions and read function. The plan is this scan's own: nothing is
  * stored on the shared data source object, so a self-union with different filters reads each side's own rows.
+ * Tasks read through {@link S3ParquetReaderFactory}: the read function's Arrow batches as columnar batches.
  */
 public class S3ParquetBatch implements Batch {
   private final PythonDataSourceV2 source;
@@ -87,6 +87,6 @@ public class S3ParquetBatch implements Batch {
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
-    return new PythonPartitionReaderFactory(source.source(), plan().func(), readSchema, jobArtifactUuid, sessionUuid);
+    return new S3ParquetReaderFactory(source.source(), plan().func(), readSchema, jobArtifactUuid, sessionUuid);
   }
 }
