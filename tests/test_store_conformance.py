@@ -55,8 +55,8 @@ POLICY = Policy(max_attempts=3, backoff_base=0.01, backoff_cap=0.2)
 SCRATCH = "tmp/_s3io_probe/"
 CONDITIONS = (Capability.CONDITIONAL_CREATE, Capability.CONDITIONAL_REPLACE, Capability.CONDITIONAL_DELETE)
 CHECKSUMS = (Capability.UPLOAD_CHECKSUMS, Capability.FULL_OBJECT_MULTIPART)
-# What each store lacks, and the If-Match form it takes: measured (moto 5.2.6, pinned in pyproject.toml; Ceph RGW 16.2.15, Debian bookworm;
-# s3rver 3.7.1, Node 20; LocalStack 2026.3.0, host mode; Swift 2.30.1 s3api, Debian bookworm).
+# What each store lacks, and the If-Match form it takes: measured (moto 5.2.6, pinned in pyproject.toml; Ceph RGW
+# 16.2.15, Debian bookworm; s3rver 3.7.1, Node 20; LocalStack 2026.3.0, host mode; Swift 2.30.1 s3api, Debian bookworm).
 MEASURED = {
     "moto": ((), EtagForm.QUOTED),  # 5.2.5 lacked per-object ETags in DeleteObjects
     "rgw": (
