@@ -9,13 +9,13 @@ import pickle
 
 import pytest
 
-from s3io.cli import POLICY_FLAGS, join_negative_values
+from s3io.cli import join_negative_values
 from s3io.compaction.options import CompactionOptions
 from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.s3.encryption import s3a_options
-from s3io.store import StoreConfig, add_store_arguments
+from s3io.store import StoreConfig
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.proxy import DIRECT, parse_proxy_url, s3a_proxy_url
 from spark_ext.planning.read_options import redact
@@ -35,7 +35,7 @@ EXPECTED = StoreConfig(
 
 def _cli(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_store_arguments(parser, policy_flags=POLICY_FLAGS)
+    StoreConfig.add_arguments(parser)
     return parser.parse_args(join_negative_values(argv))
 
 
@@ -74,7 +74,7 @@ def test_command_line_flags_give_the_same_value_and_errors_name_the_flag() -> No
     )
     with pytest.raises(InvalidConfig, match="--endpoint-url: expected an http:// or https:// URL"):
         StoreConfig.from_args(_cli("--endpoint-url", "localhost:9000"))
-    with pytest.raises(InvalidConfig, match="stall_timeout: expected a number of seconds"):
+    with pytest.raises(InvalidConfig, match="--stall-timeout: expected a number of seconds"):
         StoreConfig.from_args(_cli("--stall-timeout", "-2s"))
 
 

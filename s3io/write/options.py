@@ -9,8 +9,9 @@ Defaults, and where they come from:
 - max_open_files 8: files a task keeps open at once (one per partition directory it is writing); when rows of a
   ninth directory arrive, the least recently written file is closed (it may be small). Rows clustered by partition
   (``spark_ext.write`` sorts them) never need more than one.
-- part_size 8 MiB, upload_concurrency 4: a task's parts in flight, shared by its open files; memory per task is
-  about max_open_files x (row_group_bytes + part_size) + upload_concurrency x part_size at most.
+- part_size 8 MiB (the option uploadPartSize; partSize in a write's options), upload_concurrency 4: a task's parts in
+  flight, shared by its open files; memory per task is about max_open_files x (row_group_bytes + part_size) +
+  upload_concurrency x part_size at most.
 - compression "snappy": Spark's default codec.
 - grace_period 60 s: the compaction's; how long a reader may take between listing and reading. An overwrite
   deletes the files it replaced no earlier than this after it published; a finished write's entry is forgotten no
@@ -29,15 +30,11 @@ Defaults, and where they come from:
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
 from s3io.s3.multipart import MIN_PART_SIZE
-from s3io.settings import option, option_spellings, take_options, unknown_option
-from s3io.units import parse_bool, parse_duration, parse_int, parse_size
+from s3io.settings import BOOL, DURATION, SIZE, Kind, Settings, choice, count, optional_text, setting, settings
 
 MiB = 1024 * 1024
 APPEND = "append"
@@ -49,32 +46,6 @@ OVERWRITE_MODES = (STATIC, DYNAMIC)
 MIN_TARGET_FILE_SIZE = MIN_PART_SIZE  # 5 MiB: below one multipart part, files (and uploads) multiply per few rows
 MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # a compaction publishes with one CopyObject (5 GiB at most)
 CODEC_SUFFIXES = {"snappy": "snappy", "gzip": "gz", "zstd": "zstd", "lz4": "lz4", "brotli": "br", "none": None}
-
-
-def _size(value: Any, name: str) -> int:
-    return parse_size(value, name=name)
-
-
-def _count(value: Any, name: str) -> int:
-    return parse_int(value, name=name, minimum=1)
-
-
-def _seconds(value: Any, name: str) -> float:
-    return parse_duration(value, name=name)
-
-
-def _bool(value: Any, name: str) -> bool:
-    return parse_bool(value, name=name)
-
-
-def _choice(choices: tuple[str, ...]) -> Any:
-    def parse(value: Any, name: str) -> str:
-        text = str(value).strip().lower()
-        if text not in choices:
-            raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
-        return text
-
-    return parse
 
 
 def _codec(value: Any, name: str) -> str:
@@ -94,46 +65,35 @@ def _columns(value: Any, name: str) -> tuple[str, ...]:
     return columns
 
 
-def _optional_text(value: Any, name: str) -> str | None:
-    text = str(value).strip()
-    return None if text.lower() in ("", "none") else text
-
-
-@dataclass(frozen=True, slots=True)
-class WriteOptions:
+@settings
+class WriteOptions(Settings):
     """How to write and commit; validated on construction, changed with ``replace``. Each field declares its
-    option name (``from_options``: Spark's ``.option(...)`` keys, case-insensitive)."""
+    option (s3io.settings: ``from_options`` / ``take_options`` take Spark's ``.option(...)`` keys, case-insensitive)."""
 
-    mode: str = option("mode", _choice(MODES), default=APPEND)
-    partition_by: tuple[str, ...] = option("partitionBy", _columns, default=())
-    partition_overwrite_mode: str = option("partitionOverwriteMode", _choice(OVERWRITE_MODES), default=STATIC)
-    target_file_size: int = option("targetFileSize", _size, default=128 * MiB, aliases=("maxFileSize",))
-    row_group_bytes: int = option("rowGroupBytes", _size, default=64 * MiB)
-    max_open_files: int = option("maxOpenFiles", _count, default=8)
-    part_size: int = option("partSize", _size, default=8 * MiB)
-    upload_concurrency: int = option("uploadConcurrency", _count, default=4)
-    compression: str = option("compression", _codec, default="snappy", aliases=("codec",))
-    grace_period: float = option("gracePeriod", _seconds, default=60.0)
-    lease_ttl: float = option("leaseTtl", _seconds, default=120.0)
-    clock_skew: float = option("clockSkew", _seconds, default=2.0)
-    abandon_uploads_after: float = option("abandonUploadsAfter", _seconds, default=86_400.0)
-    lock_wait: float = option("lockWait", _seconds, default=600.0)
-    complete_concurrency: int = option("completeConcurrency", _count, default=16)
-    merge_schema: bool = option("mergeSchema", _bool, default=False)
-    auto_compact: bool = option("autoCompact", _bool, default=False)
-    auto_compact_min_files: int = option("autoCompactMinFiles", _count, default=50)
-    owner: str | None = option("owner", _optional_text, default=None)  # for messages; default host:pid
+    KIND: ClassVar[str] = "write option"
 
-    @classmethod
-    def from_options(
-        cls, values: Mapping[str, Any], base: WriteOptions | None = None, *, strict: bool = True
-    ) -> tuple[WriteOptions, dict[str, Any]]:
-        """(the options ``values`` give over ``base``, the entries it does not know); with ``strict`` an unknown
-        entry is an InvalidConfig naming the known options."""
-        changes, rest = take_options(cls, values)
-        if strict and rest:
-            raise unknown_option(str(next(iter(rest))), option_spellings(cls), kind="write option")
-        return (base or cls()).replace(**changes), rest
+    mode: str = setting("mode", choice(*MODES), default=APPEND)
+    partition_by: tuple[str, ...] = setting("partitionBy", Kind("columns", _columns), default=())
+    partition_overwrite_mode: str = setting("partitionOverwriteMode", choice(*OVERWRITE_MODES), default=STATIC)
+    target_file_size: int = setting("targetFileSize", SIZE, default=128 * MiB, aliases=("maxFileSize",))
+    row_group_bytes: int = setting("rowGroupBytes", SIZE, default=64 * MiB)
+    max_open_files: int = setting("maxOpenFiles", count(1), default=8)
+    # partSize: this in a write's options (an engine's readPartSize in a read's)
+    part_size: int = setting("uploadPartSize", SIZE, default=8 * MiB, aliases=("partSize",))
+    upload_concurrency: int = setting("uploadConcurrency", count(1), default=4)
+    compression: str = setting(
+        "compression", Kind(" | ".join(CODEC_SUFFIXES), _codec), default="snappy", aliases=("codec",)
+    )
+    grace_period: float = setting("gracePeriod", DURATION, default=60.0)
+    lease_ttl: float = setting("leaseTtl", DURATION, default=120.0)
+    clock_skew: float = setting("clockSkew", DURATION, default=2.0)
+    abandon_uploads_after: float = setting("abandonUploadsAfter", DURATION, default=86_400.0)
+    lock_wait: float = setting("lockWait", DURATION, default=600.0)
+    complete_concurrency: int = setting("completeConcurrency", count(1), default=16)
+    merge_schema: bool = setting("mergeSchema", BOOL, default=False)
+    auto_compact: bool = setting("autoCompact", BOOL, default=False)
+    auto_compact_min_files: int = setting("autoCompactMinFiles", count(1), default=50)
+    owner: str | None = setting("owner", optional_text(), default=None)  # for messages; default host:pid
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition_by", _columns(self.partition_by, "partition_by"))
@@ -174,6 +134,3 @@ class WriteOptions:
     @property
     def codec_suffix(self) -> str | None:
         return CODEC_SUFFIXES[self.compression]
-
-    def replace(self, **changes: object) -> WriteOptions:
-        return dataclasses.replace(self, **changes)

@@ -12,8 +12,8 @@ from typing import Any
 
 from s3io.errors import InvalidConfig
 from s3io.s3a import is_s3a_key, store_options
-from s3io.settings import loose_key, option_spellings, unknown_option
-from s3io.store import StoreConfig, layered_options, store_option_names
+from s3io.settings import loose_key, spellings, unknown_option
+from s3io.store import StoreConfig, layered_options
 from s3io.table import layout
 from s3io.write.options import APPEND, OVERWRITE, WriteOptions
 from spark_ext.planning.read_options import read_bucket
@@ -59,10 +59,10 @@ def parse_write_options(values: Mapping[str, Any], *, overwrite: bool) -> WriteT
     if next((k for k in given if loose_key(str(k)) == "paths"), None) is not None:
         raise InvalidConfig("s3parquet write: one path only (.save('s3://bucket/prefix/')), not several")
     rest = {k: v for k, v in given.items() if loose_key(str(k)) not in ("path", "mode")}
-    options, rest = WriteOptions.from_options(rest, strict=False)
+    options, rest = WriteOptions.take_options(rest)
     store, rest = StoreConfig.take_options(rest)
     if rest:
-        known = (*option_spellings(WriteOptions), *store_option_names(), "path")
+        known = (*spellings(WriteOptions), *spellings(StoreConfig), "path")
         raise unknown_option(str(next(iter(rest))), known, kind="s3parquet write option")
     bucket, prefix = layout.parse_prefix(str(path))
     return WriteTarget(bucket, prefix, options.replace(mode=OVERWRITE if overwrite else APPEND), store.pinned())
