@@ -146,11 +146,19 @@ class Retry(Settings):
         flag="--first-contact-attempts",
         help="attempts before an endpoint that never answered is reported unreached ('none': off)",
     )
-    backoff_base: float = setting("backoffBase", DURATION, default=0.1, unit="s", range=">= 0")
-    backoff_cap: float = setting("backoffCap", DURATION, default=15.0, unit="s", range=">= backoffBase")
-    budget: int = setting("retryBudget", INTEGER, default=500, unit="tokens", range=">= 0")
-    cost: int = setting("retryCost", INTEGER, default=5, unit="tokens", range=">= 0")
-    timeout_cost: int = setting("timeoutRetryCost", INTEGER, default=10, unit="tokens", range=">= 0")
+    backoff_base: float = setting(
+        "backoffBase", DURATION, default=0.1, unit="s", range=">= 0", help="the first retry's delay (full jitter)"
+    )
+    backoff_cap: float = setting(
+        "backoffCap", DURATION, default=15.0, unit="s", range=">= backoffBase", help="the longest delay (doubling)"
+    )
+    budget: int = setting(
+        "retryBudget", INTEGER, default=500, unit="tokens", range=">= 0", help="a client's retry quota (AWS SDKs')"
+    )
+    cost: int = setting("retryCost", INTEGER, default=5, unit="tokens", range=">= 0", help="what a retry takes from it")
+    timeout_cost: int = setting(
+        "timeoutRetryCost", INTEGER, default=10, unit="tokens", range=">= 0", help="what a retry after a timeout takes"
+    )
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -187,9 +195,15 @@ class Sockets(Settings):
         flag="--tcp-user-timeout",
         help="TCP_USER_TIMEOUT: how long sent data may stay unacknowledged",
     )
-    keepalive_idle: float = setting("keepaliveIdle", DURATION, default=10.0, unit="s", range=">= 0")
-    keepalive_interval: float = setting("keepaliveInterval", DURATION, default=5.0, unit="s", range=">= 0")
-    keepalive_count: int = setting("keepaliveCount", INTEGER, default=3, unit="probes", range=">= 0")
+    keepalive_idle: float = setting(
+        "keepaliveIdle", DURATION, default=10.0, unit="s", range=">= 0", help="TCP keepalive: idle time before probes"
+    )
+    keepalive_interval: float = setting(
+        "keepaliveInterval", DURATION, default=5.0, unit="s", range=">= 0", help="TCP keepalive: time between probes"
+    )
+    keepalive_count: int = setting(
+        "keepaliveCount", INTEGER, default=3, unit="probes", range=">= 0", help="TCP keepalive: probes before failing"
+    )
     max_connections: int = setting(
         "maxConnections",
         INTEGER,
@@ -228,7 +242,12 @@ class Policy(Settings):
     timeouts: Timeouts = group(Timeouts, flat=True)
     retry: Retry = group(Retry, flat=True)
     sockets: Sockets = group(Sockets, flat=True)
-    correct_clock_skew: bool = setting("correctClockSkew", BOOL, default=True)
+    correct_clock_skew: bool = setting(
+        "correctClockSkew",
+        BOOL,
+        default=True,
+        help="sign a request refused for this machine's clock again with the server's time",
+    )
     checksums: str = setting(
         "checksums",
         choice(*CHECKSUM_MODES, aliases=_CHECKSUM_ALIASES),

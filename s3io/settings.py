@@ -248,8 +248,9 @@ def _walk(cls: type, path: tuple[str, ...], prefix: str | None, *, top: bool) ->
             keyword = spec.keyword or (f.name if top else snake_name(spec.name))
             env = spec.env or (prefix + keyword.upper() if prefix else None)
             yield Declared((*path, f.name), keyword, spec, _default(f), env, cls)
-        elif _GROUP in f.metadata:
-            yield from _walk(f.metadata[_GROUP][0], (*path, f.name), prefix, top=False)
+        elif _GROUP in f.metadata:  # a flat group's members are keywords of this value: named by their option
+            inner, flat = f.metadata[_GROUP]
+            yield from _walk(inner, (*path, f.name), prefix, top=not flat)
 
 
 @functools.cache

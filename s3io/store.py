@@ -133,11 +133,20 @@ class StoreConfig(Settings):
     anonymous: bool = setting(
         "anonymous", BOOL, default=False, flag="--anonymous", help="send unsigned requests (public buckets)"
     )
-    access_key_id: str | None = setting("accessKeyId", parse_secret, default=None, aliases=("accessKey",), secret=True)
-    secret_access_key: str | None = setting(
-        "secretAccessKey", parse_secret, default=None, aliases=("secretKey",), secret=True
+    access_key_id: str | None = setting(
+        "accessKeyId",
+        parse_secret,
+        default=None,
+        aliases=("accessKey",),
+        secret=True,
+        help="explicit credentials (redacted from plans and logs; default: botocore's provider chain)",
     )
-    session_token: str | None = setting("sessionToken", parse_secret, default=None, secret=True)
+    secret_access_key: str | None = setting(
+        "secretAccessKey", parse_secret, default=None, aliases=("secretKey",), secret=True, help="its secret"
+    )
+    session_token: str | None = setting(
+        "sessionToken", parse_secret, default=None, secret=True, help="its session token, for temporary credentials"
+    )
     sse: str | None = setting(
         "sse",
         parse_algorithm,

@@ -49,9 +49,25 @@ class EngineConfig(Settings):
 
     KIND: ClassVar[str] = "engine option"
 
-    max_concurrency: int = setting("maxConcurrency", count(1), default=32, unit="GETs", range=">= 1")
-    memory_budget: int = setting("memoryBudget", SIZE, default=256 * MiB, unit="bytes", range=">= 1")
-    coalesce_gap: int = setting("coalesceGap", SIZE, default=1 * MiB, unit="bytes", range=">= 0")
+    max_concurrency: int = setting(
+        "maxConcurrency", count(1), default=32, help="GETs in flight per engine (per task)", unit="GETs", range=">= 1"
+    )
+    memory_budget: int = setting(
+        "memoryBudget",
+        SIZE,
+        default=256 * MiB,
+        help="bytes fetched but not yet handed over",
+        unit="bytes",
+        range=">= 1",
+    )
+    coalesce_gap: int = setting(
+        "coalesceGap",
+        SIZE,
+        default=1 * MiB,
+        help="ranges closer than this are fetched by one GET",
+        unit="bytes",
+        range=">= 0",
+    )
     part_size: int = setting(
         "readPartSize",
         SIZE,
@@ -61,16 +77,43 @@ class EngineConfig(Settings):
         range=">= 1",
         help="the largest range one GET fetches (partSize: this in a read's options, uploadPartSize in a write's)",
     )
-    whole_object_threshold: int = setting("wholeObjectThreshold", SIZE, default=2 * MiB, unit="bytes", range=">= 0")
+    whole_object_threshold: int = setting(
+        "wholeObjectThreshold",
+        SIZE,
+        default=2 * MiB,
+        help="an object this small is fetched whole in one GET",
+        unit="bytes",
+        range=">= 0",
+    )
     stream_window: int | None = setting(
-        "streamWindow", optional_size(), default=None, unit="bytes", range=">= 1 or none"
+        "streamWindow",
+        optional_size(),
+        default=None,
+        help="bytes one stream may hold ahead of its consumer (default: a quarter of memoryBudget)",
+        unit="bytes",
+        range=">= 1 or none",
     )
-    hedge_enabled: bool = setting("hedgeEnabled", BOOL, default=False, aliases=("hedging",))
+    hedge_enabled: bool = setting(
+        "hedgeEnabled", BOOL, default=False, help="send a second GET for a slow small one", aliases=("hedging",)
+    )
     hedge_delay: float | None = setting(
-        "hedgeDelay", OPTIONAL_DURATION, default=None, unit="s", range="> 0 or none (adaptive)"
+        "hedgeDelay",
+        OPTIONAL_DURATION,
+        default=None,
+        help="when to hedge (default: adaptive, p95 of recent GETs)",
+        unit="s",
+        range="> 0 or none (adaptive)",
     )
-    hedge_max_fraction: float = setting("hedgeMaxFraction", Kind("number", _fraction), default=0.05, range="[0, 1]")
-    cache_bytes: int = setting("cacheBytes", SIZE, default=0, unit="bytes", range=">= 0")
+    hedge_max_fraction: float = setting(
+        "hedgeMaxFraction",
+        Kind("number", _fraction),
+        default=0.05,
+        help="at most this share of GETs hedged",
+        range="[0, 1]",
+    )
+    cache_bytes: int = setting(
+        "cacheBytes", SIZE, default=0, help="completed GETs kept in an LRU (0: none)", unit="bytes", range=">= 0"
+    )
 
     def __post_init__(self) -> None:
         for name in ("max_concurrency", "memory_budget", "part_size"):

@@ -34,9 +34,11 @@ from typing import Any, ClassVar
 from s3io.errors import InvalidConfig
 from s3io.settings import (
     BOOL,
+    Declared,
     Kind,
     Settings,
     count,
+    declared,
     group,
     loose_key,
     optional_text,
@@ -135,32 +137,143 @@ class ReadOptions(Settings):
     KIND: ClassVar[str] = "option"
 
     paths: tuple[S3Path, ...]
-    base_path: str | None = setting("basePath", Kind("s3 URL", _base_path), default=None)  # s3:// URL ending with "/"
-    recursive_file_lookup: bool = setting("recursiveFileLookup", BOOL, default=False)
-    path_glob_filter: str | None = setting("pathGlobFilter", Kind("glob", _name_glob), default=None)
-    ignore_missing_files: bool = setting("ignoreMissingFiles", BOOL, default=False)
-    ignore_corrupt_files: bool = setting("ignoreCorruptFiles", BOOL, default=False)
-    merge_schema: bool = setting("mergeSchema", BOOL, default=False)
-    columns: tuple[str, ...] | None = setting("columns", Kind("columns", _columns), default=None)
-    max_partition_bytes: int = setting("maxPartitionBytes", _size(1), default=128 * MiB)
-    open_cost_in_bytes: int = setting("openCostInBytes", _size(0), default=DEFAULT_OPEN_COST_IN_BYTES)
-    min_partition_num: int | None = setting("minPartitionNum", count(1), default=None)
-    time_zone: str = setting("timeZone", Kind("time zone", _time_zone), default="UTC")
-    partition_column_type_inference: bool = setting("partitionColumnTypeInference", BOOL, default=True)
-    # spark.sql.caseSensitive: column names match exactly, not ignoring case
-    case_sensitive: bool = setting("caseSensitive", BOOL, default=False)
-    # read the objects as they are, not as the compaction journal says (s3io.table)
-    ignore_journal: bool = setting("ignoreJournal", BOOL, default=False)
-    # spark.sql.parquet.datetimeRebaseModeInRead / int96RebaseModeInRead
-    datetime_rebase_mode: str = setting("datetimeRebaseMode", REBASE_MODE, default="CORRECTED")
-    int96_rebase_mode: str = setting("int96RebaseMode", REBASE_MODE, default="CORRECTED")
-    # Spark's JVM default zone: legacy timestamps are rebased in it
-    jvm_time_zone: str | None = setting("jvmTimeZone", optional_text(), default=None)
-    # only files modified strictly before / after these times (Spark's file-source options; in timeZone)
-    modified_before: str | None = setting("modifiedBefore", Kind("timestamp", _modified_time), default=None)
-    modified_after: str | None = setting("modifiedAfter", Kind("timestamp", _modified_time), default=None)
-    # a predicate in Spark's SQL: prunes partition directories before listing, row groups, and filters rows exactly
-    row_filter: RowFilter | None = setting("filter", Kind("SQL predicate", parse_filter), default=None)
+    base_path: str | None = setting(
+        "basePath",
+        Kind("s3 URL", _base_path),
+        default=None,
+        help="as in Spark's file sources: where partition directories start",
+    )  # s3:// URL ending with "/"
+    recursive_file_lookup: bool = setting(
+        "recursiveFileLookup",
+        BOOL,
+        default=False,
+        help="as in Spark's file sources: every file below the path, no partition discovery",
+    )
+    path_glob_filter: str | None = setting(
+        "pathGlobFilter",
+        Kind("glob", _name_glob),
+        default=None,
+        help="as in Spark's file sources: only files whose name matches",
+    )
+    ignore_missing_files: bool = setting(
+        "ignoreMissingFiles",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.files.ignoreMissingFiles",
+        spark_fallback="false",
+        help="skip (and log) files deleted after planning; otherwise the task fails naming the file",
+    )
+    ignore_corrupt_files: bool = setting(
+        "ignoreCorruptFiles",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.files.ignoreCorruptFiles",
+        spark_fallback="false",
+        help="skip (and log) unreadable files; otherwise the task fails naming the file",
+    )
+    merge_schema: bool = setting(
+        "mergeSchema",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.parquet.mergeSchema",
+        spark_fallback="false",
+        help="schema from every footer instead of the first file's",
+    )
+    columns: tuple[str, ...] | None = setting(
+        "columns", Kind("columns", _columns), default=None, help="read only these columns (default: all)"
+    )
+    max_partition_bytes: int = setting(
+        "maxPartitionBytes",
+        _size(1),
+        default=128 * MiB,
+        help="Spark's packing: the most bytes of one partition",
+        spark_conf="spark.sql.files.maxPartitionBytes",
+    )
+    open_cost_in_bytes: int = setting(
+        "openCostInBytes",
+        _size(0),
+        default=DEFAULT_OPEN_COST_IN_BYTES,
+        help="Spark's packing: what a file costs beyond its bytes (64 KiB, not Spark's 4 MiB: see above)",
+        spark_conf="spark.sql.files.openCostInBytes",
+    )
+    min_partition_num: int | None = setting(
+        "minPartitionNum",
+        count(1),
+        default=None,
+        help="Spark's packing: at least this many partitions (default: the default parallelism)",
+        spark_conf="spark.sql.files.minPartitionNum",
+    )
+    time_zone: str = setting(
+        "timeZone",
+        Kind("time zone", _time_zone),
+        default="UTC",
+        spark_conf="spark.sql.session.timeZone",
+        spark_fallback="UTC",
+        help="the time zone of timestamp partition values",
+    )
+    partition_column_type_inference: bool = setting(
+        "partitionColumnTypeInference",
+        BOOL,
+        default=True,
+        spark_conf="spark.sql.sources.partitionColumnTypeInference.enabled",
+        spark_fallback="true",
+        help="partition values typed as Spark infers them (false: strings)",
+    )
+    case_sensitive: bool = setting(
+        "caseSensitive",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.caseSensitive",
+        spark_fallback="false",
+        help="column names match exactly, not ignoring case",
+    )
+    ignore_journal: bool = setting(
+        "ignoreJournal",
+        BOOL,
+        default=False,
+        help="read the objects as they are, not as the compaction journal says (as spark.read.parquet does)",
+    )
+    datetime_rebase_mode: str = setting(
+        "datetimeRebaseMode",
+        REBASE_MODE,
+        default="CORRECTED",
+        spark_conf="spark.sql.parquet.datetimeRebaseModeInRead",
+        spark_fallback="CORRECTED",
+        help="the calendar of dates and timestamps in files that do not say theirs (above)",
+    )
+    int96_rebase_mode: str = setting(
+        "int96RebaseMode",
+        REBASE_MODE,
+        default="CORRECTED",
+        spark_conf="spark.sql.parquet.int96RebaseModeInRead",
+        spark_fallback="CORRECTED",
+        help="the same for INT96 timestamps",
+    )
+    jvm_time_zone: str | None = setting(
+        "jvmTimeZone",
+        optional_text(),
+        default=None,
+        help="the driver JVM's default time zone, captured by register: legacy timestamps are rebased in it",
+    )
+    modified_before: str | None = setting(
+        "modifiedBefore",
+        Kind("timestamp", _modified_time),
+        default=None,
+        help="only files modified strictly before this time (2026-01-02T13:00:00, in timeZone)",
+    )
+    modified_after: str | None = setting(
+        "modifiedAfter",
+        Kind("timestamp", _modified_time),
+        default=None,
+        help="only files modified strictly after this time (2026-01-02T13:00:00, in timeZone)",
+    )
+    row_filter: RowFilter | None = setting(
+        "filter",
+        Kind("SQL predicate", parse_filter),
+        default=None,
+        help="a predicate in Spark's SQL that prunes partition directories before listing, row groups, and rows, "
+        "exactly",
+    )
     store: StoreConfig = group(StoreConfig)
 
     @classmethod
@@ -186,6 +299,9 @@ class ReadOptions(Settings):
         return self.min_partition_num if self.min_partition_num is not None else max(1, default_parallelism)
 
 
+SESSION_BACKED: tuple[Declared, ...] = tuple(d for d in declared(ReadOptions) if d.spec.spark_conf is not None)
+"""The read options whose default is a Spark session setting (declared with ``spark_conf``): ``spark_ext.register``
+captures those settings and every read fills them in (``source.batch_read.with_session_defaults``)."""
 KNOWN_OPTIONS: tuple[str, ...] = tuple(sorted({*PATH_OPTIONS, *option_spellings(ReadOptions)}, key=str.lower))
 _REDACTED_PARTS = ("secret", "token", "password", "passwd", "credential", "accesskey", "sessionkey")
 
