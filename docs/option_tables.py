@@ -1,5 +1,6 @@
 """The docs' option tables, generated from the settings' declarations (s3io.settings): a Spark read's options, the
-store's settings (options, keywords, flags, variables), the command lines' flags, the S3IO_* variables and S3A's keys.
+store's settings (options, keywords, flags, variables, S3A keys), a write's and a stream's options, the command
+lines' flags, the S3IO_* variables and S3A's keys.
 
 Each table sits in its page between ``<!-- generated: NAME -->`` and ``<!-- /generated -->``; tests/test_docs_tables.py
 fails when one is stale. Regenerate them all with:
@@ -23,7 +24,9 @@ from s3io.compaction.options import CompactionOptions  # noqa: E402
 from s3io.s3a import FS_S3A, ROWS  # noqa: E402
 from s3io.settings import Declared, declared, kind_of  # noqa: E402
 from s3io.store import StoreConfig  # noqa: E402
+from s3io.write.options import WriteOptions  # noqa: E402
 from spark_ext.planning.read_options import ReadOptions  # noqa: E402
+from spark_ext.stream.stream_options import StreamOptions  # noqa: E402
 
 COMMAND = "python docs/option_tables.py --write"
 DASH = "\u2013"  # what a table shows for "none"
@@ -33,7 +36,7 @@ _BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(
 
 def shown(value: Any, unit: str) -> str:
     """A default as the docs write it: sizes in KiB / MiB / GiB, durations with their unit, none as a dash."""
-    if value is None or value == ():
+    if value is None or value in ((), ""):
         return DASH
     if isinstance(value, bool):
         return str(value).lower()
@@ -43,6 +46,9 @@ def shown(value: Any, unit: str) -> str:
                 return f"{value // size} {name}"
         return f"{value} bytes"
     if unit == "s" and isinstance(value, int | float):
+        for seconds, name in ((86_400, "d"), (3_600, "h"), (60, "min")):
+            if value >= seconds and value % seconds == 0:
+                return f"{value // seconds:g} {name}"
         return f"{value:g} s"
     if isinstance(value, tuple):
         return ", ".join(str(v) for v in value)
@@ -84,13 +90,39 @@ def read_options() -> str:
     return _table(("option", "takes", "default", "default from the session's", "meaning"), rows)
 
 
+def _s3a(d: Declared) -> str:
+    """The S3A keys that can set a store setting (s3io.s3a's table)."""
+    return _code(*(FS_S3A + row.key for row in ROWS.values() if row.to is not None and d.name in row.options()))
+
+
+def write_options() -> str:
+    """A Spark write's own options (and ``s3io.write_parquet``'s keywords); the store's are in the store table."""
+    rows = ((_code(*d.spellings), _kind(d), _default(d), d.spec.help) for d in _documented(WriteOptions))
+    return _table(("option", "takes", "default", "meaning"), rows)
+
+
+def stream_options() -> str:
+    """A Spark stream's own options (every batch read option applies too)."""
+    rows = ((_code(*d.spellings), _kind(d), _default(d), d.spec.help) for d in _documented(StreamOptions))
+    return _table(("option", "takes", "default", "meaning"), rows)
+
+
 def store_settings() -> str:
     """Every store setting (where, as whom, the policy, the range engine): every read, stream, write and command."""
     rows = (
-        (_code(*d.spellings), f"`{d.keyword}`", _code(d.spec.flag), _code(d.env), _kind(d), _default(d), d.spec.help)
+        (
+            _code(*d.spellings),
+            f"`{d.keyword}`",
+            _code(d.spec.flag),
+            _code(d.env),
+            _s3a(d),
+            _kind(d),
+            _default(d),
+            d.spec.help,
+        )
         for d in _documented(StoreConfig)
     )
-    return _table(("option", "keyword", "flag", "variable", "takes", "default", "meaning"), rows)
+    return _table(("option", "keyword", "flag", "variable", "S3A", "takes", "default", "meaning"), rows)
 
 
 def _flags(cls: type) -> str:
@@ -129,6 +161,8 @@ def s3a_keys() -> str:
 
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
     "read-options": ("docs/spark.md", read_options),
+    "write-options": ("docs/writing.md", write_options),
+    "stream-options": ("docs/streaming.md", stream_options),
     "store-settings": ("docs/policy.md", store_settings),
     "s3io-flags": ("docs/cli.md", s3io_flags),
     "compact-flags": ("docs/cli.md", compact_flags),

@@ -195,9 +195,6 @@ def setting(
     )
 
 
-option = setting  # the same declaration, by the name the option values used
-
-
 def group(cls: type[T], *, flat: bool = False) -> Any:
     """A dataclass field holding a smaller settings value (its defaults by default), whose settings are this value's
     too; ``flat``: its keywords are this value's own keywords and attributes as well."""
@@ -274,9 +271,6 @@ def _flat_keywords(cls: type) -> dict[str, tuple[str, str]]:
 def spellings(cls: type) -> tuple[str, ...]:
     """The option names (and aliases) ``cls`` takes, for "known options" lists."""
     return tuple(s for d in declared(cls) for s in d.spellings)
-
-
-option_spellings = spellings
 
 
 # ----------------------------------------------------------------------------------------- the base

@@ -72,28 +72,108 @@ class WriteOptions(Settings):
 
     KIND: ClassVar[str] = "write option"
 
-    mode: str = setting("mode", choice(*MODES), default=APPEND)
-    partition_by: tuple[str, ...] = setting("partitionBy", Kind("columns", _columns), default=())
-    partition_overwrite_mode: str = setting("partitionOverwriteMode", choice(*OVERWRITE_MODES), default=STATIC)
-    target_file_size: int = setting("targetFileSize", SIZE, default=128 * MiB, aliases=("maxFileSize",))
-    row_group_bytes: int = setting("rowGroupBytes", SIZE, default=64 * MiB)
-    max_open_files: int = setting("maxOpenFiles", count(1), default=8)
-    # partSize: this in a write's options (an engine's readPartSize in a read's)
-    part_size: int = setting("uploadPartSize", SIZE, default=8 * MiB, aliases=("partSize",))
-    upload_concurrency: int = setting("uploadConcurrency", count(1), default=4)
-    compression: str = setting(
-        "compression", Kind(" | ".join(CODEC_SUFFIXES), _codec), default="snappy", aliases=("codec",)
+    mode: str = setting("mode", choice(*MODES), default=APPEND, docs=False)
+    partition_by: tuple[str, ...] = setting(
+        "partitionBy",
+        Kind("columns", _columns),
+        default=(),
+        help='comma-separated partition columns: Hive directories `col=value/` in Spark\'s text form (null and `""` '
+        "as `__HIVE_DEFAULT_PARTITION__`, Spark's characters escaped `%XX`); the columns are left out of the "
+        "files. String, integer, boolean, date, decimal and timestamp columns (years zero-padded to four digits; "
+        "every case checked against Spark's own `partitionBy` writer, `tests/test_spark_write_partitions.py`); "
+        "others are refused (cast them to string)",
     )
-    grace_period: float = setting("gracePeriod", DURATION, default=60.0)
-    lease_ttl: float = setting("leaseTtl", DURATION, default=120.0)
-    clock_skew: float = setting("clockSkew", DURATION, default=2.0)
-    abandon_uploads_after: float = setting("abandonUploadsAfter", DURATION, default=86_400.0)
-    lock_wait: float = setting("lockWait", DURATION, default=600.0)
-    complete_concurrency: int = setting("completeConcurrency", count(1), default=16)
-    merge_schema: bool = setting("mergeSchema", BOOL, default=False)
-    auto_compact: bool = setting("autoCompact", BOOL, default=False)
-    auto_compact_min_files: int = setting("autoCompactMinFiles", count(1), default=50)
-    owner: str | None = setting("owner", optional_text(), default=None)  # for messages; default host:pid
+    partition_overwrite_mode: str = setting(
+        "partitionOverwriteMode",
+        choice(*OVERWRITE_MODES),
+        default=STATIC,
+        help="`dynamic`: an overwrite replaces only the partition directories written",
+    )
+    target_file_size: int = setting(
+        "targetFileSize",
+        SIZE,
+        default=128 * MiB,
+        aliases=("maxFileSize",),
+        help="files are rolled at this size, and never exceed it by more than one row group; the last row group of a "
+        "file is sized (by the compression ratio the file has shown) to land on it. At least 5 MiB (S3's smallest"
+        " multipart part): a smaller target is refused naming the floor",
+    )
+    row_group_bytes: int = setting(
+        "rowGroupBytes", SIZE, default=64 * MiB, help="Arrow bytes buffered per row group (per open file)"
+    )
+    max_open_files: int = setting(
+        "maxOpenFiles",
+        count(1),
+        default=8,
+        help="files a task keeps open at once (one per partition directory); rows of one more directory close the "
+        "least recently written file, which may then be small. Rows sorted by directory (`spark_ext.write` sorts "
+        "them) need one",
+    )
+    # partSize: this in a write's options (an engine's readPartSize in a read's)
+    part_size: int = setting(
+        "uploadPartSize",
+        SIZE,
+        default=8 * MiB,
+        aliases=("partSize",),
+        help="multipart part size (`partSize` in a write's options; a read's `partSize` is `readPartSize`)",
+    )
+    upload_concurrency: int = setting(
+        "uploadConcurrency", count(1), default=4, help="parts in flight per task, shared by its open files"
+    )
+    compression: str = setting(
+        "compression",
+        Kind(" | ".join(CODEC_SUFFIXES), _codec),
+        default="snappy",
+        aliases=("codec",),
+        help="the parquet codec",
+    )
+    grace_period: float = setting(
+        "gracePeriod",
+        DURATION,
+        default=60.0,
+        help="an overwrite deletes the files it replaces no earlier than this after it published (readers that listed "
+        "them before can finish); finished entries are forgotten a grace period after their last step",
+    )
+    lease_ttl: float = setting(
+        "leaseTtl",
+        DURATION,
+        default=120.0,
+        help="a claim whose writer stopped for this long is rolled back by the next write, compaction or `--recover`",
+    )
+    clock_skew: float = setting("clockSkew", DURATION, default=2.0, help="margin on lease expiry")
+    abandon_uploads_after: float = setting(
+        "abandonUploadsAfter",
+        DURATION,
+        default=86_400.0,
+        help="uploads of a job that never claimed its write (its driver died before the commit) are aborted once this "
+        "old (S3A's `fs.s3a.multipart.purge.age`); must exceed your longest write",
+    )
+    lock_wait: float = setting(
+        "lockWait",
+        DURATION,
+        default=600.0,
+        help="how long an overwrite waits for the prefix's lock (held by a compaction or another overwrite)",
+    )
+    complete_concurrency: int = setting(
+        "completeConcurrency", count(1), default=16, help="uploads completed at once by the commit"
+    )
+    merge_schema: bool = setting(
+        "mergeSchema",
+        BOOL,
+        default=False,
+        help="an append may add nullable columns and leave columns out (see [The table's schema](#the-tables-schema))",
+    )
+    auto_compact: bool = setting(
+        "autoCompact",
+        BOOL,
+        default=False,
+        help="after the write, compact the partition directories it wrote that hold at least `autoCompactMinFiles` "
+        "small files",
+    )
+    auto_compact_min_files: int = setting("autoCompactMinFiles", count(1), default=50, help="see `autoCompact`")
+    owner: str | None = setting(
+        "owner", optional_text(), default=None, help="the name in locks and entries (default: host:pid)"
+    )  # for messages; default host:pid
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition_by", _columns(self.partition_by, "partition_by"))

@@ -45,9 +45,9 @@ from s3io.settings import (
     parse_options,
     setting,
     settings,
+    spellings,
     unknown_option,
 )
-from s3io.settings import spellings as option_spellings
 from s3io.store import StoreConfig
 from s3io.units import parse_size
 from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
@@ -130,7 +130,7 @@ def _instant(text: str, zone: str, name: str) -> float:
 
 @settings
 class ReadOptions(Settings):
-    """The parsed options of one read: each field declares its option (s3io.settings.option); where the store is,
+    """The parsed options of one read: each field declares its option (s3io.settings.setting); where the store is,
     as whom, and the policy and engine settings are the ``store`` (s3io.store.StoreConfig: credentials kept out
     of repr)."""
 
@@ -302,7 +302,7 @@ class ReadOptions(Settings):
 SESSION_BACKED: tuple[Declared, ...] = tuple(d for d in declared(ReadOptions) if d.spec.spark_conf is not None)
 """The read options whose default is a Spark session setting (declared with ``spark_conf``): ``spark_ext.register``
 captures those settings and every read fills them in (``source.batch_read.with_session_defaults``)."""
-KNOWN_OPTIONS: tuple[str, ...] = tuple(sorted({*PATH_OPTIONS, *option_spellings(ReadOptions)}, key=str.lower))
+KNOWN_OPTIONS: tuple[str, ...] = tuple(sorted({*PATH_OPTIONS, *spellings(ReadOptions)}, key=str.lower))
 _REDACTED_PARTS = ("secret", "token", "password", "passwd", "credential", "accesskey", "sessionkey")
 
 

@@ -72,17 +72,60 @@ class StreamOptions(Settings):
     KIND: ClassVar[str] = "stream option"
 
     read: ReadOptions
-    stream_name: str = setting("streamName", Kind("name", _stream_name), default="")
+    stream_name: str = setting(
+        "streamName",
+        Kind("name", _stream_name),
+        default="",
+        help="required: the stream's identity: its state is `<prefix>_s3io_streams/<streamName>/`, its lease "
+        "`<prefix>_s3io_table/leases/<streamName>.json`",
+    )
     state_bucket: str = ""
     state_prefix: str = ""  # ends with "/"
-    state_location: tuple[str, str] | None = setting("stateLocation", Kind("s3 URL", _state_location), default=None)
-    max_files: int | None = setting("maxFilesPerTrigger", count(1), default=None)
-    max_bytes: int | None = setting("maxBytesPerTrigger", Kind("size", _bytes, "bytes"), default=None)
-    max_file_age: float | None = setting("maxFileAge", Kind("duration or none", _max_age, "s"), default=7 * 24 * 3600.0)
-    keys_sort_by_arrival: bool = setting("keysSortByArrival", BOOL, default=False)
-    lease_ttl: float = setting("leaseTtl", Kind("duration", _lease_ttl, "s"), default=600.0)
-    checkpoint_interval: int = setting("stateCheckpointInterval", count(1), default=10)
-    batches_to_retain: int = setting("batchesToRetain", count(1), default=100)
+    state_location: tuple[str, str] | None = setting(
+        "stateLocation",
+        Kind("s3 URL", _state_location),
+        default=None,
+        help="another `s3://` directory for the state (the stream's folder goes below it; default: under the prefix)",
+    )
+    max_files: int | None = setting(
+        "maxFilesPerTrigger",
+        count(1),
+        default=None,
+        help="files (oldest first) per micro-batch, at least one (default: all available)",
+    )
+    max_bytes: int | None = setting(
+        "maxBytesPerTrigger",
+        Kind("size", _bytes, "bytes"),
+        default=None,
+        help="bytes per micro-batch; at least one file, even if larger (default: all available)",
+    )
+    max_file_age: float | None = setting(
+        "maxFileAge",
+        Kind("duration or none", _max_age, "s"),
+        default=7 * 24 * 3600.0,
+        help="files older than this before the newest file seen are ignored, and forgotten (bounds the state)",
+    )
+    keys_sort_by_arrival: bool = setting(
+        "keysSortByArrival",
+        BOOL,
+        default=False,
+        help="list each listing prefix only after the highest key of it already accounted for (`StartAfter`): "
+        "listing cost stays flat for date- or time-ordered keys (ordered within each prefix of a glob; a compaction "
+        "output's `part-c-` name never moves that key)",
+    )
+    lease_ttl: float = setting(
+        "leaseTtl",
+        Kind("duration", _lease_ttl, "s"),
+        default=600.0,
+        range=">= 3 s",
+        help="how long compaction honours a stream that stopped renewing (renewed every third of it)",
+    )
+    checkpoint_interval: int = setting(
+        "stateCheckpointInterval", count(1), default=10, help="checkpoint the seen set every N batches"
+    )
+    batches_to_retain: int = setting(
+        "batchesToRetain", count(1), default=100, help="keep this many batches of manifests"
+    )
 
     @property
     def state_url(self) -> str:
