@@ -354,16 +354,15 @@ class StoreConfig(Settings):
         return cls.from_options(store_options(settings, bucket), base=base)
 
 
-# StoreConfig fields the Python API takes as keywords, beside the endpoint, region, credentials, policy and engine
-KEYWORD_FIELDS = (
-    "sse",
-    "sse_kms_key_id",
-    "sse_bucket_key",
-    "sse_customer_key",
-    "requester_pays",
-    "proxy",
-    "ca_bundle",
-    "require_atomic_deletes",
+_CREDENTIAL_FIELDS = frozenset(
+    {"anonymous", "access_key_id", "secret_access_key", "session_token", "credential_providers"}
+)
+# StoreConfig's own settings the Python API takes as keywords, beside the endpoint, region, addressing, credentials,
+# policy and engine (from_kwargs' own arguments): every other one its declaration makes
+KEYWORD_FIELDS = tuple(
+    d.keyword
+    for d in declared(StoreConfig)
+    if len(d.path) == 1 and d.keyword not in {"endpoint", "region", "addressing", *_CREDENTIAL_FIELDS}
 )
 
 
@@ -377,11 +376,6 @@ def _parsed_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def _declared(field_name: str) -> Any:
     return next(d for d in declared(StoreConfig) if d.path == (field_name,))
-
-
-_CREDENTIAL_FIELDS = frozenset(
-    {"anonymous", "access_key_id", "secret_access_key", "session_token", "credential_providers"}
-)
 
 
 def store_field(key: str) -> str | None:
