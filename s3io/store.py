@@ -34,7 +34,7 @@ from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.encryption import Encryption, parse_algorithm, parse_customer_key, parse_kms_key_id
 from s3io.s3a import store_options
-from s3io.settings import BOOL, Settings, declared, find, group, setting, settings
+from s3io.settings import BOOL, Kind, Settings, declared, find, group, setting, settings
 from s3io.transport.credentials import ANONYMOUS, PROVIDER_NAMES, Credentials
 from s3io.transport.endpoint import ADDRESSING_STYLES, resolve_endpoint, resolved_location
 from s3io.transport.proxy import DIRECT, parse_proxy_setting, resolved_proxy_setting
@@ -98,6 +98,9 @@ def parse_secret(value: Any, name: str) -> str:
     return str(value).strip()
 
 
+SECRET = Kind("secret", parse_secret)
+
+
 @settings
 class StoreConfig(Settings):
     """Endpoint, region, addressing and credentials, with the Policy and the EngineConfig: everything a client of
@@ -109,7 +112,7 @@ class StoreConfig(Settings):
 
     endpoint: str | None = setting(
         "endpoint",
-        parse_endpoint,
+        Kind("http(s) URL", parse_endpoint),
         default=None,
         aliases=("endpointUrl",),
         flag="--endpoint-url",
@@ -117,14 +120,14 @@ class StoreConfig(Settings):
     )
     region: str | None = setting(
         "region",
-        parse_region,
+        Kind("region", parse_region),
         default=None,
         flag="--region",
         help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's, else us-east-1)",
     )
     addressing: str = setting(
         "addressing",
-        parse_addressing,
+        Kind("auto | path | virtual", parse_addressing),
         default="auto",
         aliases=("pathStyle",),
         flag="--addressing",
@@ -135,21 +138,21 @@ class StoreConfig(Settings):
     )
     access_key_id: str | None = setting(
         "accessKeyId",
-        parse_secret,
+        SECRET,
         default=None,
         aliases=("accessKey",),
         secret=True,
         help="explicit credentials (redacted from plans and logs; default: botocore's provider chain)",
     )
     secret_access_key: str | None = setting(
-        "secretAccessKey", parse_secret, default=None, aliases=("secretKey",), secret=True, help="its secret"
+        "secretAccessKey", SECRET, default=None, aliases=("secretKey",), secret=True, help="its secret"
     )
     session_token: str | None = setting(
-        "sessionToken", parse_secret, default=None, secret=True, help="its session token, for temporary credentials"
+        "sessionToken", SECRET, default=None, secret=True, help="its session token, for temporary credentials"
     )
     sse: str | None = setting(
         "sse",
-        parse_algorithm,
+        Kind("AES256 | aws:kms | aws:kms:dsse | SSE-C", parse_algorithm),
         default=None,
         aliases=("serverSideEncryption",),
         flag="--sse",
@@ -158,7 +161,7 @@ class StoreConfig(Settings):
     )
     sse_kms_key_id: str | None = setting(
         "sseKmsKeyId",
-        parse_kms_key_id,
+        Kind("KMS key id, alias or ARN", parse_kms_key_id),
         default=None,
         flag="--sse-kms-key-id",
         env="S3IO_SSE_KMS_KEY_ID",
@@ -174,7 +177,7 @@ class StoreConfig(Settings):
     )
     sse_customer_key: str | None = setting(
         "sseCustomerKey",
-        parse_customer_key,
+        Kind("base64 of 32 bytes", parse_customer_key),
         default=None,
         flag="--sse-customer-key",
         env="S3IO_SSE_CUSTOMER_KEY",
@@ -191,7 +194,7 @@ class StoreConfig(Settings):
     )
     proxy: str | None = setting(
         "proxy",
-        parse_proxy_setting,
+        Kind("proxy URL or direct", parse_proxy_setting),
         default=None,
         aliases=("proxyUrl",),
         flag="--proxy",
@@ -201,14 +204,17 @@ class StoreConfig(Settings):
     )
     ca_bundle: str | None = setting(
         "caBundle",
-        parse_ca_bundle,
+        Kind("PEM file", parse_ca_bundle),
         default=None,
         flag="--ca-bundle",
         env="S3IO_CA_BUNDLE",
         help="PEM file of the CAs TLS trusts (default: $AWS_CA_BUNDLE, the profile's ca_bundle, the system's)",
     )
     credential_providers: tuple[str, ...] | None = setting(
-        "credentialProviders", parse_providers, default=None, help="which of botocore's credential providers to ask"
+        "credentialProviders",
+        Kind("provider names", parse_providers),
+        default=None,
+        help="which of botocore's credential providers to ask",
     )
     require_atomic_deletes: bool = setting(
         "requireAtomicDeletes",
