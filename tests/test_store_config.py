@@ -11,7 +11,7 @@ import pytest
 
 from s3io.cli import join_negative_values
 from s3io.compaction.options import CompactionOptions
-from s3io.engine.config import EngineConfig
+from s3io.engine.config import EngineConfig, MiB
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.s3.encryption import s3a_options
@@ -328,3 +328,17 @@ def test_the_read_functions_take_one_set_of_keywords_and_name_a_wrong_one() -> N
                 asyncio.run(called)
     with pytest.raises(InvalidConfig, match=r"credentials: expected s3io\.Credentials"):
         s3io.read_parquet("s3://bucket/t/", credentials=("key", "secret"))  # type: ignore[typeddict-item]
+
+
+def test_part_size_is_the_gets_in_a_read_and_the_uploads_in_a_write() -> None:
+    """readPartSize and uploadPartSize apart; partSize keeps meaning the one its context has."""
+    from s3io.write.options import WriteOptions
+
+    assert StoreConfig.from_options({"partSize": "4MB"}).engine.part_size == 4 * MiB
+    assert StoreConfig.from_options({"readPartSize": "4MB"}).engine.part_size == 4 * MiB
+    write, rest = WriteOptions.take_options({"partSize": "6MB", "stallTimeout": "2s"})
+    assert write.part_size == 6 * MiB and rest == {"stallTimeout": "2s"}
+    assert WriteOptions.from_options({"uploadPartSize": "6MB"}).part_size == 6 * MiB
+    assert CompactionOptions.from_options({"partSize": "6MB"}).part_size == 6 * MiB
+    with pytest.raises(InvalidConfig, match="option readPartSize is given twice"):
+        StoreConfig.from_options({"partSize": "4MB", "readPartSize": "8MB"})
