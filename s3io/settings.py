@@ -16,7 +16,10 @@ One parser (``parse_options``) and one constructor path per source, the same on 
   not know);
 - the environment: ``from_env(environ, base)``; a command line: ``add_arguments(parser)`` and ``from_args(args, base)``;
 - "a value, a mapping of options, or None" (a Python API argument): ``resolve``.
-``base`` defaults to ``from_env()`` (the ``S3IO_*`` variables over the defaults). Option names are matched loosely
+``base`` defaults to ``from_env()`` (the ``S3IO_*`` variables over the defaults; ``from_mapping`` is ``from_options``
+over the bare defaults). StoreConfig adds ``from_kwargs`` (the Python API's keywords) and ``from_s3a`` (S3A's
+settings, through s3io.s3a's table); ReadOptions and StreamOptions, which hold paths and a read, build their
+``from_options`` on ``parse_options``. Option names are matched loosely
 (``loose_key``: case, ``_`` and ``-`` ignored), since Spark lower-cases option keys; errors name an option in
 camelCase, or as the user spelled it (a variable, a flag). ``declared(cls)`` lists every setting of a value (groups
 flattened) for the docs tables (``docs/option_tables.py``).
@@ -441,19 +444,15 @@ class Parsed:
         self.changes[d.path] = value
         self.labels[d.path] = (d.name, label)
 
-    def fields(self) -> dict[str, Any]:
-        """The top-level fields given (groups' settings as nested changes are not included)."""
-        return {path[0]: value for path, value in self.changes.items() if len(path) == 1}
-
     def given(self, name: str) -> bool:
         """Whether the setting of the top-level field ``name`` was given."""
         return (name,) in self.changes
 
-    def refuse_rest(self, known: Iterable[str] | None = None, *, kind: str | None = None) -> None:
+    def refuse_rest(self) -> None:
         """An InvalidConfig naming the first entry no setting takes, and the known names."""
         if self.rest:
-            names = spellings(self.cls) if known is None else known
-            raise unknown_option(str(next(iter(self.rest))), names, kind=kind or getattr(self.cls, "KIND", "option"))
+            kind = getattr(self.cls, "KIND", "option")
+            raise unknown_option(str(next(iter(self.rest))), spellings(self.cls), kind=kind)
 
     def over(self, base: T) -> T:
         try:
