@@ -46,14 +46,15 @@ if "pyspark.sql.readwriter" in sys.modules:  # PySpark is in use: its s3parquet 
 def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: bool = True) -> type:
     """Register the ``s3parquet`` data source with ``spark`` (a SparkSession; PySpark >= 4.1) and return its class.
 
-    The session's default parallelism (Spark's default ``minPartitionNum``), time zone, partition type inference
-    and case sensitivity are captured now, since Python workers cannot read them; every task of a read checks them
-    against the running session and fails, naming the setting, if one was changed since (register again). So are
-    the session's S3A settings (``spark.hadoop.fs.s3a.*``, ``fs.s3a.*`` and the Hadoop configuration's: endpoint,
-    region, credentials, path style, timeouts, attempts, connections, per-bucket ones; see s3io.s3a, and a warning
-    names each one s3io cannot honour) and its ``spark.sql.files.*`` settings (ignoreCorruptFiles,
-    ignoreMissingFiles, maxPartitionBytes, openCostInBytes, minPartitionNum) and ``spark.sql.parquet.mergeSchema``:
-    each is the default of the read option of the same name, and a read's own option wins.
+    The session's default parallelism (Spark's default ``minPartitionNum``) and every Spark setting a read option
+    declares as its default (``spark_conf``: the time zone, partition type inference, case sensitivity, the rebase
+    modes, ``spark.sql.files.*``, ``spark.sql.parquet.mergeSchema``; ``planning.read_options.SESSION_BACKED``) are
+    captured now, since Python workers cannot read them; each is the default of its read option, a read's own
+    option wins, and every task of a read checks those with a fallback against the running session and fails,
+    naming the setting, if one was changed since (register again). So are the session's S3A settings
+    (``spark.hadoop.fs.s3a.*``, ``fs.s3a.*`` and the Hadoop configuration's: endpoint, region, credentials, path
+    style, timeouts, attempts, connections, per-bucket ones; see s3io.s3a, and a warning names each one s3io cannot
+    honour).
 
     ``filter_pushdown=True`` registers the reader with ``pushFilters`` (partition filters prune files, data
     filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``. It raises
