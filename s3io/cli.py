@@ -20,30 +20,17 @@ from s3io.logs import configure_cli_logging
 from s3io.s3.client import S3Client
 from s3io.s3.get_range import SUFFIX, GetRange
 from s3io.s3.object_reads import stated_size
-from s3io.store import StoreConfig, add_store_arguments
+from s3io.store import StoreConfig
 from s3io.urls import split_s3_url
 
 CAT_PART = 8 * 1024 * 1024
-
-POLICY_FLAGS = {  # the policy fields every command line of the project takes as flags, with their help
-    "connect_timeout": "time to acquire a connection and connect (e.g. 3s)",
-    "first_byte_timeout": "time from sending a request to its response headers",
-    "stall_timeout": "fail an attempt whose body makes no progress for this long",
-    "attempt_timeout": "cap on one attempt ('none' for no cap)",
-    "operation_timeout": "cap on one operation across all its retries",
-    "max_attempts": "attempts per operation, including the first",
-    "first_contact_attempts": "attempts before an endpoint that never answered is reported unreached ('none': off)",
-    "tcp_user_timeout": "TCP_USER_TIMEOUT: how long sent data may stay unacknowledged",
-    "max_connections": "connection pool size",
-    "checksums": "S3 checksums: when_supported (send and verify), required (Content-MD5 only) or off",
-}
 
 
 def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
     """The options every command takes. They are accepted before the command and after it: the copy on the
     commands has no defaults (SUPPRESS), so a value given before the command is not overwritten by one after."""
     common = argparse.ArgumentParser(add_help=False)
-    add_store_arguments(common, defaults=defaults, policy_flags=POLICY_FLAGS)
+    StoreConfig.add_arguments(common, defaults=defaults)  # the store's flags and the policy's (s3io.settings)
     common.add_argument(
         "-v",
         "--verbose",

@@ -1,4 +1,9 @@
-"""Policy: every timeout, retry and socket setting of an s3io client, as one immutable value.
+"""Policy: every timeout, retry and socket setting of an s3io client, as one immutable value made of three small
+ones, as object_store's ClientOptions holds a RetryConfig (with its BackoffConfig) and httpx a Timeout: ``Timeouts``
+(connect, first byte, stall, attempt, operation), ``Retry`` (attempts, backoff, retry budget) and ``Sockets`` (TCP
+timers, keepalive, the pool). Their settings keep their flat names everywhere (``Policy(stall_timeout=2)``,
+``policy.stall_timeout``, the option ``stallTimeout``, ``S3IO_STALL_TIMEOUT``, ``--stall-timeout``); each is
+declared once below (s3io.settings).
 
 Defaults, and the anchors they come from:
 - connect_timeout 3 s: AWS guidance for latency-sensitive apps (~3 s); object_store uses 5 s.
@@ -29,13 +34,21 @@ Defaults, and the anchors they come from:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.settings import Settings
-from s3io.settings import option_name as _option
-from s3io.units import parse_bool, parse_duration, parse_int, parse_optional_duration
+from s3io.settings import (
+    BOOL,
+    DURATION,
+    INTEGER,
+    OPTIONAL_DURATION,
+    Settings,
+    choice,
+    group,
+    optional_count,
+    setting,
+    settings,
+)
 
 ENV_PREFIX = "S3IO_"
 WHEN_SUPPORTED = "when_supported"
@@ -45,87 +58,225 @@ CHECKSUM_MODES = (WHEN_SUPPORTED, REQUIRED, OFF)
 _CHECKSUM_ALIASES = {"when_required": REQUIRED}  # botocore's spelling
 
 
-@dataclass(frozen=True, slots=True)
-class Policy(Settings):
-    """Deadlines, retries and socket options; pass it down, never mutate it (use ``replace``).
+@settings
+class Timeouts(Settings):
+    """How long each phase of a request may take (httpx's Timeout, with a stall timer and an operation deadline)."""
 
-    Build it from keywords, ``from_mapping({"stallTimeout": "2s"})``, ``from_env()`` (``S3IO_STALL_TIMEOUT=2s``)
-    or ``resolve(value)`` (None, a Policy or a mapping: see s3io.settings).
-    """
+    KIND: ClassVar[str] = "policy option"
 
-    KIND: ClassVar[str] = "policy"
-    ENV_PREFIX: ClassVar[str | None] = ENV_PREFIX
-
-    connect_timeout: float = 3.0
-    first_byte_timeout: float = 10.0
-    stall_timeout: float = 5.0
-    attempt_timeout: float | None = None
-    operation_timeout: float = 180.0
-    max_attempts: int = 10
-    first_contact_attempts: int | None = 2
-    backoff_base: float = 0.1
-    backoff_cap: float = 15.0
-    retry_budget: int = 500
-    retry_cost: int = 5
-    timeout_retry_cost: int = 10
-    tcp_user_timeout: float = 20.0
-    keepalive_idle: float = 10.0
-    keepalive_interval: float = 5.0
-    keepalive_count: int = 3
-    max_connections: int = 64
-    correct_clock_skew: bool = True
-    checksums: str = WHEN_SUPPORTED
+    connect: float = setting(
+        "connectTimeout",
+        DURATION,
+        default=3.0,
+        unit="s",
+        range="> 0",
+        flag="--connect-timeout",
+        help="time to acquire a connection and connect (e.g. 3s)",
+    )
+    first_byte: float = setting(
+        "firstByteTimeout",
+        DURATION,
+        default=10.0,
+        unit="s",
+        range="> 0",
+        flag="--first-byte-timeout",
+        help="time from sending a request to its response headers",
+    )
+    stall: float = setting(
+        "stallTimeout",
+        DURATION,
+        default=5.0,
+        unit="s",
+        range="> 0",
+        flag="--stall-timeout",
+        help="fail an attempt whose body makes no progress for this long",
+    )
+    attempt: float | None = setting(
+        "attemptTimeout",
+        OPTIONAL_DURATION,
+        default=None,
+        unit="s",
+        range="> 0 or none",
+        flag="--attempt-timeout",
+        help="cap on one attempt ('none' for no cap)",
+    )
+    operation: float = setting(
+        "operationTimeout",
+        DURATION,
+        default=180.0,
+        unit="s",
+        range="> 0",
+        flag="--operation-timeout",
+        help="cap on one operation across all its retries",
+    )
 
     def __post_init__(self) -> None:
-        for name in ("connect_timeout", "first_byte_timeout", "stall_timeout", "operation_timeout"):
-            if not getattr(self, name) > 0:
-                raise InvalidConfig(f"{_option(name)}: must be a positive duration, got {getattr(self, name)!r}")
-        if self.attempt_timeout is not None and not self.attempt_timeout > 0:
-            raise InvalidConfig(
-                f"{_option('attempt_timeout')}: must be positive or 'none', got {self.attempt_timeout!r}"
-            )
+        for name, value in (
+            ("connectTimeout", self.connect),
+            ("firstByteTimeout", self.first_byte),
+            ("stallTimeout", self.stall),
+            ("operationTimeout", self.operation),
+        ):
+            if not value > 0:
+                raise InvalidConfig(f"{name}: must be a positive duration, got {value!r}")
+        if self.attempt is not None and not self.attempt > 0:
+            raise InvalidConfig(f"attemptTimeout: must be positive or 'none', got {self.attempt!r}")
+
+
+@settings
+class Retry(Settings):
+    """How often and how soon to try again (object_store's RetryConfig and BackoffConfig, with the AWS SDKs' retry
+    quota)."""
+
+    KIND: ClassVar[str] = "policy option"
+
+    max_attempts: int = setting(
+        "maxAttempts",
+        INTEGER,
+        default=10,
+        range=">= 1",
+        flag="--max-attempts",
+        help="attempts per operation, including the first",
+    )
+    first_contact_attempts: int | None = setting(
+        "firstContactAttempts",
+        optional_count(),
+        default=2,
+        range=">= 1 or none",
+        flag="--first-contact-attempts",
+        help="attempts before an endpoint that never answered is reported unreached ('none': off)",
+    )
+    backoff_base: float = setting(
+        "backoffBase", DURATION, default=0.1, unit="s", range=">= 0", help="the first retry's delay (full jitter)"
+    )
+    backoff_cap: float = setting(
+        "backoffCap", DURATION, default=15.0, unit="s", range=">= backoffBase", help="the longest delay (doubling)"
+    )
+    budget: int = setting(
+        "retryBudget", INTEGER, default=500, unit="tokens", range=">= 0", help="a client's retry quota (AWS SDKs')"
+    )
+    cost: int = setting("retryCost", INTEGER, default=5, unit="tokens", range=">= 0", help="what a retry takes from it")
+    timeout_cost: int = setting(
+        "timeoutRetryCost", INTEGER, default=10, unit="tokens", range=">= 0", help="what a retry after a timeout takes"
+    )
+
+    def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise InvalidConfig(f"{_option('max_attempts')}: must be at least 1, got {self.max_attempts!r}")
+            raise InvalidConfig(f"maxAttempts: must be at least 1, got {self.max_attempts!r}")
         if self.first_contact_attempts is not None and self.first_contact_attempts < 1:
             raise InvalidConfig(
-                f"{_option('first_contact_attempts')}: must be at least 1 or 'none', "
-                f"got {self.first_contact_attempts!r}"
+                f"firstContactAttempts: must be at least 1 or 'none', got {self.first_contact_attempts!r}"
             )
         if self.backoff_base < 0 or self.backoff_cap < self.backoff_base:
             raise InvalidConfig(
-                f"{_option('backoff_cap')}: must be >= {_option('backoff_base')} >= 0, "
-                f"got base={self.backoff_base!r} cap={self.backoff_cap!r}"
+                f"backoffCap: must be >= backoffBase >= 0, got base={self.backoff_base!r} cap={self.backoff_cap!r}"
             )
-        for name in ("retry_budget", "retry_cost", "timeout_retry_cost", "keepalive_count"):
-            if getattr(self, name) < 0:
-                raise InvalidConfig(f"{_option(name)}: must not be negative, got {getattr(self, name)!r}")
-        for name in ("tcp_user_timeout", "keepalive_idle", "keepalive_interval"):
-            if getattr(self, name) < 0:
-                raise InvalidConfig(f"{_option(name)}: must not be negative, got {getattr(self, name)!r}")
+        for name, value in (
+            ("retryBudget", self.budget),
+            ("retryCost", self.cost),
+            ("timeoutRetryCost", self.timeout_cost),
+        ):
+            if value < 0:
+                raise InvalidConfig(f"{name}: must not be negative, got {value!r}")
+
+
+@settings
+class Sockets(Settings):
+    """What each connection's socket is told (TCP_USER_TIMEOUT, keepalive) and how many the pool holds."""
+
+    KIND: ClassVar[str] = "policy option"
+
+    tcp_user_timeout: float = setting(
+        "tcpUserTimeout",
+        DURATION,
+        default=20.0,
+        unit="s",
+        range=">= 0",
+        flag="--tcp-user-timeout",
+        help="TCP_USER_TIMEOUT: how long sent data may stay unacknowledged",
+    )
+    keepalive_idle: float = setting(
+        "keepaliveIdle", DURATION, default=10.0, unit="s", range=">= 0", help="TCP keepalive: idle time before probes"
+    )
+    keepalive_interval: float = setting(
+        "keepaliveInterval", DURATION, default=5.0, unit="s", range=">= 0", help="TCP keepalive: time between probes"
+    )
+    keepalive_count: int = setting(
+        "keepaliveCount", INTEGER, default=3, unit="probes", range=">= 0", help="TCP keepalive: probes before failing"
+    )
+    max_connections: int = setting(
+        "maxConnections",
+        INTEGER,
+        default=64,
+        unit="connections",
+        range=">= 1",
+        flag="--max-connections",
+        help="connection pool size",
+    )
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("tcpUserTimeout", self.tcp_user_timeout),
+            ("keepaliveIdle", self.keepalive_idle),
+            ("keepaliveInterval", self.keepalive_interval),
+            ("keepaliveCount", self.keepalive_count),
+        ):
+            if value < 0:
+                raise InvalidConfig(f"{name}: must not be negative, got {value!r}")
+        if self.max_connections < 1:
+            raise InvalidConfig(f"maxConnections: must be at least 1, got {self.max_connections!r}")
+
+
+@settings
+class Policy(Settings):
+    """Deadlines, retries and socket options; pass it down, never mutate it (use ``replace``).
+
+    Build it from keywords (``Policy(stall_timeout=2.0)``, or ``Policy(timeouts=Timeouts(stall=2.0))``),
+    ``from_options({"stallTimeout": "2s"})``, ``from_env()`` (``S3IO_STALL_TIMEOUT=2s``) or ``resolve(value)`` (None,
+    a Policy or a mapping: see s3io.settings).
+    """
+
+    KIND: ClassVar[str] = "policy option"
+    ENV_PREFIX: ClassVar[str | None] = ENV_PREFIX
+
+    timeouts: Timeouts = group(Timeouts, flat=True)
+    retry: Retry = group(Retry, flat=True)
+    sockets: Sockets = group(Sockets, flat=True)
+    correct_clock_skew: bool = setting(
+        "correctClockSkew",
+        BOOL,
+        default=True,
+        help="sign a request refused for this machine's clock again with the server's time",
+    )
+    checksums: str = setting(
+        "checksums",
+        choice(*CHECKSUM_MODES, aliases=_CHECKSUM_ALIASES),
+        default=WHEN_SUPPORTED,
+        flag="--checksums",
+        help="S3 checksums: when_supported (send and verify), required (Content-MD5 only) or off",
+    )
+
+    # the flat keywords, read-only (made by @settings; named here for readers and linters)
+    connect_timeout: ClassVar[float]
+    first_byte_timeout: ClassVar[float]
+    stall_timeout: ClassVar[float]
+    attempt_timeout: ClassVar[float | None]
+    operation_timeout: ClassVar[float]
+    max_attempts: ClassVar[int]
+    first_contact_attempts: ClassVar[int | None]
+    backoff_base: ClassVar[float]
+    backoff_cap: ClassVar[float]
+    retry_budget: ClassVar[int]
+    retry_cost: ClassVar[int]
+    timeout_retry_cost: ClassVar[int]
+    tcp_user_timeout: ClassVar[float]
+    keepalive_idle: ClassVar[float]
+    keepalive_interval: ClassVar[float]
+    keepalive_count: ClassVar[int]
+    max_connections: ClassVar[int]
+
+    def __post_init__(self) -> None:
         if self.checksums in _CHECKSUM_ALIASES:
             object.__setattr__(self, "checksums", _CHECKSUM_ALIASES[self.checksums])
         if self.checksums not in CHECKSUM_MODES:
-            raise InvalidConfig(
-                f"{_option('checksums')}: expected one of {', '.join(CHECKSUM_MODES)}, got {self.checksums!r}"
-            )
-        if self.max_connections < 1:
-            raise InvalidConfig(f"{_option('max_connections')}: must be at least 1, got {self.max_connections!r}")
-
-    @classmethod
-    def parse_option(cls, name: str, value: object, *, label: str) -> object:
-        if name == "first_contact_attempts":
-            text = str(value).strip().lower()
-            return None if text in ("none", "off") else parse_int(value, name=label)  # type: ignore[arg-type]
-        if name in _INT_FIELDS:
-            return parse_int(value, name=label)  # type: ignore[arg-type]
-        if name == "checksums":
-            text = str(value).strip().lower().replace("-", "_")
-            return _CHECKSUM_ALIASES.get(text, text)
-        if name == "correct_clock_skew":
-            return parse_bool(value, name=label)  # type: ignore[arg-type]
-        if name == "attempt_timeout":
-            return parse_optional_duration(value, name=label)  # type: ignore[arg-type]
-        return parse_duration(value, name=label)  # type: ignore[arg-type]
-
-
-_INT_FIELDS = {"max_attempts", "retry_budget", "retry_cost", "timeout_retry_cost", "keepalive_count", "max_connections"}
+            raise InvalidConfig(f"checksums: expected one of {', '.join(CHECKSUM_MODES)}, got {self.checksums!r}")

@@ -37,12 +37,18 @@ class S3ASettingIgnored(UserWarning):
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One S3A key (without ``fs.s3a.``): what it becomes (``to``; None: not honoured) and, for the docs and the
-    warning, what it does here or why it cannot."""
+    """One S3A key (without ``fs.s3a.``): what it becomes (``to``; None: not honoured), for the docs and the
+    warning what it does here or why it cannot, and the store options it can set (``sets``: a ``to(...)``
+    conversion's own, unless given), which the docs' table of store settings shows beside each option."""
 
     key: str
     to: Conversion | None
     doc: str
+    sets: tuple[str, ...] = ()
+
+    def options(self) -> tuple[str, ...]:
+        """The store options this key can set."""
+        return self.sets or tuple(getattr(self.to, "options", ()))
 
 
 # ----------------------------------------------------------------------------------------- value conversions
@@ -69,6 +75,7 @@ def to(*options: str, convert: Callable[[str, str], str] | None = None) -> Conve
         converted = convert(value, options[0]) if convert is not None else value.strip()
         return dict.fromkeys(options, converted)
 
+    conversion.options = options  # type: ignore[attr-defined]  # what the docs show the key sets
     return conversion
 
 
@@ -198,6 +205,7 @@ ROWS: dict[str, Row] = {
             "endpoint",
             _endpoint,
             "endpoint (a host without a scheme: https, or http with connection.ssl.enabled=false)",
+            ("endpoint",),
         ),
         Row("endpoint.region", to("region"), "region"),
         Row("access.key", to("accessKeyId"), "accessKeyId"),
@@ -211,6 +219,7 @@ ROWS: dict[str, Row] = {
             "credentialProviders "
             "(botocore's env, iam-role, container-role, shared-credentials-file/config-file, "
             "assume-role-with-web-identity); the default chains: botocore's chain",
+            ("anonymous", "credentialProviders"),
         ),
         Row("path.style.access", to("addressing", convert=_path_style), "addressing: true = path, false = virtual"),
         Row("connection.ssl.enabled", lambda value, settings: {}, "the scheme of an endpoint given without one"),
@@ -233,15 +242,35 @@ ROWS: dict[str, Row] = {
         Row("connection.maximum", to("maxConnections"), "maxConnections"),
         Row("retry.interval", to("backoffBase", convert=_duration("ms")), "backoffBase (first retry delay)"),
         Row("impl", lambda value, settings: {}, "nothing to do: s3io is the client"),
-        Row("encryption.algorithm", _encryption, "sse (SSE-S3 = AES256, SSE-KMS = aws:kms, DSSE-KMS, SSE-C)"),
-        Row("server-side-encryption-algorithm", _encryption, "sse (S3A's older name of encryption.algorithm)"),
-        Row("encryption.key", _encryption_key, "sseKmsKeyId (SSE-KMS, DSSE-KMS) or sseCustomerKey (SSE-C)"),
-        Row("server-side-encryption.key", _encryption_key, "S3A's older name of encryption.key"),
+        Row(
+            "encryption.algorithm",
+            _encryption,
+            "sse (SSE-S3 = AES256, SSE-KMS = aws:kms, DSSE-KMS, SSE-C)",
+            ("sse",),
+        ),
+        Row(
+            "server-side-encryption-algorithm",
+            _encryption,
+            "sse (S3A's older name of encryption.algorithm)",
+            ("sse",),
+        ),
+        Row(
+            "encryption.key",
+            _encryption_key,
+            "sseKmsKeyId (SSE-KMS, DSSE-KMS) or sseCustomerKey (SSE-C)",
+            ("sseKmsKeyId", "sseCustomerKey"),
+        ),
+        Row(
+            "server-side-encryption.key",
+            _encryption_key,
+            "S3A's older name of encryption.key",
+            ("sseKmsKeyId", "sseCustomerKey"),
+        ),
         Row("requester.pays.enabled", to("requesterPays"), "requesterPays"),
-        Row("proxy.host", _proxy, "proxy: http://[username:password@]host[:port] from the proxy.* keys"),
-        Row("proxy.port", _proxy_part, "the proxy URL's port"),
-        Row("proxy.username", _proxy_part, "the proxy URL's user"),
-        Row("proxy.password", _proxy_part, "the proxy URL's password"),
+        Row("proxy.host", _proxy, "proxy: http://[username:password@]host[:port] from the proxy.* keys", ("proxy",)),
+        Row("proxy.port", _proxy_part, "the proxy URL's port", ("proxy",)),
+        Row("proxy.username", _proxy_part, "the proxy URL's user", ("proxy",)),
+        Row("proxy.password", _proxy_part, "the proxy URL's password", ("proxy",)),
         Row("proxy.secured", _proxy_part, "false only: TLS to the proxy is refused"),
         *(
             Row(key, None, reason)

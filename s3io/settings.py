@@ -1,14 +1,28 @@
-"""Settings: what the project's option values share, written once.
+"""Settings: the one way a setting of the project is declared, parsed and documented.
 
-Two styles, one rule for names. ``Settings`` (Policy, EngineConfig): a frozen dataclass whose every field is an
-option, built from keywords, from a mapping of option strings (``from_mapping``), from ``S3IO_*`` environment
-variables (``from_env``, where the class has an ``ENV_PREFIX``), or from any of those with ``resolve``, the one entry
-point for arguments that accept "a value, a mapping of options, or None". ``option(...)``: a field of any other
-options dataclass (the store, a Spark read, a stream, a compaction) that declares its option name, other spellings,
-parser and command-line flag where it is defined, so that adding an option is adding a field; ``take_options`` and
-``add_arguments`` / ``from_args`` read them from a mapping or a command line. Option names are matched loosely
+Every option value (Policy and its Timeouts / Retry / Sockets, EngineConfig, StoreConfig, WriteOptions,
+CompactionOptions, and spark_ext's ReadOptions / StreamOptions) is a frozen dataclass made with ``@settings``, whose
+every setting is a field declared once with ``setting(...)``: its option name and aliases, its Python keyword, its
+command-line flag, its ``S3IO_*`` variable, the Spark session setting it defaults to, its parser (which gives its type
+and unit), its range and help for the docs, and whether it is secret. A field declared with ``group(Cls)`` holds a
+smaller value whose settings are the outer value's too (a store's options include its policy's and its engine's);
+``group(Cls, flat=True)`` also takes and shows them as the outer value's own keywords and attributes
+(``Policy(stall_timeout=2)``, ``policy.stall_timeout``, ``policy.replace(max_attempts=1)``).
+
+One parser (``parse_options``) and one constructor path per source, the same on every value:
+- keywords: the class itself (``Policy(max_attempts=3)``) and ``replace``;
+- a mapping of option strings (Spark's options, a ``policy={...}`` argument): ``from_options(values, base)`` (an
+  unknown option is an error naming the known ones) and ``take_options(values, base)`` → (value, the entries it does
+  not know);
+- the environment: ``from_env(environ, base)``; a command line: ``add_arguments(parser)`` and ``from_args(args, base)``;
+- "a value, a mapping of options, or None" (a Python API argument): ``resolve``.
+``base`` defaults to ``from_env()`` (the ``S3IO_*`` variables over the defaults; ``from_mapping`` is ``from_options``
+over the bare defaults). StoreConfig adds ``from_kwargs`` (the Python API's keywords) and ``from_s3a`` (S3A's
+settings, through s3io.s3a's table); ReadOptions and StreamOptions, which hold paths and a read, build their
+``from_options`` on ``parse_options``. Option names are matched loosely
 (``loose_key``: case, ``_`` and ``-`` ignored), since Spark lower-cases option keys; errors name an option in
-camelCase (``option_name``), or as the user spelled it.
+camelCase, or as the user spelled it (a variable, a flag). ``declared(cls)`` lists every setting of a value (groups
+flattened) for the docs tables (``docs/option_tables.py``).
 """
 
 from __future__ import annotations
@@ -23,8 +37,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from s3io.errors import InvalidConfig
+from s3io.units import parse_bool, parse_duration, parse_int, parse_optional_duration, parse_size
 
 S = TypeVar("S", bound="Settings")
+T = TypeVar("T")
+
+_SETTING = "s3io.setting"
+_GROUP = "s3io.group"
 
 
 def loose_key(key: str) -> str:
@@ -38,58 +57,291 @@ def option_name(field: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+def snake_name(option: str) -> str:
+    """The snake_case spelling of an option name (``stallTimeout`` → ``stall_timeout``), as keywords use it."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in option).lstrip("_")
+
+
+# ----------------------------------------------------------------------------------------- parsers
+
+Parser = Callable[[Any, str], Any]  # (the value given, the name to put in an error) -> the field's value
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A parser with the words the docs use for what it takes (``type``: "duration", "size", "bool", ...) and the
+    unit a bare number is in."""
+
+    type: str
+    parse: Parser
+    unit: str = ""
+
+    def __call__(self, value: Any, name: str) -> Any:
+        return self.parse(value, name)
+
+
+BOOL = Kind("bool", lambda value, name: parse_bool(value, name=name))
+DURATION = Kind("duration", lambda value, name: parse_duration(value, name=name), "s")
+OPTIONAL_DURATION = Kind("duration or none", lambda value, name: parse_optional_duration(value, name=name), "s")
+SIZE = Kind("size", lambda value, name: parse_size(value, name=name), "bytes")
+INTEGER = Kind("integer", lambda value, name: parse_int(value, name=name))
+TEXT = Kind("text", lambda value, name: str(value).strip())
+
+
+def count(minimum: int = 1) -> Kind:
+    """A whole number of at least ``minimum``."""
+    return Kind("integer", lambda value, name: parse_int(value, name=name, minimum=minimum))
+
+
+def optional_count() -> Kind:
+    """A whole number, or "none" / "off" for None."""
+
+    def parse(value: Any, name: str) -> int | None:
+        text = str(value).strip().lower()
+        return None if text in ("none", "off") else parse_int(value, name=name)
+
+    return Kind("integer or none", parse)
+
+
+def optional_size() -> Kind:
+    """A size, or "none" / "off" / "" for None."""
+
+    def parse(value: Any, name: str) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "off")):
+            return None
+        return parse_size(value, name=name)
+
+    return Kind("size or none", parse, "bytes")
+
+
+def optional_text() -> Kind:
+    """Text, or "none" / "" for None."""
+
+    def parse(value: Any, name: str) -> str | None:
+        text = str(value).strip()
+        return None if text.lower() in ("", "none") else text
+
+    return Kind("text or none", parse)
+
+
+def choice(*choices: str, aliases: Mapping[str, str] | None = None) -> Kind:
+    """One of ``choices`` (any case; ``-`` read as ``_``), or an alias of one."""
+    other = dict(aliases or {})
+
+    def parse(value: Any, name: str) -> str:
+        text = str(value).strip().lower()
+        text = other.get(text.replace("-", "_"), text)
+        if text not in choices and text.replace("-", "_") not in choices:
+            raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
+        return text if text in choices else text.replace("-", "_")
+
+    return Kind(" | ".join(choices), parse)
+
+
+def kind_of(parse: Parser) -> tuple[str, str]:
+    """(the words the docs use for what a parser takes, the unit of a bare number)."""
+    return (parse.type, parse.unit) if isinstance(parse, Kind) else ("text", "")
+
+
+# ----------------------------------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting, declared once: ``name`` (the option name, camelCase: errors and docs spell it so), other
+    ``aliases`` it is accepted under, its ``parse``r (a Kind gives its type), the Python ``keyword`` when it is not the
+    field's name (a member of a flat group: ``stall_timeout`` for Timeouts.stall), a command-line ``flag`` (None: not a
+    flag) with its ``help``, an environment variable ``env`` (None: the value's ``ENV_PREFIX`` + the keyword in upper
+    case, if the value has one), the Spark session setting ``spark_conf`` whose value is its default for a Spark read
+    (with ``spark_fallback``, used where the session's value is unknown), its ``unit`` and ``range`` for the docs, and
+    ``secret`` (kept out of repr, logs and plans)."""
+
+    name: str
+    parse: Parser
+    aliases: tuple[str, ...] = ()
+    keyword: str | None = None
+    flag: str | None = None
+    help: str = ""
+    env: str | None = None
+    spark_conf: str | None = None
+    spark_fallback: str | None = None
+    unit: str = ""
+    range: str = ""
+    secret: bool = False
+    docs: bool = True  # False: left out of the docs tables (an option only the project's own code gives)
+
+
+def setting(
+    name: str,
+    parse: Parser,
+    *,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    aliases: Iterable[str] = (),
+    keyword: str | None = None,
+    flag: str | None = None,
+    help: str = "",
+    env: str | None = None,
+    spark_conf: str | None = None,
+    spark_fallback: str | None = None,
+    unit: str = "",
+    range: str = "",
+    secret: bool = False,
+    docs: bool = True,
+) -> Any:
+    """A dataclass field that is a setting (see Setting): the one way a setting is declared."""
+    spec = Setting(
+        name, parse, tuple(aliases), keyword, flag, help, env, spark_conf, spark_fallback, unit, range, secret, docs
+    )
+    return dataclasses.field(  # type: ignore[call-overload]
+        default=default, default_factory=default_factory, repr=not secret, metadata={_SETTING: spec}
+    )
+
+
+def group(cls: type[T], *, flat: bool = False) -> Any:
+    """A dataclass field holding a smaller settings value (its defaults by default), whose settings are this value's
+    too; ``flat``: its keywords are this value's own keywords and attributes as well."""
+    return dataclasses.field(default_factory=cls, metadata={_GROUP: (cls, flat)})
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """A setting as a value holds it: the ``path`` of fields from the value to it (``("policy", "timeouts",
+    "stall")``), its Python ``keyword``, its ``spec``, its default, its environment variable (resolved) and the class
+    that declares it."""
+
+    path: tuple[str, ...]
+    keyword: str
+    spec: Setting
+    default: Any
+    env: str | None
+    owner: type
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        return (self.spec.name, *self.spec.aliases)
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+@functools.cache
+def declared(cls: type) -> tuple[Declared, ...]:
+    """Every setting of ``cls``, its groups' included, in field order."""
+    return tuple(_walk(cls, (), getattr(cls, "ENV_PREFIX", None), top=True))
+
+
+def _walk(cls: type, path: tuple[str, ...], prefix: str | None, *, top: bool) -> Iterable[Declared]:
+    prefix = getattr(cls, "ENV_PREFIX", None) or prefix
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(_SETTING)
+        if spec is not None:
+            keyword = spec.keyword or (f.name if top else snake_name(spec.name))
+            env = spec.env or (prefix + keyword.upper() if prefix else None)
+            yield Declared((*path, f.name), keyword, spec, _default(f), env, cls)
+        elif _GROUP in f.metadata:  # a flat group's members are keywords of this value: named by their option
+            inner, flat = f.metadata[_GROUP]
+            yield from _walk(inner, (*path, f.name), prefix, top=not flat)
+
+
+@functools.cache
+def _by_spelling(cls: type) -> dict[str, Declared]:
+    return {loose_key(spelling): d for d in declared(cls) for spelling in d.spellings}
+
+
+@functools.cache
+def _flat_keywords(cls: type) -> dict[str, tuple[str, str]]:
+    """{keyword: (group field, its field in the group)} for the members of ``cls``'s flat groups."""
+    found: dict[str, tuple[str, str]] = {}
+    for f in dataclasses.fields(cls):
+        if _GROUP in f.metadata and f.metadata[_GROUP][1]:
+            for member in dataclasses.fields(f.metadata[_GROUP][0]):
+                spec = member.metadata.get(_SETTING)
+                if spec is not None:
+                    found[spec.keyword or snake_name(spec.name)] = (f.name, member.name)
+    return found
+
+
+def spellings(cls: type) -> tuple[str, ...]:
+    """The option names (and aliases) ``cls`` takes, for "known options" lists."""
+    return tuple(s for d in declared(cls) for s in d.spellings)
+
+
+# ----------------------------------------------------------------------------------------- the base
+
+
 class Settings:
-    """Base of a frozen dataclass of options. Subclasses set ``KIND`` (the word errors use: "policy", "engine"),
-    ``ENV_PREFIX`` (None: not read from the environment) and implement ``parse_option``."""
+    """Base of the settings values (made with ``@settings``): ``KIND`` is the word errors use ("policy", "store
+    option"), ``ENV_PREFIX`` derives the variable of every setting that does not name one (None: only the declared
+    ones are read)."""
 
     __slots__ = ()
-    KIND: ClassVar[str] = "settings"
+    KIND: ClassVar[str] = "option"
     ENV_PREFIX: ClassVar[str | None] = None
 
-    @classmethod
-    def parse_option(cls, name: str, value: object, *, label: str) -> object:
-        """The field value of option ``name`` given as ``value`` (a string, usually); errors name ``label``."""
-        raise NotImplementedError
-
     def replace(self: S, **changes: Any) -> S:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        """A copy with some fields (or a flat group's keywords) changed, validated again."""
+        flat = _flat_keywords(type(self))
+        own = {k: v for k, v in changes.items() if k not in flat}
+        inner: dict[str, dict[str, Any]] = {}
+        for key in changes.keys() & flat.keys():
+            group_field, member = flat[key]
+            inner.setdefault(group_field, {})[member] = changes[key]
+        for group_field, values in inner.items():
+            own[group_field] = own.get(group_field, getattr(self, group_field)).replace(**values)
+        return dataclasses.replace(self, **own)  # type: ignore[type-var]
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        """The keywords the class takes: its fields and its flat groups' keywords in their place."""
+        flat = _flat_keywords(cls)
+        names: list[str] = []
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            members = [k for k, (g, _) in flat.items() if g == f.name]
+            names.extend(members or [f.name])
+        return tuple(names)
 
-    @classmethod
-    def from_mapping(cls: type[S], values: Mapping[str, object], base: S | None = None) -> S:
-        """Build from strings such as ``{"stallTimeout": "2s", "max_attempts": "5"}`` over ``base`` (default: the
-        defaults). Keys may be snake_case or camelCase in any letter case; unknown keys raise InvalidConfig naming
-        the known ones."""
-        fields = _fields_by_loose_name(cls)
-        changes: dict[str, object] = {}
-        labels: dict[str, str] = {}
-        for raw_key, raw_value in values.items():
-            name = fields.get(loose_key(raw_key))
-            if name is None:
-                known = ", ".join(option_name(n) for n in cls.field_names())
-                raise InvalidConfig(f"unknown {cls.KIND} option {raw_key!r}; known options: {known}")
-            changes[name] = cls.parse_option(name, raw_value, label=raw_key)
-            labels[name] = raw_key
-        return _apply(base if base is not None else cls(), changes, labels)
+    # ------------------------------------------------------------------ the sources
 
     @classmethod
     def from_env(cls: type[S], environ: Mapping[str, str] | None = None, base: S | None = None) -> S:
-        """Read ``<ENV_PREFIX><FIELD>`` variables (``S3IO_STALL_TIMEOUT=2s``) over ``base``; unset ones keep it."""
-        base = base if base is not None else cls()
-        prefix = cls.ENV_PREFIX
-        if prefix is None:
-            return base
+        """The settings' variables (``S3IO_STALL_TIMEOUT=2s``) over ``base`` (default: the defaults); unset or blank
+        ones keep it. A bad value is an InvalidConfig naming the variable."""
         environ = os.environ if environ is None else environ
-        changes: dict[str, object] = {}
-        for name in cls.field_names():
-            var = prefix + name.upper()
-            if var in environ:
-                changes[name] = cls.parse_option(name, environ[var], label=var)
-        return _apply(base, changes, {n: prefix + n.upper() for n in changes})
+        parsed = Parsed(cls)
+        for d in declared(cls):
+            if d.env is not None and str(environ.get(d.env, "")).strip():
+                parsed.add(d, d.env, d.spec.parse(environ[d.env], d.env))
+        return parsed.over(base if base is not None else cls())
+
+    @classmethod
+    def take_options(cls: type[S], values: Mapping[str, Any], base: S | None = None) -> tuple[S, dict[str, Any]]:
+        """(the options ``values`` give over ``base`` — default: ``from_env()`` —, the entries no setting of ``cls``
+        takes, untouched)."""
+        parsed = parse_options(cls, values)
+        return parsed.over(base if base is not None else cls.from_env()), parsed.rest
+
+    @classmethod
+    def from_options(cls: type[S], values: Mapping[str, Any], base: S | None = None) -> S:
+        """``take_options``, where an option no setting takes is an InvalidConfig naming the known ones."""
+        parsed = parse_options(cls, values)
+        parsed.refuse_rest()
+        return parsed.over(base if base is not None else cls.from_env())
+
+    @classmethod
+    def from_mapping(cls: type[S], values: Mapping[str, Any], base: S | None = None) -> S:
+        """``from_options`` over ``base`` (default: the defaults, not the environment): the name Policy and
+        EngineConfig have had for it."""
+        return cls.from_options(values, base=base if base is not None else cls())
 
     @classmethod
     def resolve(cls: type[S], value: S | Mapping[str, object] | None) -> S:
@@ -100,135 +352,161 @@ class Settings:
         if isinstance(value, cls):
             return value
         if isinstance(value, Mapping):
-            return cls.from_mapping(value, base=cls.from_env())
+            return cls.from_options(value)
         raise InvalidConfig(
             f"{cls.KIND}: expected an s3io {cls.__name__} or a mapping of options, got {type(value).__name__}"
         )
 
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+        """One command-line flag per setting that declares one (a bool that defaults to false is a switch).
+        ``defaults=False`` leaves an absent flag unset (for a subcommand's copy of flags the main parser has too)."""
+        for d in declared(cls):
+            if d.spec.flag is None:
+                continue
+            extra: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
+            if d.default is False:
+                parser.add_argument(d.spec.flag, dest=d.keyword, action="store_true", help=d.spec.help, **extra)
+            else:
+                parser.add_argument(d.spec.flag, dest=d.keyword, metavar="VALUE", help=d.spec.help, **extra)
+
+    @classmethod
+    def from_args(cls: type[S], args: argparse.Namespace, base: S | None = None) -> S:
+        """The flags ``add_arguments`` defined (unset ones left out) over ``base`` (default: ``from_env()``); a bad
+        value is an InvalidConfig naming the flag."""
+        parsed = Parsed(cls)
+        for d in declared(cls):
+            value = getattr(args, d.keyword, None) if d.spec.flag is not None else None
+            if value is not None and value is not False:
+                parsed.add(d, d.spec.flag or d.name, d.spec.parse(value, d.spec.flag))
+        return parsed.over(base if base is not None else cls.from_env())
+
     def describe(self) -> str:
-        """``name=value`` for every field, in camelCase (for logs and reprs)."""
-        return ", ".join(f"{option_name(f)}={getattr(self, f)!r}" for f in self.field_names())
+        """``name=value`` for every setting, in camelCase (for logs and reprs); secrets left out."""
+        return ", ".join(f"{d.name}={_get(self, d.path)!r}" for d in declared(type(self)) if not d.spec.secret)
 
 
-@functools.cache
-def _fields_by_loose_name(cls: type[Settings]) -> dict[str, str]:
-    return {loose_key(name): name for name in cls.field_names()}
+def settings(cls: type[S]) -> type[S]:
+    """Make ``cls`` a frozen, slotted dataclass of settings; a flat group's keywords become keywords of its
+    constructor and read-only attributes."""
+    made = dataclass(frozen=True, slots=True)(cls)
+    flat = _flat_keywords(made)
+    if flat:
+        init = made.__init__
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            inner: dict[str, dict[str, Any]] = {}
+            for key in kwargs.keys() & flat.keys():
+                group_field, keyword = flat[key]
+                inner.setdefault(group_field, {})[keyword] = kwargs.pop(key)
+            for group_field, values in inner.items():
+                base = kwargs.get(group_field)
+                kwargs[group_field] = (
+                    base.replace(**values) if base is not None else _group_cls(made, group_field)(**values)
+                )
+            init(self, *args, **kwargs)
+
+        __init__.__doc__ = init.__doc__
+        made.__init__ = __init__  # type: ignore[misc]
+        for key, (group_field, member) in flat.items():
+            setattr(made, key, property(_reader(group_field, member), doc=f"``{group_field}.{member}``"))
+    return made
 
 
-def _apply(base: S, changes: dict[str, object], labels: dict[str, str]) -> S:
-    """Apply parsed changes together; a range error names the option as the user spelled it."""
-    try:
-        return base.replace(**changes)
-    except InvalidConfig as exc:
-        text = str(exc)
-        for name, label in labels.items():
-            if text.startswith(option_name(name) + ":"):
-                raise InvalidConfig(f"{label}:{text.split(':', 1)[1]}") from None
-        raise
+def _group_cls(cls: type, name: str) -> Any:
+    return next(f.metadata[_GROUP][0] for f in dataclasses.fields(cls) if f.name == name)
 
 
-# ----------------------------------------------------------------------------------------- option fields
-
-OptionParser = Callable[[Any, str], Any]  # (the value given, the name to put in an error) -> the field's value
-_OPTION = "s3io.option"
+def _reader(group_field: str, keyword: str) -> Callable[[Any], Any]:
+    return lambda self: getattr(getattr(self, group_field), keyword)
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
-    """How a field is given: ``name`` (camelCase: errors and docs spell it so), other ``aliases`` it is accepted
-    under, its ``parse``r, a command-line ``flag`` (None: not a flag) with its ``help``, and an environment variable
-    ``env`` (None: not read from the environment)."""
-
-    name: str
-    parse: OptionParser
-    aliases: tuple[str, ...] = ()
-    flag: str | None = None
-    help: str = ""
-    secret: bool = False
-    env: str | None = None
+def _get(value: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        value = getattr(value, name)
+    return value
 
 
-def option(
-    name: str,
-    parse: OptionParser,
-    *,
-    default: Any = dataclasses.MISSING,
-    default_factory: Any = dataclasses.MISSING,
-    aliases: Iterable[str] = (),
-    flag: str | None = None,
-    help: str = "",
-    secret: bool = False,
-    env: str | None = None,
-) -> Any:
-    """A dataclass field given as the option ``name`` (see Option); a ``secret`` one is left out of repr."""
-    spec = Option(name, parse, tuple(aliases), flag, help, secret, env)
-    return dataclasses.field(  # type: ignore[call-overload]
-        default=default, default_factory=default_factory, repr=not secret, metadata={_OPTION: spec}
-    )
+# ----------------------------------------------------------------------------------------- the one parser
 
 
-@functools.cache
-def declared_options(cls: type) -> dict[str, tuple[str, str, Option]]:
-    """Every spelling of every option ``cls`` declares, loosely: {loose spelling: (field, spelling, Option)}."""
-    found: dict[str, tuple[str, str, Option]] = {}
-    for f in dataclasses.fields(cls):
-        spec = f.metadata.get(_OPTION)
-        if spec is not None:
-            for spelling in (spec.name, *spec.aliases):
-                found[loose_key(spelling)] = (f.name, spelling, spec)
-    return found
+class Parsed:
+    """Settings parsed from one source, not yet applied: ``over(base)`` applies them together (a range error then
+    names the option as the source spelled it); ``rest``: the entries no setting takes."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.changes: dict[tuple[str, ...], Any] = {}
+        self.labels: dict[tuple[str, ...], tuple[str, str]] = {}  # path -> (option name, as given)
+        self.rest: dict[str, Any] = {}
+
+    def add(self, d: Declared, label: str, value: Any) -> None:
+        self.changes[d.path] = value
+        self.labels[d.path] = (d.name, label)
+
+    def given(self, name: str) -> bool:
+        """Whether the setting of the top-level field ``name`` was given."""
+        return (name,) in self.changes
+
+    def refuse_rest(self) -> None:
+        """An InvalidConfig naming the first entry no setting takes, and the known names."""
+        if self.rest:
+            kind = getattr(self.cls, "KIND", "option")
+            raise unknown_option(str(next(iter(self.rest))), spellings(self.cls), kind=kind)
+
+    def over(self, base: T) -> T:
+        try:
+            return _apply(base, self.changes)
+        except InvalidConfig as exc:
+            text = str(exc)
+            for name, label in self.labels.values():
+                if label != name and text.startswith(name + ":"):
+                    raise InvalidConfig(f"{label}:{text.split(':', 1)[1]}") from None
+            raise
 
 
-def declared_option(cls: type, field_name: str) -> Option:
-    """The Option the field ``field_name`` of ``cls`` declares (KeyError if it declares none)."""
-    for f in dataclasses.fields(cls):
-        if f.name == field_name and _OPTION in f.metadata:
-            return f.metadata[_OPTION]
-    raise KeyError(field_name)
+def _apply(base: Any, changes: Mapping[tuple[str, ...], Any]) -> Any:
+    """``base`` with the values at these paths changed, each group rebuilt once."""
+    if not changes:
+        return base
+    own = {path[0]: value for path, value in changes.items() if len(path) == 1}
+    inner: dict[str, dict[tuple[str, ...], Any]] = {}
+    for path, value in changes.items():
+        if len(path) > 1:
+            inner.setdefault(path[0], {})[path[1:]] = value
+    for name, nested in inner.items():
+        own[name] = _apply(getattr(base, name), nested)
+    return dataclasses.replace(base, **own)
 
 
-def option_spellings(cls: type) -> tuple[str, ...]:
-    """The names (and aliases) of the options ``cls`` declares, for "known options" lists."""
-    return tuple(spelling for _, spelling, _ in declared_options(cls).values())
-
-
-def take_options(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the fields that the options ``cls`` declares give in ``values``, parsed; the other entries, untouched).
-
-    Two spellings of one option with different values are an InvalidConfig; a parse error names the option as
-    declared (its camelCase name, or the alias used)."""
-    declared = declared_options(cls)
-    changes: dict[str, Any] = {}
-    given: dict[str, tuple[str, Any]] = {}
-    rest: dict[str, Any] = {}
+def parse_options(cls: type, values: Mapping[str, Any]) -> Parsed:
+    """The one parser: the settings of ``cls`` (its groups' included) that ``values`` give, parsed, and the entries
+    none takes. Two spellings of one setting with different values are an InvalidConfig; a parse error names the
+    option as declared (its camelCase name, or the alias used)."""
+    index = _by_spelling(cls)
+    parsed = Parsed(cls)
+    given: dict[tuple[str, ...], tuple[str, Any]] = {}
     for key, value in values.items():
-        hit = declared.get(loose_key(str(key)))
-        if hit is None:
-            rest[key] = value
+        d = index.get(loose_key(str(key)))
+        if d is None:
+            parsed.rest[key] = value
             continue
-        name, spelling, spec = hit
-        if name in given:
-            if given[name][1] != value:
+        if d.path in given:
+            if given[d.path][1] != value:
                 raise InvalidConfig(
-                    f"option {spec.name} is given twice, as {given[name][0]!r} and {key!r}, with different values; "
+                    f"option {d.name} is given twice, as {given[d.path][0]!r} and {key!r}, with different values; "
                     "give it once"
                 )
             continue
-        given[name] = (str(key), value)
-        changes[name] = spec.parse(value, spelling)
-    return changes, rest
+        given[d.path] = (str(key), value)
+        spelling = next(s for s in d.spellings if loose_key(s) == loose_key(str(key)))
+        parsed.add(d, spelling, d.spec.parse(value, spelling))
+    return parsed
 
 
-def env_options(cls: type, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The fields that the environment variables of ``cls``'s options give (``env=...``), parsed; a parse error
-    names the variable."""
-    environ = os.environ if environ is None else environ
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        spec = f.metadata.get(_OPTION)
-        if spec is not None and spec.env is not None and environ.get(spec.env, "").strip():
-            changes[f.name] = spec.parse(environ[spec.env], spec.env)
-    return changes
+def find(cls: type, key: str) -> Declared | None:
+    """The setting of ``cls`` an option name (any spelling) gives, or None."""
+    return _by_spelling(cls).get(loose_key(str(key)))
 
 
 def unknown_option(key: str, known: Iterable[str], *, kind: str = "option") -> InvalidConfig:
@@ -240,35 +518,3 @@ def unknown_option(key: str, known: Iterable[str], *, kind: str = "option") -> I
     if close:
         return InvalidConfig(f"unknown {kind} {key!r} (did you mean {by_loose[close[0]]}?); names are case-insensitive")
     return InvalidConfig(f"unknown {kind} {key!r}; known options (case-insensitive): {', '.join(names)}")
-
-
-def add_arguments(parser: argparse.ArgumentParser, cls: type, *, defaults: bool = True) -> None:
-    """One command-line flag per option of ``cls`` that declares one (a bool field is a switch). ``defaults=False``
-    leaves an absent flag unset (for a subcommand's copy of flags the main parser also has)."""
-    for f, spec in _flagged(cls):
-        extra: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
-        if f.default is False:
-            parser.add_argument(spec.flag, dest=f.name, action="store_true", help=spec.help, **extra)
-        else:
-            parser.add_argument(spec.flag, dest=f.name, metavar="VALUE", help=spec.help, **extra)
-
-
-def from_args(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields that the flags of ``cls``'s options give in ``args`` (unset ones left out), parsed; a parse error
-    names the flag."""
-    changes: dict[str, Any] = {}
-    for f, spec in _flagged(cls):
-        value = getattr(args, f.name, None)
-        if value is not None and value is not False:
-            changes[f.name] = spec.parse(value, spec.flag)
-    return changes
-
-
-def _flagged(cls: type) -> list[tuple[dataclasses.Field[Any], Option]]:
-    """The fields of ``cls`` given by a command-line flag, with their Option, in field order."""
-    found = []
-    for f in dataclasses.fields(cls):
-        spec = f.metadata.get(_OPTION)
-        if spec is not None and spec.flag is not None:
-            found.append((f, spec))
-    return found

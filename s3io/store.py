@@ -5,31 +5,28 @@ Every entry point builds one from its own source, each field parsed once and by 
 - keyword arguments (``s3io.read_parquet(endpoint_url=..., credentials=..., policy=...)``): ``from_kwargs``;
 - a mapping of options as Spark gives them (``{"endpoint": ..., "accesskeyid": ..., "stalltimeout": "2s"}``):
   ``from_options`` / ``take_options`` (those a Spark read does not know are left for it);
+- the session's or a Hadoop configuration's S3A settings: ``from_s3a`` (s3io.s3a's table);
 - command-line flags (``--endpoint-url``, ``--region``, ``--anonymous``, ``--addressing``, the policy flags):
-  ``add_store_arguments`` and ``from_args``;
-- the environment: ``S3IO_*`` for the policy (``Policy.resolve``) and for the fields that declare a variable
+  ``StoreConfig.add_arguments`` and ``from_args``;
+- the environment: ``from_env``: ``S3IO_*`` for the policy and for the fields that declare a variable
   (``S3IO_SSE``, ``S3IO_PROXY``, ...: under every other source); the endpoint, the region, credentials, the proxy
   and the CA bundle left unset here are the AWS environment's and the profile's (``AWS_ENDPOINT_URL``,
   ``AWS_REGION``, ``HTTPS_PROXY``, ``AWS_CA_BUNDLE``, ...), resolved as boto3 resolves them
   (s3io.transport.endpoint, .proxy, .trust, botocore's provider chain) when a client is made; ``pinned()``
   resolves them in this process, for clients in other processes (Spark executors, workers).
 
-Where option names meet fields: each field of StoreConfig declares its option name, aliases and flag
-(``s3io.settings.option``), Policy's and EngineConfig's fields are their own options, and ``ENGINE_ALIASES`` holds
-the older spellings of these. To add a setting (a checksum mode, S3A's ``fs.s3a.*`` names as aliases), add a field
-here with its ``option(...)`` and pass it on in ``client``; a secret one is declared ``secret=True`` and stays out of
-repr, logs and plans (the SSE-C key, the proxy URL, which may hold its credentials). docs/security.md lists the
+Where option names meet fields: each field of StoreConfig declares its option name, aliases, flag and variable
+(``s3io.settings.setting``); Policy's and EngineConfig's settings are the store's too (``group``). To add a setting, add
+a field here with its ``setting(...)`` and pass it on in ``client``; a secret one is declared ``secret=True`` and stays
+out of repr, logs and plans (the SSE-C key, the proxy URL, which may hold its credentials). docs/security.md lists the
 encryption, requester-pays, proxy and CA settings with their S3A and boto3 names.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from s3io.engine.config import EngineConfig
 from s3io.errors import InvalidConfig
@@ -37,20 +34,7 @@ from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.encryption import Encryption, parse_algorithm, parse_customer_key, parse_kms_key_id
 from s3io.s3a import store_options
-from s3io.settings import (
-    Settings,
-    add_arguments,
-    declared_option,
-    declared_options,
-    env_options,
-    from_args,
-    loose_key,
-    option,
-    option_name,
-    option_spellings,
-    take_options,
-    unknown_option,
-)
+from s3io.settings import BOOL, Kind, Settings, declared, find, group, setting, settings
 from s3io.transport.credentials import ANONYMOUS, PROVIDER_NAMES, Credentials
 from s3io.transport.endpoint import ADDRESSING_STYLES, resolve_endpoint, resolved_location
 from s3io.transport.proxy import DIRECT, parse_proxy_setting, resolved_proxy_setting
@@ -59,7 +43,6 @@ from s3io.transport.trust import parse_ca_bundle, resolve_ca_bundle
 from s3io.units import parse_bool
 from s3io.urls import mask_userinfo
 
-ENGINE_ALIASES = {"hedging": "hedgeEnabled"}  # older spelling -> the EngineConfig option
 _ENDPOINT = re.compile(r"https?://[^\s/@?#]+/?", re.IGNORECASE)
 _REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -115,91 +98,103 @@ def parse_secret(value: Any, name: str) -> str:
     return str(value).strip()
 
 
-def _parse_bool(value: Any, name: str) -> bool:
-    return parse_bool(value, name=name)
+SECRET = Kind("secret", parse_secret)
 
 
-@dataclass(frozen=True, slots=True)
-class StoreConfig:
+@settings
+class StoreConfig(Settings):
     """Endpoint, region, addressing and credentials, with the Policy and the EngineConfig: everything a client of
-    the store and its range engine are made from. Never mutated (``replace``); secrets never in its repr."""
+    the store and its range engine are made from. Never mutated (``replace``); secrets never in its repr. Its
+    options are its own settings', its policy's and its engine's (s3io.settings: ``from_options``, ``take_options``,
+    ``from_env``, ``from_args``; ``from_kwargs`` and ``from_s3a`` below)."""
 
-    endpoint: str | None = option(
+    KIND: ClassVar[str] = "store option"
+
+    endpoint: str | None = setting(
         "endpoint",
-        parse_endpoint,
+        Kind("http(s) URL", parse_endpoint),
         default=None,
         aliases=("endpointUrl",),
         flag="--endpoint-url",
         help="S3 endpoint (default: $AWS_ENDPOINT_URL, else the profile's, else AWS)",
     )
-    region: str | None = option(
+    region: str | None = setting(
         "region",
-        parse_region,
+        Kind("region", parse_region),
         default=None,
         flag="--region",
         help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's, else us-east-1)",
     )
-    addressing: str = option(
+    addressing: str = setting(
         "addressing",
-        parse_addressing,
+        Kind("auto | path | virtual", parse_addressing),
         default="auto",
         aliases=("pathStyle",),
         flag="--addressing",
         help="bucket addressing: auto (path-style for custom endpoints), path or virtual",
     )
-    anonymous: bool = option(
-        "anonymous", _parse_bool, default=False, flag="--anonymous", help="send unsigned requests (public buckets)"
+    anonymous: bool = setting(
+        "anonymous", BOOL, default=False, flag="--anonymous", help="send unsigned requests (public buckets)"
     )
-    access_key_id: str | None = option("accessKeyId", parse_secret, default=None, aliases=("accessKey",), secret=True)
-    secret_access_key: str | None = option(
-        "secretAccessKey", parse_secret, default=None, aliases=("secretKey",), secret=True
+    access_key_id: str | None = setting(
+        "accessKeyId",
+        SECRET,
+        default=None,
+        aliases=("accessKey",),
+        secret=True,
+        help="explicit credentials (redacted from plans and logs; default: botocore's provider chain)",
     )
-    session_token: str | None = option("sessionToken", parse_secret, default=None, secret=True)
-    sse: str | None = option(
+    secret_access_key: str | None = setting(
+        "secretAccessKey", SECRET, default=None, aliases=("secretKey",), secret=True, help="its secret"
+    )
+    session_token: str | None = setting(
+        "sessionToken", SECRET, default=None, secret=True, help="its session token, for temporary credentials"
+    )
+    sse: str | None = setting(
         "sse",
-        parse_algorithm,
+        Kind("AES256 | aws:kms | aws:kms:dsse | SSE-C", parse_algorithm),
         default=None,
         aliases=("serverSideEncryption",),
         flag="--sse",
         env="S3IO_SSE",
         help="server-side encryption of every write: AES256 (SSE-S3), aws:kms (SSE-KMS), aws:kms:dsse or SSE-C",
     )
-    sse_kms_key_id: str | None = option(
+    sse_kms_key_id: str | None = setting(
         "sseKmsKeyId",
-        parse_kms_key_id,
+        Kind("KMS key id, alias or ARN", parse_kms_key_id),
         default=None,
         flag="--sse-kms-key-id",
         env="S3IO_SSE_KMS_KEY_ID",
         help="the KMS key (id, alias or ARN) of SSE-KMS writes (default: the bucket's)",
     )
-    sse_bucket_key: bool = option(
+    sse_bucket_key: bool = setting(
         "sseBucketKey",
-        _parse_bool,
+        BOOL,
         default=False,
         flag="--sse-bucket-key",
         env="S3IO_SSE_BUCKET_KEY",
         help="ask for an S3 Bucket Key on SSE-KMS writes",
     )
-    sse_customer_key: str | None = option(
+    sse_customer_key: str | None = setting(
         "sseCustomerKey",
-        parse_customer_key,
+        Kind("base64 of 32 bytes", parse_customer_key),
         default=None,
         flag="--sse-customer-key",
         env="S3IO_SSE_CUSTOMER_KEY",
         secret=True,
         help="the SSE-C key (base64 of 32 bytes), sent on every request of an object; prefer $S3IO_SSE_CUSTOMER_KEY",
     )
-    requester_pays: bool = option(
+    requester_pays: bool = setting(
         "requesterPays",
-        _parse_bool,
+        BOOL,
         default=False,
         flag="--requester-pays",
         env="S3IO_REQUESTER_PAYS",
         help="say on every request that the requester pays (x-amz-request-payer)",
     )
-    proxy: str | None = option(
+    proxy: str | None = setting(
         "proxy",
-        parse_proxy_setting,
+        Kind("proxy URL or direct", parse_proxy_setting),
         default=None,
         aliases=("proxyUrl",),
         flag="--proxy",
@@ -207,28 +202,31 @@ class StoreConfig:
         secret=True,
         help="forward proxy http://[user:password@]host:port, or direct (default: $HTTPS_PROXY/$HTTP_PROXY/$NO_PROXY)",
     )
-    ca_bundle: str | None = option(
+    ca_bundle: str | None = setting(
         "caBundle",
-        parse_ca_bundle,
+        Kind("PEM file", parse_ca_bundle),
         default=None,
         flag="--ca-bundle",
         env="S3IO_CA_BUNDLE",
         help="PEM file of the CAs TLS trusts (default: $AWS_CA_BUNDLE, the profile's ca_bundle, the system's)",
     )
-    credential_providers: tuple[str, ...] | None = option(
-        "credentialProviders", parse_providers, default=None, help="which of botocore's credential providers to ask"
+    credential_providers: tuple[str, ...] | None = setting(
+        "credentialProviders",
+        Kind("provider names", parse_providers),
+        default=None,
+        help="which of botocore's credential providers to ask",
     )
-    require_atomic_deletes: bool = option(
+    require_atomic_deletes: bool = setting(
         "requireAtomicDeletes",
-        _parse_bool,
+        BOOL,
         default=False,
         flag="--require-atomic-deletes",
         env="S3IO_REQUIRE_ATOMIC_DELETES",
         help="refuse writes and compaction (nothing written) on a store whose only guard of a data file's delete is "
         "a HEAD If-Match before it (not atomic): demand a conditional DELETE or x-amz-delete-if-unmodified-since",
     )
-    policy: Policy = field(default_factory=Policy)
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    policy: Policy = group(Policy)
+    engine: EngineConfig = group(EngineConfig)
 
     def __post_init__(self) -> None:
         if self.addressing not in ADDRESSING_STYLES:
@@ -303,10 +301,6 @@ class StoreConfig:
             return self
         return self.replace(policy=self.policy.replace(first_contact_attempts=None))
 
-    def replace(self, **changes: Any) -> StoreConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
     def describe(self) -> str:
         """Where and as whom, for logs: never a secret."""
         who = "anonymous" if self.anonymous else "explicit keys" if self.access_key_id else "provider chain"
@@ -342,7 +336,7 @@ class StoreConfig:
         "anonymous" or None (the chain); ``settings``: other fields by name (``sse="aws:kms"``,
         ``sse_customer_key=b"..."``, ``requester_pays=True``, ``proxy=...``, ``ca_bundle=...``; None leaves one
         unchanged), each parsed as its option is."""
-        base = store if store is not None else cls(**env_options(cls))
+        base = store if store is not None else cls.from_env()
         changes: dict[str, Any] = _parsed_fields(settings)
         if endpoint_url is not None:
             changes["endpoint"] = endpoint_url
@@ -357,86 +351,24 @@ class StoreConfig:
         return base.replace(**changes)
 
     @classmethod
-    def take_options(cls, values: Mapping[str, Any]) -> tuple[StoreConfig, dict[str, Any]]:
-        """(the store that ``values`` describe, the options it does not know). The policy options are over the
-        ``S3IO_*`` variables, as everywhere; a parse error names the option."""
-        changes, rest = take_options(cls, values)
-        policy_values, rest = _take_settings(Policy, rest, {})
-        engine_values, rest = _take_settings(EngineConfig, rest, ENGINE_ALIASES)
-        fields = {**env_options(cls), **changes}
-        return cls(**fields, policy=Policy.resolve(policy_values), engine=EngineConfig.resolve(engine_values)), rest
-
-    @classmethod
     def from_s3a(
         cls, settings: Mapping[str, str], *, bucket: str | None = None, base: StoreConfig | None = None
     ) -> StoreConfig:
         """The store a Hadoop/Spark configuration's S3A settings describe for ``bucket`` (``fs.s3a.*`` and
         ``spark.hadoop.fs.s3a.*`` keys, per-bucket ones included: see s3io.s3a), over ``base``'s fields (default:
         the defaults and the S3IO_* variables); other keys are ignored, S3A keys s3io cannot honour are warned about."""
-        return cls.with_options(store_options(settings, bucket), base=base)
-
-    @classmethod
-    def with_options(cls, values: Mapping[str, Any], *, base: StoreConfig | None = None) -> StoreConfig:
-        """``values`` (store options, any spelling) over ``base`` (default: ``from_options({})``)."""
-        if base is None:
-            return cls.from_options(values)
-        changes, rest = take_options(cls, values)
-        policy_values, rest = _take_settings(Policy, rest, {})
-        engine_values, rest = _take_settings(EngineConfig, rest, ENGINE_ALIASES)
-        if rest:
-            raise unknown_option(str(next(iter(rest))), store_option_names(), kind="store option")
-        return base.replace(
-            **changes,
-            policy=Policy.from_mapping(policy_values, base=base.policy),
-            engine=EngineConfig.from_mapping(engine_values, base=base.engine),
-        )
-
-    @classmethod
-    def from_options(cls, values: Mapping[str, Any]) -> StoreConfig:
-        """``take_options``, where an option it does not know is an InvalidConfig naming the known ones."""
-        store, rest = cls.take_options(values)
-        if rest:
-            raise unknown_option(str(next(iter(rest))), store_option_names(), kind="store option")
-        return store
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> StoreConfig:
-        """From the flags ``add_store_arguments`` defined (unset ones left to the environment and the defaults)."""
-        policy_values = {name: getattr(args, name) for name in Policy.field_names() if getattr(args, name, None)}
-        return cls(**{**env_options(cls), **from_args(cls, args)}, policy=Policy.resolve(policy_values))
+        return cls.from_options(store_options(settings, bucket), base=base)
 
 
-def add_store_arguments(
-    parser: argparse.ArgumentParser, *, defaults: bool = True, policy_flags: Mapping[str, str] | None = None
-) -> None:
-    """The store's flags (``--endpoint-url``, ``--region``, ``--addressing``, ``--anonymous``) and one per policy
-    field in ``policy_flags`` (field -> help text); ``defaults=False`` leaves absent flags unset."""
-    add_arguments(parser, StoreConfig, defaults=defaults)
-    for name, text in (policy_flags or {}).items():
-        extra = {} if defaults else {"default": argparse.SUPPRESS}
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=text, **extra)
-
-
-def store_option_names() -> tuple[str, ...]:
-    """Every option name (and alias) a store takes: its own, the policy's and the engine's."""
-    return (
-        *option_spellings(StoreConfig),
-        *(option_name(n) for n in Policy.field_names()),
-        *(option_name(n) for n in EngineConfig.field_names()),
-        *ENGINE_ALIASES,
-    )
-
-
-# StoreConfig fields the Python API takes as keywords, beside the endpoint, region, credentials, policy and engine
-KEYWORD_FIELDS = (
-    "sse",
-    "sse_kms_key_id",
-    "sse_bucket_key",
-    "sse_customer_key",
-    "requester_pays",
-    "proxy",
-    "ca_bundle",
-    "require_atomic_deletes",
+_CREDENTIAL_FIELDS = frozenset(
+    {"anonymous", "access_key_id", "secret_access_key", "session_token", "credential_providers"}
+)
+# StoreConfig's own settings the Python API takes as keywords, beside the endpoint, region, addressing, credentials,
+# policy and engine (from_kwargs' own arguments): every other one its declaration makes
+KEYWORD_FIELDS = tuple(
+    d.keyword
+    for d in declared(StoreConfig)
+    if len(d.path) == 1 and d.keyword not in {"endpoint", "region", "addressing", *_CREDENTIAL_FIELDS}
 )
 
 
@@ -445,31 +377,20 @@ def _parsed_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(settings) - set(KEYWORD_FIELDS))
     if unknown:
         raise TypeError(f"unexpected keyword argument {unknown[0]!r}; store settings: {', '.join(KEYWORD_FIELDS)}")
-    return {
-        name: declared_option(StoreConfig, name).parse(value, name)
-        for name, value in settings.items()
-        if value is not None
-    }
+    return {name: _declared(name).spec.parse(value, name) for name, value in settings.items() if value is not None}
 
 
-_CREDENTIAL_FIELDS = frozenset(
-    {"anonymous", "access_key_id", "secret_access_key", "session_token", "credential_providers"}
-)
+def _declared(field_name: str) -> Any:
+    return next(d for d in declared(StoreConfig) if d.path == (field_name,))
 
 
 def store_field(key: str) -> str | None:
-    """The field a store option sets ("endpoint", "policy.max_attempts", "engine.max_concurrency"; the credential
+    """The field a store option sets ("endpoint", "policy.timeouts.stall", "engine.max_concurrency"; the credential
     options are one field, "credentials"), or None for an option that is not a store's."""
-    loose = loose_key(str(key))
-    hit = declared_options(StoreConfig).get(loose)
-    if hit is not None:
-        return "credentials" if hit[0] in _CREDENTIAL_FIELDS else hit[0]
-    for cls, aliases in ((Policy, {}), (EngineConfig, ENGINE_ALIASES)):
-        names = {loose_key(n): n for n in cls.field_names()}
-        names.update({loose_key(alias): names[loose_key(target)] for alias, target in aliases.items()})
-        if loose in names:
-            return f"{cls.KIND}.{names[loose]}"
-    return None
+    hit = find(StoreConfig, key)
+    if hit is None:
+        return None
+    return "credentials" if hit.path[0] in _CREDENTIAL_FIELDS else ".".join(hit.path)
 
 
 def layered_options(*layers: Mapping[str, Any]) -> dict[str, Any]:
@@ -504,25 +425,3 @@ def _credential_fields(credentials: Credentials | str) -> dict[str, Any]:
         }
     kind = type(credentials).__name__
     raise InvalidConfig(f"credentials: expected s3io.Credentials, 'anonymous' or None (the provider chain), got {kind}")
-
-
-def _take_settings(
-    cls: type[Settings], values: Mapping[str, Any], aliases: Mapping[str, str]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the options of a Settings class among ``values``, by their camelCase names; the other entries)."""
-    names = {loose_key(n): option_name(n) for n in cls.field_names()}
-    names.update({loose_key(alias): target for alias, target in aliases.items()})
-    picked: dict[str, Any] = {}
-    given: dict[str, str] = {}
-    rest: dict[str, Any] = {}
-    for key, value in values.items():
-        name = names.get(loose_key(str(key)))
-        if name is None:
-            rest[key] = value
-        elif name in picked and picked[name] != value:
-            raise InvalidConfig(
-                f"option {name} is given twice, as {given[name]!r} and {key!r}, with different values; give it once"
-            )
-        else:
-            picked[name], given[name] = value, str(key)
-    return picked, rest

@@ -46,14 +46,15 @@ if "pyspark.sql.readwriter" in sys.modules:  # PySpark is in use: its s3parquet 
 def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: bool = True) -> type:
     """Register the ``s3parquet`` data source with ``spark`` (a SparkSession; PySpark >= 4.1) and return its class.
 
-    The session's default parallelism (Spark's default ``minPartitionNum``), time zone, partition type inference
-    and case sensitivity are captured now, since Python workers cannot read them; every task of a read checks them
-    against the running session and fails, naming the setting, if one was changed since (register again). So are
-    the session's S3A settings (``spark.hadoop.fs.s3a.*``, ``fs.s3a.*`` and the Hadoop configuration's: endpoint,
-    region, credentials, path style, timeouts, attempts, connections, per-bucket ones; see s3io.s3a, and a warning
-    names each one s3io cannot honour) and its ``spark.sql.files.*`` settings (ignoreCorruptFiles,
-    ignoreMissingFiles, maxPartitionBytes, openCostInBytes, minPartitionNum) and ``spark.sql.parquet.mergeSchema``:
-    each is the default of the read option of the same name, and a read's own option wins.
+    The session's default parallelism (Spark's default ``minPartitionNum``) and every Spark setting a read option
+    declares as its default (``spark_conf``: the time zone, partition type inference, case sensitivity, the rebase
+    modes, ``spark.sql.files.*``, ``spark.sql.parquet.mergeSchema``; ``planning.read_options.SESSION_BACKED``) are
+    captured now, since Python workers cannot read them; each is the default of its read option, a read's own
+    option wins, and every task of a read checks those with a fallback against the running session and fails,
+    naming the setting, if one was changed since (register again). So are the session's S3A settings
+    (``spark.hadoop.fs.s3a.*``, ``fs.s3a.*`` and the Hadoop configuration's: endpoint, region, credentials, path
+    style, timeouts, attempts, connections, per-bucket ones; see s3io.s3a, and a warning names each one s3io cannot
+    honour).
 
     ``filter_pushdown=True`` registers the reader with ``pushFilters`` (partition filters prune files, data
     filters prune row groups) and sets ``spark.sql.python.filterPushdown.enabled=true``. It raises
@@ -96,19 +97,15 @@ def register(spark: Any, *, filter_pushdown: bool | None = None, check_workers: 
                 "row groups and rows, safe on every Spark), or prune by path (load('s3://bucket/table/year=2024/') "
                 "with .option('basePath', 's3://bucket/table/'))"
             )
-    from spark_ext.spark_settings import SessionDefaults, file_settings, s3a_settings, warn_unhonoured
+    from spark_ext.planning.read_options import SESSION_BACKED
+    from spark_ext.spark_settings import SessionDefaults, s3a_settings, session_settings, warn_unhonoured
 
     s3a = s3a_settings(spark)
     warn_unhonoured(s3a)
     defaults = SessionDefaults(
         s3a=tuple(sorted(s3a.items())),
-        files=tuple(sorted(file_settings(spark).items())),
+        settings=tuple(sorted(session_settings(spark, SESSION_BACKED).items())),
         default_parallelism=_default_parallelism(spark),
-        time_zone=_time_zone(spark),
-        partition_column_type_inference=_bool_conf(spark, "spark.sql.sources.partitionColumnTypeInference.enabled"),
-        case_sensitive=_bool_conf(spark, "spark.sql.caseSensitive"),
-        datetime_rebase_mode=_conf(spark, "spark.sql.parquet.datetimeRebaseModeInRead"),
-        int96_rebase_mode=_conf(spark, "spark.sql.parquet.int96RebaseModeInRead"),
         jvm_time_zone=_jvm_time_zone(spark),
     )
     source = bound_to_session(defaults, filter_pushdown=filter_pushdown)
@@ -154,20 +151,6 @@ def _default_parallelism(spark: Any) -> int | None:
         return int(value) if value and value.isdigit() else None
 
 
-def _time_zone(spark: Any) -> str | None:
-    """The session time zone, if our partition-value parser knows it (else partitions are parsed in UTC)."""
-    from spark_ext.planning.partition_types import parse_time_zone
-
-    zone = _conf(spark, "spark.sql.session.timeZone")
-    if zone is None:
-        return None
-    try:
-        parse_time_zone(zone)
-    except ValueError:
-        return None
-    return zone
-
-
 def _jvm_time_zone(spark: Any) -> str | None:
     """The default time zone of the driver's JVM, in which Spark rebases timestamps of legacy files (None on Spark
     Connect, which has no JVM here)."""
@@ -183,8 +166,3 @@ def _conf(spark: Any, key: str) -> str | None:
     except Exception:
         return None
     return str(value) if value not in (None, "") else None
-
-
-def _bool_conf(spark: Any, key: str) -> bool | None:
-    value = _conf(spark, key)
-    return None if value is None else value.strip().lower() == "true"

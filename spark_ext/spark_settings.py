@@ -7,8 +7,10 @@ registered and travel with it (``SessionDefaults``): resolved on the driver, nev
   session started; not core-default.xml's or Spark's defaults, which nobody chose, nor the AWS_* variables Spark
   copies in, which are the environment's), then the session's own ``fs.s3a.*`` and
   ``spark.hadoop.fs.s3a.*`` (``spark.conf.set`` at run time), which win. s3io.s3a maps them onto store options.
-- ``spark.sql.files.*`` (and ``spark.sql.parquet.mergeSchema``) that the built-in parquet reader honours, where the
-  session sets them explicitly; ``FILE_SETTINGS`` names the read option each one is the default of.
+- the Spark settings a read option declares as its default (``spark_conf`` in its declaration: the session time zone,
+  case sensitivity, ``spark.sql.files.*``, ...: ``planning.read_options.SESSION_BACKED``): ``session_settings``
+  captures them, the session's value where the option declares a fallback (and every task checks it), else only
+  where the session sets it explicitly (``spark.sql.files.openCostInBytes``: Spark's default is not s3parquet's).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from s3io.errors import InvalidConfig
 from s3io.s3a import FS_S3A, SPARK_HADOOP, S3ASettingIgnored, is_s3a_key, store_options
-from s3io.store import StoreConfig
+from s3io.settings import Declared
+from s3io.store import StoreConfig, layered_options, store_field
 from s3io.urls import split_s3_url
 
 log = logging.getLogger("spark_ext")
@@ -31,31 +35,26 @@ log = logging.getLogger("spark_ext")
 SPARK_OWN_KEYS = ("path", "paths", "checkpointLocation", "queryName")
 
 
+TIME_ZONE = "spark.sql.session.timeZone"
+
+
 @dataclass(frozen=True)
 class SessionDefaults:
     """Session settings a Python worker cannot read, captured on the driver by ``spark_ext.register``."""
 
     default_parallelism: int | None = None  # sparkContext.defaultParallelism
-    time_zone: str | None = None  # spark.sql.session.timeZone
-    partition_column_type_inference: bool | None = None  # spark.sql.sources.partitionColumnTypeInference.enabled
-    case_sensitive: bool | None = None  # spark.sql.caseSensitive
-    datetime_rebase_mode: str | None = None  # spark.sql.parquet.datetimeRebaseModeInRead
-    int96_rebase_mode: str | None = None  # spark.sql.parquet.int96RebaseModeInRead
     jvm_time_zone: str | None = None  # the driver JVM's default time zone (legacy timestamps are rebased in it)
+    # the Spark settings read options default to (Spark key, value): session_settings below
+    settings: tuple[tuple[str, str], ...] = ()
     # the session's S3A settings (fs.s3a.<key>, value): s3a_settings below; secrets among them, so not shown
     s3a: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    files: tuple[tuple[str, str], ...] = ()  # the spark.sql.files.* settings the session sets (file_settings)
+
+    @property
+    def time_zone(self) -> str | None:
+        """The session time zone captured (None: unknown)."""
+        return dict(self.settings).get(TIME_ZONE)
 
 
-# Spark's setting -> the s3parquet option it is the default of (a read's own option wins over it).
-FILE_SETTINGS = {
-    "spark.sql.files.ignoreCorruptFiles": "ignoreCorruptFiles",
-    "spark.sql.files.ignoreMissingFiles": "ignoreMissingFiles",
-    "spark.sql.files.maxPartitionBytes": "maxPartitionBytes",
-    "spark.sql.files.openCostInBytes": "openCostInBytes",
-    "spark.sql.files.minPartitionNum": "minPartitionNum",
-    "spark.sql.parquet.mergeSchema": "mergeSchema",
-}
 FILES_PREFIX = "spark.sql.files."
 # Where Hadoop says a value came from, for values nobody chose: hadoop-aws's core-default.xml, Spark's defaults
 # ("Set by Spark to default values"), and AWS_* variables Spark copies in ("Set by Spark on <host> from
@@ -93,18 +92,42 @@ def _chosen(sources: Any) -> bool:
     return sources is None or not all(_NOT_CHOSEN.search(str(source)) for source in sources)
 
 
-def file_settings(spark: Any) -> dict[str, str]:
-    """The ``spark.sql.files.*`` settings s3parquet honours, where the session sets them; a ``spark.sql.files.*``
-    setting it does not honour is named in a warning."""
+def session_settings(spark: Any, backed: tuple[Declared, ...]) -> dict[str, str]:
+    """The Spark settings that the options ``backed`` declare as their defaults (``spark_conf``), as the session has
+    them: its value where the option declares a fallback, else only where the session sets it; a value the option
+    does not take is left out (the fallback then holds). A ``spark.sql.files.*`` setting no option declares is named
+    in a warning."""
     conf = explicit_conf(spark)
-    out = {key: conf[key] for key in FILE_SETTINGS if key in conf}
+    found: dict[str, str] = {}
+    for d in backed:
+        key = d.spec.spark_conf
+        assert key is not None
+        value = conf.get(key) if d.spec.spark_fallback is None else _effective(spark, key)
+        if value is None:
+            continue
+        try:
+            d.spec.parse(value, key)
+        except (InvalidConfig, ValueError):
+            log.debug("%s=%r: not a value of option %s; its fallback holds", key, value, d.name)
+            continue
+        found[key] = value
+    declared = {d.spec.spark_conf for d in backed}
     for key in conf:
-        if key.startswith(FILES_PREFIX) and key not in FILE_SETTINGS:
+        if key.startswith(FILES_PREFIX) and key not in declared:
+            honoured = ", ".join(sorted(k for k in declared if k and k.startswith(FILES_PREFIX)))
             warnings.warn(
-                S3ASettingIgnored(f"{key} is not honoured by s3parquet (it honours {', '.join(FILE_SETTINGS)})"),
-                stacklevel=3,
+                S3ASettingIgnored(f"{key} is not honoured by s3parquet (it honours {honoured})"), stacklevel=3
             )
-    return out
+    return found
+
+
+def _effective(spark: Any, key: str) -> str | None:
+    """The session's value of ``key`` (Spark's default included), or None where it has none or cannot say."""
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:  # an old or remote session
+        return None
+    return str(value) if value not in (None, "") else None
 
 
 def warn_unhonoured(settings: Mapping[str, str]) -> None:
@@ -124,3 +147,16 @@ def quietly(settings: Mapping[str, str], bucket: str | None) -> dict[str, str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S3ASettingIgnored)
         return store_options(settings, bucket)
+
+
+def with_session_store(
+    options: Mapping[str, str], session_s3a: Mapping[str, str], bucket: str | None
+) -> tuple[dict[str, str], set[str | None]]:
+    """A read's or a write's options over the session's S3A settings for ``bucket``, store field by store field: the
+    options' own store settings (s3io's names, or S3A's ``fs.s3a.*``), else the session's S3A settings, else the
+    environment (resolved where the client is made); and the store fields the options set themselves."""
+    own_s3a = {k: v for k, v in options.items() if is_s3a_key(k)}
+    out = {k: v for k, v in options.items() if not is_s3a_key(k)}
+    own = store_options(own_s3a, bucket)
+    chosen = {store_field(k) for k in (*out, *own)}
+    return layered_options(quietly(session_s3a, bucket), own, out), chosen

@@ -58,10 +58,10 @@ def test_missing_object_is_a_one_line_error_with_nonzero_exit(s3_endpoint, bucke
 
 def test_bad_flag_values_name_the_flag(s3_endpoint, bucket: str) -> None:
     result = _s3io("cat", f"s3://{bucket}/k", "--stall-timeout", "soon", endpoint=s3_endpoint.url)
-    assert result.returncode == 2 and b"stall_timeout" in result.stderr.replace(b"Timeout", b"_timeout").lower()
+    assert result.returncode == 2 and b"--stall-timeout: " in result.stderr
     result = _s3io("cat", f"s3://{bucket}/k", "--stall-timeout", "-2s", endpoint=s3_endpoint.url)
     assert (
-        result.returncode == 2 and b"stall_timeout" in result.stderr and b"expected one argument" not in result.stderr
+        result.returncode == 2 and b"--stall-timeout" in result.stderr and b"expected one argument" not in result.stderr
     )
     for nonsense in ("9-3", "-0"):  # "-0" is no byte at all (S3 refuses it), never the whole object
         result = _s3io("cat", f"s3://{bucket}/k", "--range", nonsense, endpoint=s3_endpoint.url)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from s3io import errors
@@ -32,3 +34,25 @@ def test_policy_changes_are_validated_together() -> None:
     assert (policy.backoff_base, policy.backoff_cap) == (0.001, 0.01)
     with pytest.raises(errors.InvalidConfig, match=r"^backoffCap: "):
         Policy.from_mapping({"backoffCap": "1ms"})
+
+
+def test_policy_is_made_of_timeouts_retry_and_sockets_with_its_flat_names_kept() -> None:
+    from s3io.policy import Retry, Sockets, Timeouts
+
+    flat = Policy(stall_timeout=2.0, max_attempts=3, retry_budget=7, max_connections=8)
+    composed = Policy(
+        timeouts=Timeouts(stall=2.0), retry=Retry(max_attempts=3, budget=7), sockets=Sockets(max_connections=8)
+    )
+    assert flat == composed and hash(flat) == hash(composed)
+    assert (flat.stall_timeout, flat.timeouts.stall, flat.retry_budget, flat.retry.budget) == (2.0, 2.0, 7, 7)
+    assert flat.replace(max_attempts=1).retry == Retry(max_attempts=1, budget=7)
+    assert Policy(timeouts=Timeouts(stall=2.0), connect_timeout=1.0).timeouts == Timeouts(connect=1.0, stall=2.0)
+    assert Policy.from_options({"retryBudget": "7", "stall_timeout": "2s"}, base=Policy()) == Policy(
+        stall_timeout=2.0, retry_budget=7
+    )
+    assert pickle.loads(pickle.dumps(flat)) == flat
+    assert "stall_timeout" in Policy.field_names() and "timeouts" not in Policy.field_names()
+    with pytest.raises(errors.InvalidConfig, match=r"^stallTimeout: "):
+        Timeouts(stall=0)
+    with pytest.raises(TypeError):
+        Policy(no_such_setting=1)  # type: ignore[call-arg]

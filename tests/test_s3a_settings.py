@@ -149,7 +149,7 @@ def test_a_stronger_source_replaces_a_weaker_one_field_by_field_credentials_as_o
         "secretAccessKey": "SK",
         "maxattempts": "7",
     }
-    store = StoreConfig.with_options({k: v for k, v in merged.items() if k != "path"})
+    store = StoreConfig.from_options({k: v for k, v in merged.items() if k != "path"})
     assert (store.endpoint, store.anonymous, store.policy.max_attempts) == ("http://b", False, 7)
 
 

@@ -187,7 +187,7 @@ WITHOUT_JAR = textwrap.dedent(
     print("SCAN", "S3ParquetScan" in plan, df.selectExpr("sum(x)").collect()[0][0], df.where("k < 10").count())
 
     from spark_ext.datasource import bound_to_session
-    from spark_ext.spark_settings import SessionDefaults
+    from spark_ext.spark_settings import TIME_ZONE, SessionDefaults
     from spark_ext.source.pushdown_safety import UnsafeFilterPushdown
 
     try:
@@ -198,7 +198,7 @@ WITHOUT_JAR = textwrap.dedent(
         print("REFUSED", all(risk in str(refusal) for risk in risks))
     # the canary: Python's own pushdown, bypassing the refusal, shares the filtered scan's plan with the other scan
     spark.conf.set(spark_ext.FILTER_PUSHDOWN_CONF, "true")
-    spark.dataSource.register(bound_to_session(SessionDefaults(time_zone="UTC"), filter_pushdown=True))
+    spark.dataSource.register(bound_to_session(SessionDefaults(settings=((TIME_ZONE, "UTC"),)), filter_pushdown=True))
     df = spark.read.format("s3parquet").option("endpoint", sys.argv[1]).load(sys.argv[2])
     print("CANARY", df.where("k < 10").union(df).count())
     spark.stop()

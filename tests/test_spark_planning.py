@@ -42,7 +42,7 @@ from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetRead
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
 from spark_ext.source.spark_arrow_types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
-from spark_ext.spark_settings import SessionDefaults
+from spark_ext.spark_settings import TIME_ZONE, SessionDefaults
 from testbed.faultproxy import ErrorResponse, FaultRule
 from testbed.scripted_s3 import Reply, Request, ScriptedS3, list_body
 
@@ -209,7 +209,7 @@ def test_small_files_are_packed_as_spark_packs_them(s3_endpoint, bucket, s3_clie
 
 
 def test_default_parallelism_comes_from_the_registered_session():
-    source_class = bound_to_session(SessionDefaults(default_parallelism=7, time_zone="Europe/Paris"))
+    source_class = bound_to_session(SessionDefaults(default_parallelism=7, settings=((TIME_ZONE, "Europe/Paris"),)))
     shipped = pickle.loads(cloudpickle.dumps(source_class))  # as spark.dataSource.register ships it
     assert issubclass(shipped, S3ParquetDataSource) and shipped.name() == "s3parquet"
     assert default_parallelism(shipped.session_defaults) == 7

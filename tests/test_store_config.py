@@ -9,13 +9,13 @@ import pickle
 
 import pytest
 
-from s3io.cli import POLICY_FLAGS, join_negative_values
+from s3io.cli import join_negative_values
 from s3io.compaction.options import CompactionOptions
-from s3io.engine.config import EngineConfig
+from s3io.engine.config import EngineConfig, MiB
 from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.s3.encryption import s3a_options
-from s3io.store import StoreConfig, add_store_arguments
+from s3io.store import StoreConfig
 from s3io.transport.credentials import ANONYMOUS, Credentials
 from s3io.transport.proxy import DIRECT, parse_proxy_url, s3a_proxy_url
 from spark_ext.planning.read_options import redact
@@ -35,7 +35,7 @@ EXPECTED = StoreConfig(
 
 def _cli(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_store_arguments(parser, policy_flags=POLICY_FLAGS)
+    StoreConfig.add_arguments(parser)
     return parser.parse_args(join_negative_values(argv))
 
 
@@ -74,7 +74,7 @@ def test_command_line_flags_give_the_same_value_and_errors_name_the_flag() -> No
     )
     with pytest.raises(InvalidConfig, match="--endpoint-url: expected an http:// or https:// URL"):
         StoreConfig.from_args(_cli("--endpoint-url", "localhost:9000"))
-    with pytest.raises(InvalidConfig, match="stall_timeout: expected a number of seconds"):
+    with pytest.raises(InvalidConfig, match="--stall-timeout: expected a number of seconds"):
         StoreConfig.from_args(_cli("--stall-timeout", "-2s"))
 
 
@@ -328,3 +328,17 @@ def test_the_read_functions_take_one_set_of_keywords_and_name_a_wrong_one() -> N
                 asyncio.run(called)
     with pytest.raises(InvalidConfig, match=r"credentials: expected s3io\.Credentials"):
         s3io.read_parquet("s3://bucket/t/", credentials=("key", "secret"))  # type: ignore[typeddict-item]
+
+
+def test_part_size_is_the_gets_in_a_read_and_the_uploads_in_a_write() -> None:
+    """readPartSize and uploadPartSize apart; partSize keeps meaning the one its context has."""
+    from s3io.write.options import WriteOptions
+
+    assert StoreConfig.from_options({"partSize": "4MB"}).engine.part_size == 4 * MiB
+    assert StoreConfig.from_options({"readPartSize": "4MB"}).engine.part_size == 4 * MiB
+    write, rest = WriteOptions.take_options({"partSize": "6MB", "stallTimeout": "2s"})
+    assert write.part_size == 6 * MiB and rest == {"stallTimeout": "2s"}
+    assert WriteOptions.from_options({"uploadPartSize": "6MB"}).part_size == 6 * MiB
+    assert CompactionOptions.from_options({"partSize": "6MB"}).part_size == 6 * MiB
+    with pytest.raises(InvalidConfig, match="option readPartSize is given twice"):
+        StoreConfig.from_options({"partSize": "4MB", "readPartSize": "8MB"})

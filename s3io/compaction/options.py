@@ -29,40 +29,15 @@ Defaults, and where they come from:
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
 from s3io.s3.multipart import MIN_PART_SIZE
-from s3io.settings import add_arguments, from_args, option, option_spellings, take_options, unknown_option
-from s3io.units import parse_bool, parse_duration, parse_int, parse_size
+from s3io.settings import BOOL, DURATION, INTEGER, SIZE, TEXT, Kind, Settings, optional_text, setting, settings
 
 MiB = 1024 * 1024
 SCHEMA_MODES = ("unify", "exact")
 MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # CopyObject copies at most 5 GiB; leave room for outputs above target
-
-
-def _size(value: Any, name: str) -> int:
-    return parse_size(value, name=name)
-
-
-def _int(value: Any, name: str) -> int:
-    return parse_int(value, name=name)
-
-
-def _seconds(value: Any, name: str) -> float:
-    return parse_duration(value, name=name)
-
-
-def _bool(value: Any, name: str) -> bool:
-    return parse_bool(value, name=name)
-
-
-def _text(value: Any, name: str) -> str:
-    return str(value).strip()
 
 
 def _directories(value: Any, name: str) -> tuple[str, ...]:
@@ -70,102 +45,99 @@ def _directories(value: Any, name: str) -> tuple[str, ...]:
     return tuple(d if d.endswith("/") else d + "/" for d in (str(i).strip() for i in items) if d)
 
 
-def _optional_text(value: Any, name: str) -> str | None:
-    text = str(value).strip()
-    return None if text.lower() in ("", "none") else text
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionOptions:
+@settings
+class CompactionOptions(Settings):
     """What to compact and how; validated on construction, changed with ``replace``. Each field declares its
-    option name (``from_options``) and, where the command line has one, its flag (s3io.settings.option)."""
+    option and, where the command line has one, its flag (s3io.settings: ``from_options``, ``from_args``)."""
 
-    target_file_size: int = option(
+    KIND: ClassVar[str] = "compaction option"
+
+    target_file_size: int = setting(
         "targetFileSize",
-        _size,
+        SIZE,
         default=128 * MiB,
         flag="--target-file-size",
         help="size of the output files (default 128MB)",
     )
-    candidate_threshold: int | None = option("candidateThreshold", _size, default=None)  # None: 75 % of the target
-    min_input_files: int = option(
-        "minInputFiles", _int, default=5, flag="--min-input-files", help="smallest group worth rewriting (default 5)"
+    candidate_threshold: int | None = setting("candidateThreshold", SIZE, default=None)  # None: 75 % of the target
+    min_input_files: int = setting(
+        "minInputFiles", INTEGER, default=5, flag="--min-input-files", help="smallest group worth rewriting (default 5)"
     )
-    max_concurrent_groups: int = option(
+    max_concurrent_groups: int = setting(
         "maxConcurrentGroups",
-        _int,
+        INTEGER,
         default=4,
         flag="--max-concurrent-groups",
         help="groups rewritten at once (default 4)",
     )
-    schema_mode: str = option("schemaMode", _text, default="unify")
-    grace_period: float = option(
+    schema_mode: str = setting("schemaMode", TEXT, default="unify")
+    grace_period: float = setting(
         "gracePeriod",
-        _seconds,
+        DURATION,
         default=60.0,
         flag="--grace-period",
         help="how long a reader that listed the old files may take to finish reading them (default 60s). The job "
         "waits it twice: after committing, before it publishes the outputs and deletes the inputs, and again before "
         "it deletes its staging copies; so a run holds the prefix's lock for its rewrite time plus 2x this",
     )
-    lock_ttl: float = option("lockTtl", _seconds, default=120.0)
-    clock_skew: float = option("clockSkew", _seconds, default=2.0)
-    dry_run: bool = option("dryRun", _bool, default=False, flag="--dry-run", help="print the plan and change nothing")
+    lock_ttl: float = setting(
+        "lockTtl",
+        DURATION,
+        default=120.0,
+        flag="--lease-ttl",
+        help="the lock's lease: a holder silent this long is taken over (default 120s)",
+    )
+    clock_skew: float = setting(
+        "clockSkew",
+        DURATION,
+        default=2.0,
+        flag="--clock-skew",
+        help="clock difference allowed between writers and the store (default 2s)",
+    )
+    dry_run: bool = setting("dryRun", BOOL, default=False, flag="--dry-run", help="print the plan and change nothing")
     # False: stop after the commits; the next run (or recover) publishes and deletes
-    finish: bool = option("finish", _bool, default=True)
+    finish: bool = setting("finish", BOOL, default=True)
     # True: leave "done" journal entries (a history; readers apply them harmlessly)
-    keep_history: bool = option("keepHistory", _bool, default=False)
-    owner: str | None = option("owner", _optional_text, default=None)  # who holds the lock, for messages; host:pid
+    keep_history: bool = setting("keepHistory", BOOL, default=False)
+    owner: str | None = setting("owner", optional_text(), default=None)  # who holds the lock, for messages; host:pid
     # execution of one group (inside a Spark task or in-process)
-    part_size: int = option("partSize", _size, default=8 * MiB)
-    upload_concurrency: int = option("uploadConcurrency", _int, default=4)
-    row_group_bytes: int = option("rowGroupBytes", _size, default=64 * MiB)  # Arrow bytes buffered per row group
-    prefetch_bytes: int = option("prefetchBytes", _size, default=32 * MiB)  # input bytes fetched ahead of decoding
-    compression: str = option("compression", _text, default="snappy")
+    # partSize: this in a compaction's options, as in a write's
+    part_size: int = setting("uploadPartSize", SIZE, default=8 * MiB, aliases=("partSize",))
+    upload_concurrency: int = setting("uploadConcurrency", INTEGER, default=4)
+    row_group_bytes: int = setting("rowGroupBytes", SIZE, default=64 * MiB)  # Arrow bytes buffered per row group
+    prefetch_bytes: int = setting("prefetchBytes", SIZE, default=32 * MiB)  # input bytes fetched ahead of decoding
+    compression: str = setting("compression", TEXT, default="snappy")
     # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
-    coerce_timestamps: str | None = option("coerceTimestamps", _optional_text, default="us")
-    read_footers: bool = option(
+    coerce_timestamps: str | None = setting("coerceTimestamps", optional_text(), default="us")
+    read_footers: bool = setting(
         "readFooters",
-        _bool,
+        BOOL,
         default=False,
         flag="--read-footers",
         help="read every small file's footer while planning (a dry run then names unreadable files and schema "
         "conflicts; one more GET per file)",
     )
-    processes: int = option(
+    processes: int = setting(
         "processes",
-        _int,
+        INTEGER,
         default=0,
         flag="--processes",
         help="with --master none: rewrite groups in this many worker processes (default 0: in this process)",
     )
     # only these directories (keys ending with "/", below the prefix): a writer's auto-compaction of what it wrote
-    directories: tuple[str, ...] = option("directories", _directories, default=())
+    directories: tuple[str, ...] = setting("directories", Kind("directories", _directories), default=())
     # uploads named like a write's files, of a job without an entry (its driver died before its commit), older
     # than this are aborted by recovery (s3io.table.write_protocol; S3A's fs.s3a.multipart.purge.age is 1 day)
-    abandon_uploads_after: float = option("abandonUploadsAfter", _seconds, default=86_400.0)
+    abandon_uploads_after: float = setting(
+        "abandonUploadsAfter",
+        DURATION,
+        default=86_400.0,
+        flag="--abandon-uploads-after",
+        help="abort uploads of jobs that never committed once this old (default 1d; e.g. 0s after a killed write)",
+    )
     # driver-side request concurrency
-    footer_concurrency: int = option("footerConcurrency", _int, default=32)
-    delete_concurrency: int = option("deleteConcurrency", _int, default=16)
-
-    @classmethod
-    def from_options(cls, values: Mapping[str, Any], base: CompactionOptions | None = None) -> CompactionOptions:
-        """From option strings (``{"targetFileSize": "256MB", "gracePeriod": "30s"}``, any spelling) over ``base``;
-        an unknown option is an InvalidConfig naming the known ones."""
-        changes, rest = take_options(cls, values)
-        if rest:
-            raise unknown_option(str(next(iter(rest))), option_spellings(cls), kind="compaction option")
-        return (base or cls()).replace(**changes)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> CompactionOptions:
-        """From the flags ``add_arguments(parser, CompactionOptions)`` defined (unset ones keep the defaults)."""
-        return cls(**from_args(cls, args))
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """One flag per option that declares one (``--target-file-size``, ``--grace-period``, ``--dry-run``, ...)."""
-        add_arguments(parser, CompactionOptions)
+    footer_concurrency: int = setting("footerConcurrency", INTEGER, default=32)
+    delete_concurrency: int = setting("deleteConcurrency", INTEGER, default=16)
 
     def __post_init__(self) -> None:
         if not 1 <= self.target_file_size <= MAX_TARGET_FILE_SIZE:
@@ -208,6 +180,3 @@ class CompactionOptions:
         if self.candidate_threshold is not None:
             return self.candidate_threshold
         return max(1, self.target_file_size * 3 // 4)
-
-    def replace(self, **changes: object) -> CompactionOptions:
-        return dataclasses.replace(self, **changes)

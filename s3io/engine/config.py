@@ -6,9 +6,10 @@ Defaults, and the anchors they come from:
 - memory_budget 256 MiB: bytes fetched but not yet handed over; reserved before a GET is issued.
 - coalesce_gap 1 MiB: object_store's OBJECT_STORE_COALESCE_DEFAULT; reading a 1 MiB hole costs less than a
   second round trip.
-- part_size 16 MiB: twice the AWS CRT S3 client's 8 MiB, as pyarrow coalesces up to 32 MiB: half the requests
-  (S3 bills per request) at ~180 ms per part at S3's ~90 MB/s per connection; larger ranges become parallel parts.
-  Two 64 MB files through moto: 0.88-0.91 s at 16 MiB vs 1.06-1.11 s at 8 MiB (5 interleaved runs).
+- part_size 16 MiB (the option readPartSize; partSize in a read's options): twice the AWS CRT S3 client's 8 MiB, as
+  pyarrow coalesces up to 32 MiB: half the requests (S3 bills per request) at ~180 ms per part at S3's ~90 MB/s per
+  connection; larger ranges become parallel parts. Two 64 MB files through moto: 0.88-0.91 s at 16 MiB vs 1.06-1.11 s at
+  8 MiB (5 interleaved runs).
 - whole_object_threshold 2 MiB: moving 2 MiB takes about one S3 round trip, so an object this small is
   fetched whole in one GET rather than range by range.
 - stream_window None: one stream may hold at most memory_budget / 4 ahead of its consumer, so one slow
@@ -24,42 +25,103 @@ Defaults, and the anchors they come from:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.settings import Settings
+from s3io.settings import BOOL, OPTIONAL_DURATION, SIZE, Kind, Settings, count, optional_size, setting, settings
 from s3io.settings import option_name as _option
-from s3io.units import parse_bool, parse_int, parse_optional_duration, parse_size
 
 MiB = 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+def _fraction(value: object, name: str) -> float:
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise InvalidConfig(f"{name}: expected a number in [0, 1] such as 0.05, got {value!r}") from None
+
+
+@settings
 class EngineConfig(Settings):
     """Concurrency, memory, coalescing, splitting and hedging of the range engine; never mutated (use ``replace``).
 
-    Built from keywords, ``from_mapping({"maxConcurrency": "16"})`` or ``resolve(value)`` (see s3io.settings);
+    Built from keywords, ``from_options({"maxConcurrency": "16"})`` or ``resolve(value)`` (see s3io.settings);
     not read from the environment.
     """
 
-    KIND: ClassVar[str] = "engine"
+    KIND: ClassVar[str] = "engine option"
 
-    max_concurrency: int = 32
-    memory_budget: int = 256 * MiB
-    coalesce_gap: int = 1 * MiB
-    part_size: int = 16 * MiB
-    whole_object_threshold: int = 2 * MiB
-    stream_window: int | None = None
-    hedge_enabled: bool = False
-    hedge_delay: float | None = None
-    hedge_max_fraction: float = 0.05
-    cache_bytes: int = 0
+    max_concurrency: int = setting(
+        "maxConcurrency", count(1), default=32, help="GETs in flight per engine (per task)", unit="GETs", range=">= 1"
+    )
+    memory_budget: int = setting(
+        "memoryBudget",
+        SIZE,
+        default=256 * MiB,
+        help="bytes fetched but not yet handed over",
+        unit="bytes",
+        range=">= 1",
+    )
+    coalesce_gap: int = setting(
+        "coalesceGap",
+        SIZE,
+        default=1 * MiB,
+        help="ranges closer than this are fetched by one GET",
+        unit="bytes",
+        range=">= 0",
+    )
+    part_size: int = setting(
+        "readPartSize",
+        SIZE,
+        default=16 * MiB,
+        aliases=("partSize",),
+        unit="bytes",
+        range=">= 1",
+        help="the largest range one GET fetches (partSize: this in a read's options, uploadPartSize in a write's)",
+    )
+    whole_object_threshold: int = setting(
+        "wholeObjectThreshold",
+        SIZE,
+        default=2 * MiB,
+        help="an object this small is fetched whole in one GET",
+        unit="bytes",
+        range=">= 0",
+    )
+    stream_window: int | None = setting(
+        "streamWindow",
+        optional_size(),
+        default=None,
+        help="bytes one stream may hold ahead of its consumer (default: a quarter of memoryBudget)",
+        unit="bytes",
+        range=">= 1 or none",
+    )
+    hedge_enabled: bool = setting(
+        "hedgeEnabled", BOOL, default=False, help="send a second GET for a slow small one", aliases=("hedging",)
+    )
+    hedge_delay: float | None = setting(
+        "hedgeDelay",
+        OPTIONAL_DURATION,
+        default=None,
+        help="when to hedge (default: adaptive, p95 of recent GETs)",
+        unit="s",
+        range="> 0 or none (adaptive)",
+    )
+    hedge_max_fraction: float = setting(
+        "hedgeMaxFraction",
+        Kind("number", _fraction),
+        default=0.05,
+        help="at most this share of GETs hedged",
+        range="[0, 1]",
+    )
+    cache_bytes: int = setting(
+        "cacheBytes", SIZE, default=0, help="completed GETs kept in an LRU (0: none)", unit="bytes", range=">= 0"
+    )
 
     def __post_init__(self) -> None:
         for name in ("max_concurrency", "memory_budget", "part_size"):
             if isinstance(getattr(self, name), bool) or not getattr(self, name) >= 1:
-                raise InvalidConfig(f"{_option(name)}: must be a whole number >= 1, got {getattr(self, name)!r}")
+                label = "readPartSize (partSize)" if name == "part_size" else _option(name)
+                raise InvalidConfig(f"{label}: must be a whole number >= 1, got {getattr(self, name)!r}")
         for name in ("coalesce_gap", "whole_object_threshold", "cache_bytes"):
             if isinstance(getattr(self, name), bool) or not getattr(self, name) >= 0:
                 raise InvalidConfig(f"{_option(name)}: must be a whole number >= 0, got {getattr(self, name)!r}")
@@ -76,29 +138,3 @@ class EngineConfig(Settings):
     def effective_stream_window(self) -> int:
         """Bytes one stream may hold ahead of its consumer: ``stream_window`` or a quarter of the budget."""
         return self.stream_window if self.stream_window is not None else max(1, self.memory_budget // 4)
-
-    @classmethod
-    def parse_option(cls, name: str, value: object, *, label: str) -> object:
-        return _parse_field(name, value, label=label)
-
-
-_SIZE_FIELDS = {"memory_budget", "coalesce_gap", "part_size", "whole_object_threshold", "cache_bytes"}
-
-
-def _parse_field(name: str, value: object, *, label: str) -> object:
-    if name == "max_concurrency":
-        return parse_int(value, name=label, minimum=1)  # type: ignore[arg-type]
-    if name in _SIZE_FIELDS:
-        return parse_size(value, name=label)  # type: ignore[arg-type]
-    if name == "stream_window":
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "off")):
-            return None
-        return parse_size(value, name=label)  # type: ignore[arg-type]
-    if name == "hedge_enabled":
-        return parse_bool(value, name=label)  # type: ignore[arg-type]
-    if name == "hedge_delay":
-        return parse_optional_duration(value, name=label)  # type: ignore[arg-type]
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        raise InvalidConfig(f"{label}: expected a number in [0, 1] such as 0.05, got {value!r}") from None

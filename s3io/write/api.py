@@ -76,7 +76,7 @@ async def write_parquet_async(
         changes["partition_by"] = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
     if target_file_size is not None:
         changes["target_file_size"] = target_file_size
-    parsed, _ = WriteOptions.from_options(changes, options)
+    parsed = WriteOptions.from_options(changes, options)
     bucket, prefix = layout.parse_prefix(url)
     batches, first_schema = await _batches(data, schema)
     config = StoreConfig.from_kwargs(

@@ -9,8 +9,9 @@ Defaults, and where they come from:
 - max_open_files 8: files a task keeps open at once (one per partition directory it is writing); when rows of a
   ninth directory arrive, the least recently written file is closed (it may be small). Rows clustered by partition
   (``spark_ext.write`` sorts them) never need more than one.
-- part_size 8 MiB, upload_concurrency 4: a task's parts in flight, shared by its open files; memory per task is
-  about max_open_files x (row_group_bytes + part_size) + upload_concurrency x part_size at most.
+- part_size 8 MiB (the option uploadPartSize; partSize in a write's options), upload_concurrency 4: a task's parts in
+  flight, shared by its open files; memory per task is about max_open_files x (row_group_bytes + part_size) +
+  upload_concurrency x part_size at most.
 - upload_floor "auto": a part in flight acknowledged slower than this (bytes a second, over two stall timeouts) is cut
   and the write's parts in flight are halved, AIMD (s3io.resilience.upload_pace); "auto" is the rate that sends a
   part in half the operation deadline (at least 64 KiB/s), 0 never cuts a part for slowness.
@@ -32,15 +33,12 @@ Defaults, and where they come from:
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
 from s3io.s3.multipart import MIN_PART_SIZE
-from s3io.settings import option, option_spellings, take_options, unknown_option
-from s3io.units import parse_bool, parse_duration, parse_int, parse_size
+from s3io.settings import BOOL, DURATION, SIZE, Kind, Settings, choice, count, optional_text, setting, settings
+from s3io.units import parse_size
 
 MiB = 1024 * 1024
 APPEND = "append"
@@ -52,32 +50,6 @@ OVERWRITE_MODES = (STATIC, DYNAMIC)
 MIN_TARGET_FILE_SIZE = MIN_PART_SIZE  # 5 MiB: below one multipart part, files (and uploads) multiply per few rows
 MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # a compaction publishes with one CopyObject (5 GiB at most)
 CODEC_SUFFIXES = {"snappy": "snappy", "gzip": "gz", "zstd": "zstd", "lz4": "lz4", "brotli": "br", "none": None}
-
-
-def _size(value: Any, name: str) -> int:
-    return parse_size(value, name=name)
-
-
-def _count(value: Any, name: str) -> int:
-    return parse_int(value, name=name, minimum=1)
-
-
-def _seconds(value: Any, name: str) -> float:
-    return parse_duration(value, name=name)
-
-
-def _bool(value: Any, name: str) -> bool:
-    return parse_bool(value, name=name)
-
-
-def _choice(choices: tuple[str, ...]) -> Any:
-    def parse(value: Any, name: str) -> str:
-        text = str(value).strip().lower()
-        if text not in choices:
-            raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
-        return text
-
-    return parse
 
 
 def _codec(value: Any, name: str) -> str:
@@ -107,47 +79,131 @@ def _rate(value: Any, name: str) -> float | None:
     return float(parse_size(text, name=name))
 
 
-def _optional_text(value: Any, name: str) -> str | None:
-    text = str(value).strip()
-    return None if text.lower() in ("", "none") else text
+RATE = Kind("auto | bytes a second", _rate, "bytes/s")
 
 
-@dataclass(frozen=True, slots=True)
-class WriteOptions:
+@settings
+class WriteOptions(Settings):
     """How to write and commit; validated on construction, changed with ``replace``. Each field declares its
-    option name (``from_options``: Spark's ``.option(...)`` keys, case-insensitive)."""
+    option (s3io.settings: ``from_options`` / ``take_options`` take Spark's ``.option(...)`` keys, case-insensitive)."""
 
-    mode: str = option("mode", _choice(MODES), default=APPEND)
-    partition_by: tuple[str, ...] = option("partitionBy", _columns, default=())
-    partition_overwrite_mode: str = option("partitionOverwriteMode", _choice(OVERWRITE_MODES), default=STATIC)
-    target_file_size: int = option("targetFileSize", _size, default=128 * MiB, aliases=("maxFileSize",))
-    row_group_bytes: int = option("rowGroupBytes", _size, default=64 * MiB)
-    max_open_files: int = option("maxOpenFiles", _count, default=8)
-    part_size: int = option("partSize", _size, default=8 * MiB)
-    upload_concurrency: int = option("uploadConcurrency", _count, default=4)
-    upload_floor: float | None = option("uploadFloor", _rate, default=None)  # None: auto (upload_pace.UploadPace)
-    compression: str = option("compression", _codec, default="snappy", aliases=("codec",))
-    grace_period: float = option("gracePeriod", _seconds, default=60.0)
-    lease_ttl: float = option("leaseTtl", _seconds, default=120.0)
-    clock_skew: float = option("clockSkew", _seconds, default=2.0)
-    abandon_uploads_after: float = option("abandonUploadsAfter", _seconds, default=86_400.0)
-    lock_wait: float = option("lockWait", _seconds, default=600.0)
-    complete_concurrency: int = option("completeConcurrency", _count, default=16)
-    merge_schema: bool = option("mergeSchema", _bool, default=False)
-    auto_compact: bool = option("autoCompact", _bool, default=False)
-    auto_compact_min_files: int = option("autoCompactMinFiles", _count, default=50)
-    owner: str | None = option("owner", _optional_text, default=None)  # for messages; default host:pid
+    KIND: ClassVar[str] = "write option"
 
-    @classmethod
-    def from_options(
-        cls, values: Mapping[str, Any], base: WriteOptions | None = None, *, strict: bool = True
-    ) -> tuple[WriteOptions, dict[str, Any]]:
-        """(the options ``values`` give over ``base``, the entries it does not know); with ``strict`` an unknown
-        entry is an InvalidConfig naming the known options."""
-        changes, rest = take_options(cls, values)
-        if strict and rest:
-            raise unknown_option(str(next(iter(rest))), option_spellings(cls), kind="write option")
-        return (base or cls()).replace(**changes), rest
+    mode: str = setting("mode", choice(*MODES), default=APPEND, docs=False)
+    partition_by: tuple[str, ...] = setting(
+        "partitionBy",
+        Kind("columns", _columns),
+        default=(),
+        help='comma-separated partition columns: Hive directories `col=value/` in Spark\'s text form (null and `""` '
+        "as `__HIVE_DEFAULT_PARTITION__`, Spark's characters escaped `%XX`); the columns are left out of the "
+        "files. String, integer, boolean, date, decimal and timestamp columns (years zero-padded to four digits; "
+        "every case checked against Spark's own `partitionBy` writer, `tests/test_spark_write_partitions.py`); "
+        "others are refused (cast them to string)",
+    )
+    partition_overwrite_mode: str = setting(
+        "partitionOverwriteMode",
+        choice(*OVERWRITE_MODES),
+        default=STATIC,
+        help="`dynamic`: an overwrite replaces only the partition directories written",
+    )
+    target_file_size: int = setting(
+        "targetFileSize",
+        SIZE,
+        default=128 * MiB,
+        aliases=("maxFileSize",),
+        help="files are rolled at this size, and never exceed it by more than one row group; the last row group of a "
+        "file is sized (by the compression ratio the file has shown) to land on it. At least 5 MiB (S3's smallest"
+        " multipart part): a smaller target is refused naming the floor",
+    )
+    row_group_bytes: int = setting(
+        "rowGroupBytes", SIZE, default=64 * MiB, help="Arrow bytes buffered per row group (per open file)"
+    )
+    max_open_files: int = setting(
+        "maxOpenFiles",
+        count(1),
+        default=8,
+        help="files a task keeps open at once (one per partition directory); rows of one more directory close the "
+        "least recently written file, which may then be small. Rows sorted by directory (`spark_ext.write` sorts "
+        "them) need one",
+    )
+    # partSize: this in a write's options (an engine's readPartSize in a read's)
+    part_size: int = setting(
+        "uploadPartSize",
+        SIZE,
+        default=8 * MiB,
+        aliases=("partSize",),
+        help="multipart part size (`partSize` in a write's options; a read's `partSize` is `readPartSize`)",
+    )
+    upload_concurrency: int = setting(
+        "uploadConcurrency",
+        count(1),
+        default=4,
+        help="the most parts in flight per task, shared by its open files (fewer while parts are too slow: "
+        "`uploadFloor`)",
+    )
+    upload_floor: float | None = setting(
+        "uploadFloor",
+        RATE,
+        default=None,
+        help="a part in flight acknowledged slower than this (bytes a second per part, e.g. `256KB/s`, over two "
+        "`stallTimeout`s) is cut and the task's parts in flight are halved (see [Slow links](#slow-links)); `auto`: "
+        "the rate that sends a part in half `operationTimeout` (8MB in 90 s by default, at least 64KB/s); `0`: parts "
+        "are never cut for slowness",
+    )
+    compression: str = setting(
+        "compression",
+        Kind(" | ".join(CODEC_SUFFIXES), _codec),
+        default="snappy",
+        aliases=("codec",),
+        help="the parquet codec",
+    )
+    grace_period: float = setting(
+        "gracePeriod",
+        DURATION,
+        default=60.0,
+        help="an overwrite deletes the files it replaces no earlier than this after it published (readers that listed "
+        "them before can finish); finished entries are forgotten a grace period after their last step",
+    )
+    lease_ttl: float = setting(
+        "leaseTtl",
+        DURATION,
+        default=120.0,
+        help="a claim whose writer stopped for this long is rolled back by the next write, compaction or `--recover`",
+    )
+    clock_skew: float = setting("clockSkew", DURATION, default=2.0, help="margin on lease expiry")
+    abandon_uploads_after: float = setting(
+        "abandonUploadsAfter",
+        DURATION,
+        default=86_400.0,
+        help="uploads of a job that never claimed its write (its driver died before the commit) are aborted once this "
+        "old (S3A's `fs.s3a.multipart.purge.age`); must exceed your longest write",
+    )
+    lock_wait: float = setting(
+        "lockWait",
+        DURATION,
+        default=600.0,
+        help="how long an overwrite waits for the prefix's lock (held by a compaction or another overwrite)",
+    )
+    complete_concurrency: int = setting(
+        "completeConcurrency", count(1), default=16, help="uploads completed at once by the commit"
+    )
+    merge_schema: bool = setting(
+        "mergeSchema",
+        BOOL,
+        default=False,
+        help="an append may add nullable columns and leave columns out (see [The table's schema](#the-tables-schema))",
+    )
+    auto_compact: bool = setting(
+        "autoCompact",
+        BOOL,
+        default=False,
+        help="after the write, compact the partition directories it wrote that hold at least `autoCompactMinFiles` "
+        "small files",
+    )
+    auto_compact_min_files: int = setting("autoCompactMinFiles", count(1), default=50, help="see `autoCompact`")
+    owner: str | None = setting(
+        "owner", optional_text(), default=None, help="the name in locks and entries (default: host:pid)"
+    )  # for messages; default host:pid
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition_by", _columns(self.partition_by, "partition_by"))
@@ -190,6 +246,3 @@ class WriteOptions:
     @property
     def codec_suffix(self) -> str | None:
         return CODEC_SUFFIXES[self.compression]
-
-    def replace(self, **changes: object) -> WriteOptions:
-        return dataclasses.replace(self, **changes)

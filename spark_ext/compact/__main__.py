@@ -11,24 +11,15 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from s3io.cli import POLICY_FLAGS, join_negative_values
+from s3io.cli import join_negative_values
 from s3io.compaction.options import CompactionOptions
 from s3io.compaction.progress_bar import ProgressBar
 from s3io.errors import EndpointNotS3, InvalidConfig, S3IOError
 from s3io.logs import configure_cli_logging
-from s3io.store import StoreConfig, add_store_arguments
+from s3io.store import StoreConfig
 from spark_ext.compact.job import compact
 
 FINISHED = ("ok", "nothing_to_do", "dry_run")
-RECOVERY_FLAGS = (  # what a write takes (its leaseTtl, clockSkew, abandonUploadsAfter), for a run and --recover
-    ("--lease-ttl", "lockTtl", "the lock's lease: a holder silent this long is taken over (default 120s)"),
-    ("--clock-skew", "clockSkew", "clock difference allowed between writers and the store (default 2s)"),
-    (
-        "--abandon-uploads-after",
-        "abandonUploadsAfter",
-        "abort uploads of jobs that never committed once this old (default 1d; e.g. 0s after a killed write)",
-    ),
-)
 DESCRIPTION = """\
 Rewrite many small parquet files under an S3 prefix into few large ones, safely for readers that use s3io.
 
@@ -57,11 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="Spark master (default local[*] where PySpark is installed, else none); 'none': no Spark, in this process",
     )
-    for flag, option, what in RECOVERY_FLAGS:
-        parser.add_argument(flag, dest=option, default=None, metavar="DURATION", help=what)
     parser.add_argument("--no-progress", action="store_true", help="do not draw the progress bar")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v: log retries")
-    add_store_arguments(parser, policy_flags=POLICY_FLAGS)
+    StoreConfig.add_arguments(parser)
     return parser
 
 
@@ -99,8 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         options = CompactionOptions.from_args(args)
-        recovery = {option: getattr(args, option) for _, option, _ in RECOVERY_FLAGS if getattr(args, option)}
-        options = CompactionOptions.from_options(recovery, options)
         store = StoreConfig.from_args(args)
     except InvalidConfig as exc:
         print(f"compact: error: {exc}", file=sys.stderr)

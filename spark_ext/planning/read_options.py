@@ -28,14 +28,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.settings import loose_key, option, option_spellings, take_options, unknown_option
-from s3io.store import StoreConfig, store_option_names
-from s3io.units import parse_bool, parse_int, parse_size
+from s3io.settings import (
+    BOOL,
+    Declared,
+    Kind,
+    Settings,
+    count,
+    declared,
+    group,
+    loose_key,
+    optional_text,
+    parse_options,
+    setting,
+    settings,
+    spellings,
+    unknown_option,
+)
+from s3io.store import StoreConfig
+from s3io.units import parse_size
 from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
 from spark_ext.planning.partition_types import parse_time_zone
 from spark_ext.planning.sql_filter import RowFilter, parse_filter
@@ -45,22 +59,14 @@ DEFAULT_OPEN_COST_IN_BYTES = 64 * 1024  # see the module doc: a concurrent GET, 
 PATH_OPTIONS = ("path", "paths")  # what .load(...) sends
 
 
-def _bool(value: Any, name: str) -> bool:
-    return parse_bool(value, name=name)
-
-
-def _size(minimum: int) -> Any:
+def _size(minimum: int) -> Kind:
     def parse(value: Any, name: str) -> int:
         size = parse_size(value, name=name)
         if size < minimum:
             raise InvalidConfig(f"{name}: must be at least {minimum} byte(s), got {value!r}")
         return size
 
-    return parse
-
-
-def _count(value: Any, name: str) -> int:
-    return parse_int(value, name=name, minimum=1)
+    return Kind("size", parse, "bytes")
 
 
 def _base_path(value: Any, name: str) -> str:
@@ -99,8 +105,7 @@ def _rebase_mode(value: Any, name: str) -> str:
     return mode
 
 
-def _optional_text(value: Any, name: str) -> str | None:
-    return str(value).strip() or None
+REBASE_MODE = Kind("EXCEPTION | CORRECTED | LEGACY", _rebase_mode)
 
 
 def _modified_time(value: Any, name: str) -> str:
@@ -123,40 +128,153 @@ def _instant(text: str, zone: str, name: str) -> float:
     return moment.timestamp()
 
 
-@dataclass(frozen=True, slots=True)
-class ReadOptions:
-    """The parsed options of one read: each field declares its option (s3io.settings.option); where the store is,
+@settings
+class ReadOptions(Settings):
+    """The parsed options of one read: each field declares its option (s3io.settings.setting); where the store is,
     as whom, and the policy and engine settings are the ``store`` (s3io.store.StoreConfig: credentials kept out
     of repr)."""
 
+    KIND: ClassVar[str] = "option"
+
     paths: tuple[S3Path, ...]
-    base_path: str | None = option("basePath", _base_path, default=None)  # s3:// URL ending with "/"
-    recursive_file_lookup: bool = option("recursiveFileLookup", _bool, default=False)
-    path_glob_filter: str | None = option("pathGlobFilter", _name_glob, default=None)
-    ignore_missing_files: bool = option("ignoreMissingFiles", _bool, default=False)
-    ignore_corrupt_files: bool = option("ignoreCorruptFiles", _bool, default=False)
-    merge_schema: bool = option("mergeSchema", _bool, default=False)
-    columns: tuple[str, ...] | None = option("columns", _columns, default=None)
-    max_partition_bytes: int = option("maxPartitionBytes", _size(1), default=128 * MiB)
-    open_cost_in_bytes: int = option("openCostInBytes", _size(0), default=DEFAULT_OPEN_COST_IN_BYTES)
-    min_partition_num: int | None = option("minPartitionNum", _count, default=None)
-    time_zone: str = option("timeZone", _time_zone, default="UTC")
-    partition_column_type_inference: bool = option("partitionColumnTypeInference", _bool, default=True)
-    # spark.sql.caseSensitive: column names match exactly, not ignoring case
-    case_sensitive: bool = option("caseSensitive", _bool, default=False)
-    # read the objects as they are, not as the compaction journal says (s3io.table)
-    ignore_journal: bool = option("ignoreJournal", _bool, default=False)
-    # spark.sql.parquet.datetimeRebaseModeInRead / int96RebaseModeInRead
-    datetime_rebase_mode: str = option("datetimeRebaseMode", _rebase_mode, default="CORRECTED")
-    int96_rebase_mode: str = option("int96RebaseMode", _rebase_mode, default="CORRECTED")
-    # Spark's JVM default zone: legacy timestamps are rebased in it
-    jvm_time_zone: str | None = option("jvmTimeZone", _optional_text, default=None)
-    # only files modified strictly before / after these times (Spark's file-source options; in timeZone)
-    modified_before: str | None = option("modifiedBefore", _modified_time, default=None)
-    modified_after: str | None = option("modifiedAfter", _modified_time, default=None)
-    # a predicate in Spark's SQL: prunes partition directories before listing, row groups, and filters rows exactly
-    row_filter: RowFilter | None = option("filter", parse_filter, default=None)  # noqa: RUF009 (a frozen value)
-    store: StoreConfig = field(default_factory=StoreConfig)
+    base_path: str | None = setting(
+        "basePath",
+        Kind("s3 URL", _base_path),
+        default=None,
+        help="as in Spark's file sources: where partition directories start",
+    )  # s3:// URL ending with "/"
+    recursive_file_lookup: bool = setting(
+        "recursiveFileLookup",
+        BOOL,
+        default=False,
+        help="as in Spark's file sources: every file below the path, no partition discovery",
+    )
+    path_glob_filter: str | None = setting(
+        "pathGlobFilter",
+        Kind("glob", _name_glob),
+        default=None,
+        help="as in Spark's file sources: only files whose name matches",
+    )
+    ignore_missing_files: bool = setting(
+        "ignoreMissingFiles",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.files.ignoreMissingFiles",
+        spark_fallback="false",
+        help="skip (and log) files deleted after planning; otherwise the task fails naming the file",
+    )
+    ignore_corrupt_files: bool = setting(
+        "ignoreCorruptFiles",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.files.ignoreCorruptFiles",
+        spark_fallback="false",
+        help="skip (and log) unreadable files; otherwise the task fails naming the file",
+    )
+    merge_schema: bool = setting(
+        "mergeSchema",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.parquet.mergeSchema",
+        spark_fallback="false",
+        help="schema from every footer instead of the first file's",
+    )
+    columns: tuple[str, ...] | None = setting(
+        "columns", Kind("columns", _columns), default=None, help="read only these columns (default: all)"
+    )
+    max_partition_bytes: int = setting(
+        "maxPartitionBytes",
+        _size(1),
+        default=128 * MiB,
+        help="Spark's packing: the most bytes of one partition",
+        spark_conf="spark.sql.files.maxPartitionBytes",
+    )
+    open_cost_in_bytes: int = setting(
+        "openCostInBytes",
+        _size(0),
+        default=DEFAULT_OPEN_COST_IN_BYTES,
+        help="Spark's packing: what a file costs beyond its bytes (64 KiB, not Spark's 4 MiB: see above)",
+        spark_conf="spark.sql.files.openCostInBytes",
+    )
+    min_partition_num: int | None = setting(
+        "minPartitionNum",
+        count(1),
+        default=None,
+        help="Spark's packing: at least this many partitions (default: the default parallelism)",
+        spark_conf="spark.sql.files.minPartitionNum",
+    )
+    time_zone: str = setting(
+        "timeZone",
+        Kind("time zone", _time_zone),
+        default="UTC",
+        spark_conf="spark.sql.session.timeZone",
+        spark_fallback="UTC",
+        help="the time zone of timestamp partition values",
+    )
+    partition_column_type_inference: bool = setting(
+        "partitionColumnTypeInference",
+        BOOL,
+        default=True,
+        spark_conf="spark.sql.sources.partitionColumnTypeInference.enabled",
+        spark_fallback="true",
+        help="partition values typed as Spark infers them (false: strings)",
+    )
+    case_sensitive: bool = setting(
+        "caseSensitive",
+        BOOL,
+        default=False,
+        spark_conf="spark.sql.caseSensitive",
+        spark_fallback="false",
+        help="column names match exactly, not ignoring case",
+    )
+    ignore_journal: bool = setting(
+        "ignoreJournal",
+        BOOL,
+        default=False,
+        help="read the objects as they are, not as the compaction journal says (as spark.read.parquet does)",
+    )
+    datetime_rebase_mode: str = setting(
+        "datetimeRebaseMode",
+        REBASE_MODE,
+        default="CORRECTED",
+        spark_conf="spark.sql.parquet.datetimeRebaseModeInRead",
+        spark_fallback="CORRECTED",
+        help="the calendar of dates and timestamps in files that do not say theirs (above)",
+    )
+    int96_rebase_mode: str = setting(
+        "int96RebaseMode",
+        REBASE_MODE,
+        default="CORRECTED",
+        spark_conf="spark.sql.parquet.int96RebaseModeInRead",
+        spark_fallback="CORRECTED",
+        help="the same for INT96 timestamps",
+    )
+    jvm_time_zone: str | None = setting(
+        "jvmTimeZone",
+        optional_text(),
+        default=None,
+        help="the driver JVM's default time zone, captured by register: legacy timestamps are rebased in it",
+    )
+    modified_before: str | None = setting(
+        "modifiedBefore",
+        Kind("timestamp", _modified_time),
+        default=None,
+        help="only files modified strictly before this time (2026-01-02T13:00:00, in timeZone)",
+    )
+    modified_after: str | None = setting(
+        "modifiedAfter",
+        Kind("timestamp", _modified_time),
+        default=None,
+        help="only files modified strictly after this time (2026-01-02T13:00:00, in timeZone)",
+    )
+    row_filter: RowFilter | None = setting(
+        "filter",
+        Kind("SQL predicate", parse_filter),
+        default=None,
+        help="a predicate in Spark's SQL that prunes partition directories before listing, row groups, and rows, "
+        "exactly",
+    )
+    store: StoreConfig = group(StoreConfig)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, also_known: Sequence[str] = ()) -> ReadOptions:
@@ -166,10 +284,9 @@ class ReadOptions:
         for key in options:
             if loose_key(str(key)) not in known:
                 raise unknown_option(str(key), (*KNOWN_OPTIONS, *also_known))
-        store, rest = StoreConfig.take_options(options)
-        fields, rest = take_options(cls, rest)
-        located = {loose_key(str(key)): value for key, value in rest.items()}
-        return cls(paths=_paths(located.get("path"), located.get("paths")), store=store, **fields)
+        parsed = parse_options(cls, options)
+        located = {loose_key(str(key)): value for key, value in parsed.rest.items()}
+        return parsed.over(cls(paths=_paths(located.get("path"), located.get("paths")), store=StoreConfig.from_env()))
 
     def modified_bounds(self) -> tuple[float | None, float | None]:
         """(modifiedAfter, modifiedBefore) as POSIX times, naive timestamps read in ``timeZone``, as Spark does."""
@@ -182,9 +299,10 @@ class ReadOptions:
         return self.min_partition_num if self.min_partition_num is not None else max(1, default_parallelism)
 
 
-KNOWN_OPTIONS: tuple[str, ...] = tuple(
-    sorted({*PATH_OPTIONS, *option_spellings(ReadOptions), *store_option_names()}, key=str.lower)
-)
+SESSION_BACKED: tuple[Declared, ...] = tuple(d for d in declared(ReadOptions) if d.spec.spark_conf is not None)
+"""The read options whose default is a Spark session setting (declared with ``spark_conf``): ``spark_ext.register``
+captures those settings and every read fills them in (``source.batch_read.with_session_defaults``)."""
+KNOWN_OPTIONS: tuple[str, ...] = tuple(sorted({*PATH_OPTIONS, *spellings(ReadOptions)}, key=str.lower))
 _REDACTED_PARTS = ("secret", "token", "password", "passwd", "credential", "accesskey", "sessionkey")
 
 

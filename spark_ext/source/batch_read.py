@@ -26,12 +26,11 @@ from pyspark.sql.datasource import DataSourceReader
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from s3io import blocking
-from s3io.s3a import FS_S3A, SPARK_HADOOP, is_s3a_key, store_options
+from s3io.s3a import FS_S3A, SPARK_HADOOP
 from s3io.settings import loose_key
-from s3io.store import layered_options, store_field
 from s3io.table.data_files import ListedFile, listing_columns, listing_from_columns
 from spark_ext.planning.hive import PartitionSpec
-from spark_ext.planning.read_options import ReadOptions, read_bucket
+from spark_ext.planning.read_options import SESSION_BACKED, ReadOptions, read_bucket
 from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.driver_side import (
     bind_row_filter,
@@ -47,7 +46,7 @@ from spark_ext.source.driver_side import (
 from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.spark_arrow_types import spark_arrow_schema
-from spark_ext.spark_settings import FILE_SETTINGS, SPARK_OWN_KEYS, SessionDefaults, quietly
+from spark_ext.spark_settings import SPARK_OWN_KEYS, SessionDefaults, with_session_store
 
 logger = logging.getLogger("spark_ext.source")
 
@@ -166,22 +165,6 @@ def default_parallelism(defaults: SessionDefaults) -> int:
     return max(1, os.cpu_count() or 1)
 
 
-_SESSION_SETTINGS = (  # (option, Spark setting, SessionDefaults field, the value without register())
-    ("timeZone", "spark.sql.session.timeZone", "time_zone", "UTC"),
-    (
-        "partitionColumnTypeInference",
-        "spark.sql.sources.partitionColumnTypeInference.enabled",
-        "partition_column_type_inference",
-        "true",
-    ),
-    ("caseSensitive", "spark.sql.caseSensitive", "case_sensitive", "false"),
-    ("datetimeRebaseMode", "spark.sql.parquet.datetimeRebaseModeInRead", "datetime_rebase_mode", "CORRECTED"),
-    ("int96RebaseMode", "spark.sql.parquet.int96RebaseModeInRead", "int96_rebase_mode", "CORRECTED"),
-)
-
-
-# The session's settings that change what a read returns, each checked by every task (a read option wins over it).
-_CHECKED_FILE_OPTIONS = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false", "mergeSchema": "false"}
 # S3A keys that decide which store is read and as whom, and the store field a read's own option sets instead.
 _CHECKED_S3A = {
     "endpoint": "endpoint",
@@ -204,31 +187,24 @@ def with_session_defaults(
     Store settings come, field by field, from the read's options (s3io's names, or S3A's ``fs.s3a.*``), else the
     session's S3A settings (``spark.hadoop.fs.s3a.*`` and the Hadoop configuration), else the environment
     (``AWS_*``, ``S3IO_*``: resolved where the client is made); S3A's per-bucket settings for the read's bucket."""
-    own_s3a = {k: v for k, v in options.items() if is_s3a_key(k)}
-    out = {k: v for k, v in options.items() if not is_s3a_key(k)}
-    given = {loose_key(key) for key in out}
+    out = dict(options)
+    given = {loose_key(str(key)) for key in out}
     used = []
-    for option, conf, attribute, fallback in _SESSION_SETTINGS:
-        if option.lower() in given:
+    captured = dict(defaults.settings)
+    for d in SESSION_BACKED:  # the options whose default is a session setting (their declarations say which)
+        if any(loose_key(spelling) in given for spelling in d.spellings):
             continue
-        captured = getattr(defaults, attribute)
-        value = fallback if captured is None else str(captured).lower() if isinstance(captured, bool) else captured
-        out[option] = value
-        used.append(SessionSetting(conf, option, value))
+        conf, fallback = d.spec.spark_conf, d.spec.spark_fallback
+        assert conf is not None
+        value = captured.get(conf, fallback)
+        if value is not None:
+            out[d.name] = value
+        if fallback is not None:  # one that changes what a read returns: every task checks it
+            used.append(SessionSetting(conf, d.name, value or ""))
     if defaults.jvm_time_zone is not None and "jvmtimezone" not in given:
         out["jvmTimeZone"] = defaults.jvm_time_zone  # not a session setting: the JVM's, fixed when it started
-    files = dict(defaults.files)
-    for conf, option in FILE_SETTINGS.items():
-        if option.lower() in given:
-            continue
-        if conf in files:
-            out[option] = files[conf]
-        if option in _CHECKED_FILE_OPTIONS:
-            used.append(SessionSetting(conf, option, files.get(conf, _CHECKED_FILE_OPTIONS[option])))
     bucket = read_bucket(out)
-    own = store_options(own_s3a, bucket)
-    chosen = {store_field(k) for k in (*out, *own)}
-    out = layered_options(quietly(dict(defaults.s3a), bucket), own, out)
+    out, chosen = with_session_store(out, dict(defaults.s3a), bucket)
     used += _s3a_checks(dict(defaults.s3a), bucket, chosen)
     return out, tuple(used)
 

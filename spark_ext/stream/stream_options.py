@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.settings import loose_key, option, option_spellings, take_options
-from s3io.units import parse_bool, parse_duration, parse_int, parse_size
+from s3io.settings import BOOL, Kind, Settings, count, loose_key, parse_options, setting, settings, spellings
+from s3io.units import parse_duration, parse_size
 from s3io.urls import parse_s3_url
 from spark_ext.planning.read_options import ReadOptions
 
@@ -45,10 +45,6 @@ def _state_location(value: Any, name: str) -> tuple[str, str]:
     return location.bucket, prefix
 
 
-def _count(value: Any, name: str) -> int:
-    return parse_int(value, name=name, minimum=1)
-
-
 def _bytes(value: Any, name: str) -> int:
     size = parse_size(value, name=name)
     if size < 1:
@@ -61,10 +57,6 @@ def _max_age(value: Any, name: str) -> float | None:
     return None if text in ("none", "off") else parse_duration(text, name=name)
 
 
-def _bool(value: Any, name: str) -> bool:
-    return parse_bool(value, name=name)
-
-
 def _lease_ttl(value: Any, name: str) -> float:
     ttl = parse_duration(value, name=name)
     if ttl < 3:
@@ -72,23 +64,68 @@ def _lease_ttl(value: Any, name: str) -> float:
     return ttl
 
 
-@dataclass(frozen=True)
-class StreamOptions:
-    """A stream's own settings (each field declares its option: s3io.settings.option) and the batch-read options
+@settings
+class StreamOptions(Settings):
+    """A stream's own settings (each field declares its option: s3io.settings.setting) and the batch-read options
     every micro-batch is read with."""
 
+    KIND: ClassVar[str] = "stream option"
+
     read: ReadOptions
-    stream_name: str = option("streamName", _stream_name, default="")
+    stream_name: str = setting(
+        "streamName",
+        Kind("name", _stream_name),
+        default="",
+        help="required: the stream's identity: its state is `<prefix>_s3io_streams/<streamName>/`, its lease "
+        "`<prefix>_s3io_table/leases/<streamName>.json`",
+    )
     state_bucket: str = ""
     state_prefix: str = ""  # ends with "/"
-    state_location: tuple[str, str] | None = option("stateLocation", _state_location, default=None)
-    max_files: int | None = option("maxFilesPerTrigger", _count, default=None)
-    max_bytes: int | None = option("maxBytesPerTrigger", _bytes, default=None)
-    max_file_age: float | None = option("maxFileAge", _max_age, default=7 * 24 * 3600.0)
-    keys_sort_by_arrival: bool = option("keysSortByArrival", _bool, default=False)
-    lease_ttl: float = option("leaseTtl", _lease_ttl, default=600.0)
-    checkpoint_interval: int = option("stateCheckpointInterval", _count, default=10)
-    batches_to_retain: int = option("batchesToRetain", _count, default=100)
+    state_location: tuple[str, str] | None = setting(
+        "stateLocation",
+        Kind("s3 URL", _state_location),
+        default=None,
+        help="another `s3://` directory for the state (the stream's folder goes below it; default: under the prefix)",
+    )
+    max_files: int | None = setting(
+        "maxFilesPerTrigger",
+        count(1),
+        default=None,
+        help="files (oldest first) per micro-batch, at least one (default: all available)",
+    )
+    max_bytes: int | None = setting(
+        "maxBytesPerTrigger",
+        Kind("size", _bytes, "bytes"),
+        default=None,
+        help="bytes per micro-batch; at least one file, even if larger (default: all available)",
+    )
+    max_file_age: float | None = setting(
+        "maxFileAge",
+        Kind("duration or none", _max_age, "s"),
+        default=7 * 24 * 3600.0,
+        help="files older than this before the newest file seen are ignored, and forgotten (bounds the state)",
+    )
+    keys_sort_by_arrival: bool = setting(
+        "keysSortByArrival",
+        BOOL,
+        default=False,
+        help="list each listing prefix only after the highest key of it already accounted for (`StartAfter`): "
+        "listing cost stays flat for date- or time-ordered keys (ordered within each prefix of a glob; a compaction "
+        "output's `part-c-` name never moves that key)",
+    )
+    lease_ttl: float = setting(
+        "leaseTtl",
+        Kind("duration", _lease_ttl, "s"),
+        default=600.0,
+        range=">= 3 s",
+        help="how long compaction honours a stream that stopped renewing (renewed every third of it)",
+    )
+    checkpoint_interval: int = setting(
+        "stateCheckpointInterval", count(1), default=10, help="checkpoint the seen set every N batches"
+    )
+    batches_to_retain: int = setting(
+        "batchesToRetain", count(1), default=100, help="keep this many batches of manifests"
+    )
 
     @property
     def state_url(self) -> str:
@@ -104,8 +141,8 @@ class StreamOptions:
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamOptions:
         """Split off the stream options, parse the rest as a batch read; InvalidConfig names what is wrong."""
-        fields, rest = take_options(cls, options)
-        read = ReadOptions.from_options(rest, also_known=KNOWN_STREAM_OPTIONS)
+        own = parse_options(cls, options)
+        read = ReadOptions.from_options(own.rest, also_known=KNOWN_STREAM_OPTIONS)
         if read.row_filter is not None:
             raise InvalidConfig(
                 "filter: batch reads only for now; filter the stream's DataFrame instead (Spark applies it to each "
@@ -121,12 +158,12 @@ class StreamOptions:
                 f"a stream reads one path (one prefix or glob), got {len(read.paths)}: "
                 f"{', '.join(p.url for p in read.paths)}; start one stream per path"
             )
-        if "stream_name" not in fields:
+        if not own.given("stream_name"):
             raise InvalidConfig(
                 "streamName: required for a stream; it names the stream's state (which files it has read) and its "
                 "lease, e.g. .option('streamName', 'events-to-bronze'); keep it for the life of the query"
             )
-        parsed = cls(read=read, **fields)
+        parsed = own.over(cls(read=read))
         name = parsed.stream_name
         if parsed.state_location is not None:
             bucket, prefix = parsed.state_location
@@ -134,7 +171,7 @@ class StreamOptions:
         return replace(parsed, state_bucket=read.paths[0].bucket, state_prefix=f"{parsed.source[1]}{STATE_DIR}{name}/")
 
 
-KNOWN_STREAM_OPTIONS = tuple(sorted(option_spellings(StreamOptions), key=str.lower))
+KNOWN_STREAM_OPTIONS = tuple(sorted(spellings(StreamOptions), key=str.lower))
 
 
 def stream_only_options(options: Mapping[str, str]) -> list[str]:

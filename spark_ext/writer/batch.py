@@ -29,7 +29,7 @@ from s3io.table.journal import COMMITTED, DONE, PUBLISHED, WriteEntry
 from s3io.table.write_protocol import CommittedNotFinished
 from s3io.write import WriteReport, WriteSpec, abort_write, check_append, commit_write
 from spark_ext.spark_settings import SessionDefaults
-from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
+from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_options
 from spark_ext.writer.spark_task import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
@@ -133,7 +133,7 @@ def batch_writer(
     options: Mapping[str, str], defaults: SessionDefaults, schema: StructType, overwrite: bool
 ) -> S3ParquetWriter:
     """The writer of one ``df.write...save()`` (called in ``S3ParquetDataSource.writer``)."""
-    target = parse_write_options(with_session_store(options, defaults), overwrite=overwrite)
+    target = parse_write_options(with_session_options(options, defaults), overwrite=overwrite)
     spec = write_spec(target, schema, layout.new_job_id(), defaults.time_zone)
     blocking.run(check_table_schema(target, spec))  # a conflict is refused here, before any task uploads
     return S3ParquetWriter(target, spec)

@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from s3io.errors import InvalidConfig
-from s3io.s3a import is_s3a_key, store_options
-from s3io.settings import loose_key, option_spellings, unknown_option
-from s3io.store import StoreConfig, layered_options, store_option_names
+from s3io.settings import loose_key, spellings, unknown_option
+from s3io.store import StoreConfig
 from s3io.table import layout
 from s3io.write.options import APPEND, OVERWRITE, WriteOptions
 from spark_ext.planning.read_options import read_bucket
-from spark_ext.spark_settings import SPARK_OWN_KEYS, SessionDefaults, quietly
+from spark_ext.spark_settings import SPARK_OWN_KEYS, SessionDefaults, with_session_store
 
 # Keys Spark adds by itself, which a write ignores (its path is read on its own: ``path``).
 IGNORED_LOOSE = {loose_key(k) for k in SPARK_OWN_KEYS} - {"path", "paths"}
@@ -38,13 +37,10 @@ class WriteTarget:
         return f"s3://{self.bucket}/{self.prefix}"
 
 
-def with_session_store(options: Mapping[str, str], defaults: SessionDefaults) -> dict[str, str]:
+def with_session_options(options: Mapping[str, str], defaults: SessionDefaults) -> dict[str, str]:
     """A write's options over the session's S3A settings for its bucket, store field by store field (as a read's
     are); the session's read settings (spark.sql.files.*, case sensitivity) are a read's, not a write's."""
-    own_s3a = {k: v for k, v in options.items() if is_s3a_key(k)}
-    out = {k: v for k, v in options.items() if not is_s3a_key(k)}
-    bucket = read_bucket(out)
-    return layered_options(quietly(dict(defaults.s3a), bucket), store_options(own_s3a, bucket), out)
+    return with_session_store(options, dict(defaults.s3a), read_bucket(options))[0]
 
 
 def parse_write_options(values: Mapping[str, Any], *, overwrite: bool) -> WriteTarget:
@@ -59,10 +55,10 @@ def parse_write_options(values: Mapping[str, Any], *, overwrite: bool) -> WriteT
     if next((k for k in given if loose_key(str(k)) == "paths"), None) is not None:
         raise InvalidConfig("s3parquet write: one path only (.save('s3://bucket/prefix/')), not several")
     rest = {k: v for k, v in given.items() if loose_key(str(k)) not in ("path", "mode")}
-    options, rest = WriteOptions.from_options(rest, strict=False)
+    options, rest = WriteOptions.take_options(rest)
     store, rest = StoreConfig.take_options(rest)
     if rest:
-        known = (*option_spellings(WriteOptions), *store_option_names(), "path")
+        known = (*spellings(WriteOptions), *spellings(StoreConfig), "path")
         raise unknown_option(str(next(iter(rest))), known, kind="s3parquet write option")
     bucket, prefix = layout.parse_prefix(str(path))
     return WriteTarget(bucket, prefix, options.replace(mode=OVERWRITE if overwrite else APPEND), store.pinned())

@@ -27,7 +27,7 @@ from s3io.table.write_names import stream_job_id
 from s3io.write import WriteReport, WriteSpec, abort_write, commit_write
 from spark_ext.spark_settings import SessionDefaults
 from spark_ext.writer.batch import WriteIsCommitted, check_table_schema, write_spec
-from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_store
+from spark_ext.writer.options import WriteTarget, parse_write_options, with_session_options
 from spark_ext.writer.spark_task import S3ParquetCommitMessage, run_task
 
 logger = logging.getLogger("spark_ext.writer")
@@ -120,7 +120,7 @@ def stream_sink(
             "s3parquet sink: the 'complete' output mode (each micro-batch replacing the whole output) is not "
             "supported; use outputMode('append'), or write each batch with foreachBatch and a batch overwrite"
         )
-    target = parse_write_options(with_session_store(options, defaults), overwrite=False)
+    target = parse_write_options(with_session_options(options, defaults), overwrite=False)
     spec = write_spec(target, schema, "stream", defaults.time_zone)
     blocking.run(check_table_schema(target, spec))  # once per query start: a conflict refused before any batch
     return S3ParquetStreamWriter(target, spec)

@@ -1,0 +1,97 @@
+"""One way to declare a setting (issue 40): a setting declared once is a keyword, an option, a flag, a variable and a
+row of the docs' tables, and the tables in the docs are the ones the declarations make."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import ClassVar
+
+import pytest
+
+from s3io.errors import InvalidConfig
+from s3io.settings import count, setting, settings
+from s3io.store import StoreConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tables() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("option_tables", ROOT / "docs" / "option_tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("option_tables", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_tables_are_the_ones_the_declarations_make() -> None:
+    tables = _tables()
+    stale = tables.stale()
+    assert stale == [], f"stale option tables {stale}: regenerate them with `{tables.COMMAND}`"
+
+
+@settings
+class _Scratch(StoreConfig):
+    """A store with one setting more, declared the one way."""
+
+    KIND: ClassVar[str] = "store option"
+
+    widget_limit: int = setting(
+        "widgetLimit",
+        count(1),
+        default=3,
+        aliases=("widgets",),
+        flag="--widget-limit",
+        env="S3IO_WIDGET_LIMIT",
+        unit="widgets",
+        help="how many widgets a scratch store keeps",
+    )
+
+
+def test_a_setting_declared_once_is_a_keyword_an_option_a_flag_a_variable_and_a_docs_row() -> None:
+    assert _Scratch(widget_limit=5).widget_limit == 5 and _Scratch().widget_limit == 3
+    assert _Scratch.from_options({"widgetlimit": "7", "stallTimeout": "2s"}).widget_limit == 7
+    assert _Scratch.from_options({"WIDGETS": "8"}).widget_limit == 8
+    with pytest.raises(InvalidConfig, match=r"widgetLimit.*at least 1"):
+        _Scratch.from_options({"widgetLimit": "0"})
+    with pytest.raises(InvalidConfig, match=r"widgetLimit is given twice"):
+        _Scratch.from_options({"widgetLimit": "1", "widgets": "2"})
+    parser = argparse.ArgumentParser()
+    _Scratch.add_arguments(parser)
+    assert _Scratch.from_args(parser.parse_args(["--widget-limit", "9"]), base=_Scratch()).widget_limit == 9
+    assert _Scratch.from_env({"S3IO_WIDGET_LIMIT": "4"}).widget_limit == 4
+    with pytest.raises(InvalidConfig, match="S3IO_WIDGET_LIMIT"):
+        _Scratch.from_env({"S3IO_WIDGET_LIMIT": "many"})
+    tables = _tables()
+    rows = [line for line in tables._flags(_Scratch).splitlines() if "widget" in line]
+    assert rows == [
+        "| `--widget-limit` | `widgetLimit` | `S3IO_WIDGET_LIMIT` | 3 | how many widgets a scratch store keeps |"
+    ]
+    assert StoreConfig.from_options({}) == StoreConfig.from_env()  # the scratch class left StoreConfig alone
+    with pytest.raises(InvalidConfig, match="unknown store option 'widgetLimit'"):
+        StoreConfig.from_options({"widgetLimit": "2"})
+
+
+def test_a_stale_table_is_found_and_named(tmp_path: Path) -> None:
+    """The check above is not vacuous: a table edited by hand is reported, with its page and name."""
+    tables = _tables()
+    page, _ = tables.TABLES["variables"]
+    (tmp_path / "docs").mkdir()
+    for name in {p for p, _ in tables.TABLES.values()}:
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    text = (ROOT / page).read_text()
+    edited = text.replace("| variable | option | default |", "| variable | option | default value |", 1)
+    assert edited != text
+    (tmp_path / page).write_text(edited)
+    original = tables.ROOT
+    try:
+        tables.ROOT = tmp_path
+        assert tables.stale() == [f"{page}: variables"]
+        assert tables.main([]) == 1
+        assert tables.main(["--write"]) == 0 and tables.stale() == []
+    finally:
+        tables.ROOT = original
