@@ -89,9 +89,9 @@ async def test_a_cancelled_waiter_gives_back_nothing_it_did_not_take() -> None:
 
 def test_the_upload_floor_option_and_its_automatic_default() -> None:
     assert WriteOptions().upload_floor is None
-    assert WriteOptions.from_options({"uploadfloor": "256KB/s"})[0].upload_floor == 256 * 1024
-    assert WriteOptions.from_options({"uploadFloor": "0"})[0].upload_floor == 0
-    assert WriteOptions.from_options({"uploadFloor": "auto"})[0].upload_floor is None
+    assert WriteOptions.from_options({"uploadfloor": "256KB/s"}).upload_floor == 256 * 1024
+    assert WriteOptions.from_options({"uploadFloor": "0"}).upload_floor == 0
+    assert WriteOptions.from_options({"uploadFloor": "auto"}).upload_floor is None
     with pytest.raises(InvalidConfig, match="uploadFloor"):
         WriteOptions.from_options({"uploadFloor": "fast"})
     policy = Policy(operation_timeout=180.0, stall_timeout=5.0)
