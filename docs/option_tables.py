@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: this checkout's 
 
 from s3io.compaction.options import CompactionOptions  # noqa: E402
 from s3io.s3a import FS_S3A, ROWS  # noqa: E402
-from s3io.settings import Declared, declared, kind_of  # noqa: E402
+from s3io.settings import Declared, declared, kind_of, range_text  # noqa: E402
 from s3io.store import StoreConfig  # noqa: E402
 from s3io.write.options import WriteOptions  # noqa: E402
 from spark_ext.planning.read_options import ReadOptions  # noqa: E402
@@ -63,7 +63,8 @@ def _kind(d: Declared) -> str:
     kind, unit = kind_of(d.spec.parse)
     unit = d.spec.unit or unit
     text = f"{kind} ({unit})" if unit and unit not in kind else kind
-    return f"{text}; {d.spec.range}" if d.spec.range else text
+    bounds = range_text(d.spec)
+    return f"{text}; {bounds}" if bounds else text
 
 
 def _default(d: Declared) -> str:
