@@ -211,6 +211,7 @@ class Sockets(Settings):
         default=64,
         unit="connections",
         range=at_least(1),
+        s3a="fs.s3a.connection.maximum",
         flag="--max-connections",
         help="connection pool size",
     )
