@@ -79,6 +79,7 @@ class Range:
     above: bool = False
     unit: str = ""
     none: str = ""
+    why: str = ""  # what an error adds after the range: the reason for it
 
     def __contains__(self, value: object) -> bool:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -87,24 +88,33 @@ class Range:
             return False
         return self.high is None or value <= self.high
 
+    def bound(self, value: float) -> str:
+        """A bound as the docs and errors write it: ``3 s``; a size in KiB / MiB / GiB where it is whole."""
+        if self.unit == "bytes":
+            for size, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+                if value >= size and value % size == 0:
+                    return f"{value // size:g} {name}"
+            return f"{value:g} byte" + ("" if value == 1 else "s")
+        return f"{value:g} {self.unit}" if self.unit else f"{value:g}"
+
     def __str__(self) -> str:
-        unit = f" {self.unit}" if self.unit else ""
         if self.low is not None and self.high is not None:
-            return f"{'(' if self.above else '['}{self.low:g}, {self.high:g}{unit}]"
+            return f"{'(' if self.above else '['}{self.bound(self.low)}, {self.bound(self.high)}]"
         if self.low is not None:
-            return f"{'>' if self.above else '>='} {self.low:g}{unit}"
-        return f"<= {self.high:g}{unit}" if self.high is not None else "any"
+            return f"{'>' if self.above else '>='} {self.bound(self.low)}"
+        return f"<= {self.bound(self.high)}" if self.high is not None else "any"
 
     def words(self, optional: bool) -> str:
         """The range as an error says it ("at least 1", "more than 0 or none")."""
-        unit = f" {self.unit}" if self.unit else ""
         if self.low is not None and self.high is not None:
-            text = f"from {self.low:g} to {self.high:g}{unit}" + (f", not {self.low:g}" if self.above else "")
+            low, high = self.bound(self.low), self.bound(self.high)
+            text = f"between {low} and {high}" + (f", not {low}" if self.above else "")
         elif self.low is not None:
-            text = f"{'more than' if self.above else 'at least'} {self.low:g}{unit}"
+            text = f"{'more than' if self.above else 'at least'} {self.bound(self.low)}"
         else:
-            text = f"at most {self.high:g}{unit}" if self.high is not None else "any value"
-        return f"{text} or none" if optional else text
+            text = f"at most {self.bound(self.high)}" if self.high is not None else "any value"
+        text = f"{text} or none" if optional else text
+        return f"{text} ({self.why})" if self.why else text
 
     def docs(self, optional: bool) -> str:
         """The range as the docs tables write it (``optional``: the setting takes none as well)."""
@@ -113,19 +123,19 @@ class Range:
         return f"{self} or none" + (f" ({self.none})" if self.none else "")
 
 
-def at_least(low: float, *, unit: str = "", none: str = "") -> Range:
+def at_least(low: float, *, unit: str = "", none: str = "", why: str = "") -> Range:
     """``low`` or more."""
-    return Range(low, unit=unit, none=none)
+    return Range(low, unit=unit, none=none, why=why)
 
 
-def above(low: float, *, unit: str = "", none: str = "") -> Range:
+def above(low: float, *, unit: str = "", none: str = "", why: str = "") -> Range:
     """More than ``low``."""
-    return Range(low, above=True, unit=unit, none=none)
+    return Range(low, above=True, unit=unit, none=none, why=why)
 
 
-def between(low: float, high: float, *, unit: str = "") -> Range:
+def between(low: float, high: float, *, unit: str = "", why: str = "") -> Range:
     """From ``low`` to ``high``, both included."""
-    return Range(low, high, unit=unit)
+    return Range(low, high, unit=unit, why=why)
 
 
 @dataclass(frozen=True, slots=True)
