@@ -170,6 +170,11 @@ def count(minimum: int = 1) -> Kind:
     return Kind("integer", _whole, range=at_least(minimum))
 
 
+def size_of(minimum: int) -> Kind:
+    """A size of at least ``minimum`` bytes (its declared range: enforced on every value, shown in the docs)."""
+    return Kind("size", SIZE.parse, "bytes", range=at_least(minimum, unit="bytes"))
+
+
 def optional_count() -> Kind:
     """A whole number, or "none" / "off" for None."""
 

@@ -29,9 +29,10 @@ from s3io.settings import (
     parse_options,
     setting,
     settings,
+    size_of,
     spellings,
 )
-from s3io.units import parse_duration, parse_size
+from s3io.units import parse_duration
 from s3io.urls import parse_s3_url
 from spark_ext.planning.read_options import ReadOptions
 
@@ -55,13 +56,6 @@ def _state_location(value: Any, name: str) -> tuple[str, str]:
         raise InvalidConfig(f"{name}: must be a directory URL, got {value!r}")
     prefix = location.key if not location.key or location.key.endswith("/") else location.key + "/"
     return location.bucket, prefix
-
-
-def _bytes(value: Any, name: str) -> int:
-    size = parse_size(value, name=name)
-    if size < 1:
-        raise InvalidConfig(f"{name}: must be at least 1 byte, got {value!r}")
-    return size
 
 
 def _max_age(value: Any, name: str) -> float | None:
@@ -100,7 +94,7 @@ class StreamOptions(Settings):
     )
     max_bytes: int | None = setting(
         "maxBytesPerTrigger",
-        Kind("size", _bytes, "bytes"),
+        size_of(1),
         default=None,
         help="bytes per micro-batch; at least one file, even if larger (default: all available)",
     )
