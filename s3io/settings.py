@@ -3,11 +3,12 @@
 Every option value (Policy and its Timeouts / Retry / Sockets, EngineConfig, StoreConfig, WriteOptions,
 CompactionOptions, and spark_ext's ReadOptions / StreamOptions) is a frozen dataclass made with ``@settings``, whose
 every setting is a field declared once with ``setting(...)``: its option name and aliases, its Python keyword, its
-command-line flag, its ``S3IO_*`` variable, the Spark session setting it defaults to, its parser (which gives its type
-and unit), its range and help for the docs, and whether it is secret. A field declared with ``group(Cls)`` holds a
-smaller value whose settings are the outer value's too (a store's options include its policy's and its engine's);
-``group(Cls, flat=True)`` also takes and shows them as the outer value's own keywords and attributes
-(``Policy(stall_timeout=2)``, ``policy.stall_timeout``, ``policy.replace(max_attempts=1)``).
+command-line flag, its ``S3IO_*`` variable, the Spark session setting it defaults to, the S3A key that sets it as it
+is, its parser (which gives its type and unit), its range (a ``Range``: ``at_least``, ``above``, ``between``; enforced
+on every value whatever its source, by ``@settings``, and shown in the docs), its help, and whether it is secret. A
+field declared with ``group(Cls)`` holds a smaller value whose settings are the outer value's too (a store's options
+include its policy's and its engine's); ``group(Cls, flat=True)`` also takes and shows them as the outer value's own
+keywords and attributes (``Policy(stall_timeout=2)``, ``policy.stall_timeout``, ``policy.replace(max_attempts=1)``).
 
 One parser (``parse_options``) and one constructor path per source, the same on every value:
 - keywords: the class itself (``Policy(max_attempts=3)``) and ``replace``;
