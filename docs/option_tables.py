@@ -21,9 +21,9 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: this checkout's 
     sys.path.insert(0, str(ROOT))
 
 from s3io.compaction.options import CompactionOptions  # noqa: E402
-from s3io.s3a import FS_S3A, ROWS  # noqa: E402
-from s3io.settings import Declared, declared, kind_of  # noqa: E402
-from s3io.store import StoreConfig  # noqa: E402
+from s3io.s3a import FS_S3A  # noqa: E402
+from s3io.settings import Declared, declared, kind_of, range_text  # noqa: E402
+from s3io.store import S3A_ROWS, StoreConfig  # noqa: E402
 from s3io.write.options import WriteOptions  # noqa: E402
 from spark_ext.planning.read_options import ReadOptions  # noqa: E402
 from spark_ext.stream.stream_options import StreamOptions  # noqa: E402
@@ -63,7 +63,8 @@ def _kind(d: Declared) -> str:
     kind, unit = kind_of(d.spec.parse)
     unit = d.spec.unit or unit
     text = f"{kind} ({unit})" if unit and unit not in kind else kind
-    return f"{text}; {d.spec.range}" if d.spec.range else text
+    bounds = range_text(d.spec)
+    return f"{text}; {bounds}" if bounds else text
 
 
 def _default(d: Declared) -> str:
@@ -91,8 +92,8 @@ def read_options() -> str:
 
 
 def _s3a(d: Declared) -> str:
-    """The S3A keys that can set a store setting (s3io.s3a's table)."""
-    return _code(*(FS_S3A + row.key for row in ROWS.values() if row.to is not None and d.name in row.options()))
+    """The S3A keys that can set a store setting (its own ``s3a=``, or a row of s3io.s3a's that converts)."""
+    return _code(*(FS_S3A + row.key for row in S3A_ROWS.values() if row.to is not None and d.name in row.options()))
 
 
 def write_options() -> str:
@@ -154,7 +155,7 @@ def s3a_keys() -> str:
     """S3A's keys: what each becomes, or why it is ignored."""
     rows = (
         (f"`{FS_S3A}{row.key}`", "mapped" if row.to is not None else "ignored, with a warning", row.doc)
-        for row in ROWS.values()
+        for row in S3A_ROWS.values()
     )
     return _table(("S3A key", "here", "what it becomes, or why not"), rows)
 

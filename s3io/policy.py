@@ -43,6 +43,8 @@ from s3io.settings import (
     INTEGER,
     OPTIONAL_DURATION,
     Settings,
+    above,
+    at_least,
     choice,
     group,
     optional_count,
@@ -69,7 +71,7 @@ class Timeouts(Settings):
         DURATION,
         default=3.0,
         unit="s",
-        range="> 0",
+        range=above(0),
         flag="--connect-timeout",
         help="time to acquire a connection and connect (e.g. 3s)",
     )
@@ -78,7 +80,7 @@ class Timeouts(Settings):
         DURATION,
         default=10.0,
         unit="s",
-        range="> 0",
+        range=above(0),
         flag="--first-byte-timeout",
         help="time from sending a request to its response headers",
     )
@@ -87,7 +89,7 @@ class Timeouts(Settings):
         DURATION,
         default=5.0,
         unit="s",
-        range="> 0",
+        range=above(0),
         flag="--stall-timeout",
         help="fail an attempt whose body makes no progress for this long",
     )
@@ -96,7 +98,7 @@ class Timeouts(Settings):
         OPTIONAL_DURATION,
         default=None,
         unit="s",
-        range="> 0 or none",
+        range=above(0),
         flag="--attempt-timeout",
         help="cap on one attempt ('none' for no cap)",
     )
@@ -105,22 +107,10 @@ class Timeouts(Settings):
         DURATION,
         default=180.0,
         unit="s",
-        range="> 0",
+        range=above(0),
         flag="--operation-timeout",
         help="cap on one operation across all its retries",
     )
-
-    def __post_init__(self) -> None:
-        for name, value in (
-            ("connectTimeout", self.connect),
-            ("firstByteTimeout", self.first_byte),
-            ("stallTimeout", self.stall),
-            ("operationTimeout", self.operation),
-        ):
-            if not value > 0:
-                raise InvalidConfig(f"{name}: must be a positive duration, got {value!r}")
-        if self.attempt is not None and not self.attempt > 0:
-            raise InvalidConfig(f"attemptTimeout: must be positive or 'none', got {self.attempt!r}")
 
 
 @settings
@@ -134,7 +124,7 @@ class Retry(Settings):
         "maxAttempts",
         INTEGER,
         default=10,
-        range=">= 1",
+        range=at_least(1),
         flag="--max-attempts",
         help="attempts per operation, including the first",
     )
@@ -142,42 +132,38 @@ class Retry(Settings):
         "firstContactAttempts",
         optional_count(),
         default=2,
-        range=">= 1 or none",
+        range=at_least(1),
         flag="--first-contact-attempts",
         help="attempts before an endpoint that never answered is reported unreached ('none': off)",
     )
     backoff_base: float = setting(
-        "backoffBase", DURATION, default=0.1, unit="s", range=">= 0", help="the first retry's delay (full jitter)"
+        "backoffBase", DURATION, default=0.1, unit="s", range=at_least(0), help="the first retry's delay (full jitter)"
     )
     backoff_cap: float = setting(
         "backoffCap", DURATION, default=15.0, unit="s", range=">= backoffBase", help="the longest delay (doubling)"
     )
     budget: int = setting(
-        "retryBudget", INTEGER, default=500, unit="tokens", range=">= 0", help="a client's retry quota (AWS SDKs')"
+        "retryBudget", INTEGER, default=500, unit="tokens", range=at_least(0), help="a client's retry quota (AWS SDKs')"
     )
-    cost: int = setting("retryCost", INTEGER, default=5, unit="tokens", range=">= 0", help="what a retry takes from it")
+    cost: int = setting(
+        "retryCost", INTEGER, default=5, unit="tokens", range=at_least(0), help="what a retry takes from it"
+    )
     timeout_cost: int = setting(
-        "timeoutRetryCost", INTEGER, default=10, unit="tokens", range=">= 0", help="what a retry after a timeout takes"
+        "timeoutRetryCost",
+        INTEGER,
+        default=10,
+        unit="tokens",
+        range=at_least(0),
+        help="what a retry after a timeout takes",
     )
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise InvalidConfig(f"maxAttempts: must be at least 1, got {self.max_attempts!r}")
-        if self.first_contact_attempts is not None and self.first_contact_attempts < 1:
+        """backoffCap's range relates it to backoffBase, which a declared range (one setting's) cannot express."""
+        if self.backoff_cap < self.backoff_base:
             raise InvalidConfig(
-                f"firstContactAttempts: must be at least 1 or 'none', got {self.first_contact_attempts!r}"
+                f"backoffCap: must be >= backoffBase, got backoffBase={self.backoff_base!r} "
+                f"backoffCap={self.backoff_cap!r}"
             )
-        if self.backoff_base < 0 or self.backoff_cap < self.backoff_base:
-            raise InvalidConfig(
-                f"backoffCap: must be >= backoffBase >= 0, got base={self.backoff_base!r} cap={self.backoff_cap!r}"
-            )
-        for name, value in (
-            ("retryBudget", self.budget),
-            ("retryCost", self.cost),
-            ("timeoutRetryCost", self.timeout_cost),
-        ):
-            if value < 0:
-                raise InvalidConfig(f"{name}: must not be negative, got {value!r}")
 
 
 @settings
@@ -191,40 +177,44 @@ class Sockets(Settings):
         DURATION,
         default=20.0,
         unit="s",
-        range=">= 0",
+        range=at_least(0),
         flag="--tcp-user-timeout",
         help="TCP_USER_TIMEOUT: how long sent data may stay unacknowledged",
     )
     keepalive_idle: float = setting(
-        "keepaliveIdle", DURATION, default=10.0, unit="s", range=">= 0", help="TCP keepalive: idle time before probes"
+        "keepaliveIdle",
+        DURATION,
+        default=10.0,
+        unit="s",
+        range=at_least(0),
+        help="TCP keepalive: idle time before probes",
     )
     keepalive_interval: float = setting(
-        "keepaliveInterval", DURATION, default=5.0, unit="s", range=">= 0", help="TCP keepalive: time between probes"
+        "keepaliveInterval",
+        DURATION,
+        default=5.0,
+        unit="s",
+        range=at_least(0),
+        help="TCP keepalive: time between probes",
     )
     keepalive_count: int = setting(
-        "keepaliveCount", INTEGER, default=3, unit="probes", range=">= 0", help="TCP keepalive: probes before failing"
+        "keepaliveCount",
+        INTEGER,
+        default=3,
+        unit="probes",
+        range=at_least(0),
+        help="TCP keepalive: probes before failing",
     )
     max_connections: int = setting(
         "maxConnections",
         INTEGER,
         default=64,
         unit="connections",
-        range=">= 1",
+        range=at_least(1),
+        s3a="fs.s3a.connection.maximum",
         flag="--max-connections",
         help="connection pool size",
     )
-
-    def __post_init__(self) -> None:
-        for name, value in (
-            ("tcpUserTimeout", self.tcp_user_timeout),
-            ("keepaliveIdle", self.keepalive_idle),
-            ("keepaliveInterval", self.keepalive_interval),
-            ("keepaliveCount", self.keepalive_count),
-        ):
-            if value < 0:
-                raise InvalidConfig(f"{name}: must not be negative, got {value!r}")
-        if self.max_connections < 1:
-            raise InvalidConfig(f"maxConnections: must be at least 1, got {self.max_connections!r}")
 
 
 @settings

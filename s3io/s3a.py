@@ -1,11 +1,14 @@
 """S3A's settings (Hadoop's ``fs.s3a.*``, Spark's ``spark.hadoop.fs.s3a.*``) as s3io store options: one table.
 
-``ROWS`` has one row per S3A key this project knows: the store options it sets (StoreConfig's, its Policy's or its
-EngineConfig's option names), converting the value as S3A reads it (Hadoop durations such as "30s" or "500ms", a
-bare number in the unit S3A assumes; S3A's retry count; an endpoint without a scheme), or, for a key S3A has that
-s3io cannot honour, the reason. Adding an S3A key is adding a row: ``Row("key", to("someOption"), "what it does")``.
+The table has one row per S3A key this project knows. A key that sets one store setting to the same value, read by
+that setting's own parser, is declared on the setting's field (``setting(..., s3a="fs.s3a.endpoint.region")``) and
+its row is derived from that: ``s3a_table(declared(StoreConfig))``, which s3io.store keeps as ``S3A_ROWS``. Only the
+keys that convert or combine values have a row written here (``CONVERTED``): the options they set (StoreConfig's, its
+Policy's or its EngineConfig's option names), converting the value as S3A reads it (Hadoop durations such as "30s"
+or "500ms", a bare number in the unit S3A assumes; S3A's retry count; an endpoint without a scheme), or, for a key
+S3A has that s3io cannot honour, the reason. Each says why it cannot be a field's declaration.
 
-``store_options`` applies the table for one bucket: ``fs.s3a.bucket.<bucket>.<key>`` wins over ``fs.s3a.<key>``
+``store_options`` applies a table for one bucket: ``fs.s3a.bucket.<bucket>.<key>`` wins over ``fs.s3a.<key>``
 (S3A's per-bucket settings; other buckets' are left alone), and every key it cannot honour (a row without options,
 or a key in no row) is named in an S3ASettingIgnored warning, once per key and process, never silently dropped.
 Precedence between sources is the caller's: a read's own options over the session's S3A settings over the
@@ -16,11 +19,12 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from s3io.errors import InvalidConfig
 from s3io.s3.encryption import s3a_options
+from s3io.settings import Declared
 from s3io.transport.proxy import s3a_proxy_url
 from s3io.units import parse_bool
 
@@ -198,19 +202,18 @@ def _proxy_part(value: str, settings: Mapping[str, str]) -> dict[str, str]:
     return {}
 
 
-ROWS: dict[str, Row] = {
+# The keys that convert or combine values (each comment says why it is not a field's ``s3a=``), then the ignored ones.
+CONVERTED: dict[str, Row] = {
     row.key: row
     for row in (
+        # a host without a scheme takes its scheme from connection.ssl.enabled
         Row(
             "endpoint",
             _endpoint,
             "endpoint (a host without a scheme: https, or http with connection.ssl.enabled=false)",
             ("endpoint",),
         ),
-        Row("endpoint.region", to("region"), "region"),
-        Row("access.key", to("accessKeyId"), "accessKeyId"),
-        Row("secret.key", to("secretAccessKey"), "secretAccessKey"),
-        Row("session.token", to("sessionToken"), "sessionToken"),
+        # a list of providers becomes anonymous, keys already given, or botocore's provider names
         Row(
             "aws.credentials.provider",
             _credentials,
@@ -221,8 +224,11 @@ ROWS: dict[str, Row] = {
             "assume-role-with-web-identity); the default chains: botocore's chain",
             ("anonymous", "credentialProviders"),
         ),
+        # a bool becomes an addressing style
         Row("path.style.access", to("addressing", convert=_path_style), "addressing: true = path, false = virtual"),
+        # read by endpoint's row: it sets nothing itself
         Row("connection.ssl.enabled", lambda value, settings: {}, "the scheme of an endpoint given without one"),
+        # Hadoop durations: a bare number is in milliseconds (s3io's: seconds); one key may set two timeouts; 0 is none
         Row(
             "connection.establish.timeout",
             to("connectTimeout", convert=_duration("ms")),
@@ -238,10 +244,13 @@ ROWS: dict[str, Row] = {
             to("attemptTimeout", convert=_request_timeout),
             "attemptTimeout (0: none; a bare number: seconds)",
         ),
+        # S3A counts retries, s3io attempts
         Row("attempts.maximum", to("maxAttempts", convert=_retries_to_attempts), "maxAttempts = retries + 1"),
-        Row("connection.maximum", to("maxConnections"), "maxConnections"),
+        # a Hadoop duration (a bare number in milliseconds)
         Row("retry.interval", to("backoffBase", convert=_duration("ms")), "backoffBase (first retry delay)"),
+        # sets nothing: names the client
         Row("impl", lambda value, settings: {}, "nothing to do: s3io is the client"),
+        # S3A's algorithm names, and its key goes to sseKmsKeyId or sseCustomerKey by the algorithm
         Row(
             "encryption.algorithm",
             _encryption,
@@ -266,12 +275,13 @@ ROWS: dict[str, Row] = {
             "S3A's older name of encryption.key",
             ("sseKmsKeyId", "sseCustomerKey"),
         ),
-        Row("requester.pays.enabled", to("requesterPays"), "requesterPays"),
+        # host, port, user and password combine into one proxy URL
         Row("proxy.host", _proxy, "proxy: http://[username:password@]host[:port] from the proxy.* keys", ("proxy",)),
         Row("proxy.port", _proxy_part, "the proxy URL's port", ("proxy",)),
         Row("proxy.username", _proxy_part, "the proxy URL's user", ("proxy",)),
         Row("proxy.password", _proxy_part, "the proxy URL's password", ("proxy",)),
         Row("proxy.secured", _proxy_part, "false only: TLS to the proxy is refused"),
+        # S3A keys s3io cannot honour: named in a warning, with the reason
         *(
             Row(key, None, reason)
             for key, reason in (
@@ -302,6 +312,17 @@ ROWS: dict[str, Row] = {
         ),
     )
 }
+
+
+def s3a_table(declarations: Iterable[Declared]) -> dict[str, Row]:
+    """S3A's whole table: a row for each setting that declares its S3A key (``s3a=``: the value as it is, parsed by
+    the setting's own parser), then ``CONVERTED``'s."""
+    own = {
+        d.spec.s3a.removeprefix(FS_S3A): Row(d.spec.s3a.removeprefix(FS_S3A), to(d.name), d.name)
+        for d in declarations
+        if d.spec.s3a is not None
+    }
+    return {**own, **CONVERTED}
 
 
 # ----------------------------------------------------------------------------------------- applying the table
@@ -336,13 +357,14 @@ def for_bucket(keys: Mapping[str, str], bucket: str | None) -> dict[str, str]:
     return effective
 
 
-def store_options(settings: Mapping[str, str], bucket: str | None) -> dict[str, str]:
-    """The store options (s3io's names) that the S3A settings among ``settings`` give for reading ``bucket``; every
-    key that cannot be honoured is named in a warning (once per key and process)."""
+def store_options(settings: Mapping[str, str], bucket: str | None, rows: Mapping[str, Row]) -> dict[str, str]:
+    """The store options (s3io's names) that the S3A settings among ``settings`` give for reading ``bucket`` by the
+    table ``rows`` (s3io.store.S3A_ROWS); every key that cannot be honoured is named in a warning (once per key and
+    process)."""
     effective = for_bucket(s3a_keys(settings), bucket)
     options: dict[str, str] = {}
     for key, value in effective.items():
-        row = ROWS.get(key.lower())
+        row = rows.get(key.lower())
         if row is None:
             _warn(key, "s3io has no counterpart for it")
         elif row.to is None:

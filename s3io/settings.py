@@ -3,11 +3,12 @@
 Every option value (Policy and its Timeouts / Retry / Sockets, EngineConfig, StoreConfig, WriteOptions,
 CompactionOptions, and spark_ext's ReadOptions / StreamOptions) is a frozen dataclass made with ``@settings``, whose
 every setting is a field declared once with ``setting(...)``: its option name and aliases, its Python keyword, its
-command-line flag, its ``S3IO_*`` variable, the Spark session setting it defaults to, its parser (which gives its type
-and unit), its range and help for the docs, and whether it is secret. A field declared with ``group(Cls)`` holds a
-smaller value whose settings are the outer value's too (a store's options include its policy's and its engine's);
-``group(Cls, flat=True)`` also takes and shows them as the outer value's own keywords and attributes
-(``Policy(stall_timeout=2)``, ``policy.stall_timeout``, ``policy.replace(max_attempts=1)``).
+command-line flag, its ``S3IO_*`` variable, the Spark session setting it defaults to, the S3A key that sets it as it
+is, its parser (which gives its type and unit), its range (a ``Range``: ``at_least``, ``above``, ``between``; enforced
+on every value whatever its source, by ``@settings``, and shown in the docs), its help, and whether it is secret. A
+field declared with ``group(Cls)`` holds a smaller value whose settings are the outer value's too (a store's options
+include its policy's and its engine's); ``group(Cls, flat=True)`` also takes and shows them as the outer value's own
+keywords and attributes (``Policy(stall_timeout=2)``, ``policy.stall_timeout``, ``policy.replace(max_attempts=1)``).
 
 One parser (``parse_options``) and one constructor path per source, the same on every value:
 - keywords: the class itself (``Policy(max_attempts=3)``) and ``replace``;
@@ -68,16 +69,93 @@ Parser = Callable[[Any, str], Any]  # (the value given, the name to put in an er
 
 
 @dataclass(frozen=True, slots=True)
+class Range:
+    """The values a setting may take, declared once: the one parser and every constructor enforce it (``@settings``
+    checks each field after the value is built, whatever the source), and the docs tables show it. ``low`` / ``high``
+    bound it (None: unbounded on that side; ``above``: ``low`` itself excluded); ``unit`` is how the docs write a
+    bound ("3 s"); ``none`` what None means where the setting's kind takes it (the docs: "or none (adaptive)")."""
+
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    unit: str = ""
+    none: str = ""
+    why: str = ""  # what an error adds after the range: the reason for it
+
+    def __contains__(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.low is not None and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+    def bound(self, value: float) -> str:
+        """A bound as the docs and errors write it: ``3 s``; a size in KiB / MiB / GiB where it is whole."""
+        if self.unit == "bytes":
+            for size, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+                if value >= size and value % size == 0:
+                    return f"{value // size:g} {name}"
+            return f"{value:g} byte" + ("" if value == 1 else "s")
+        return f"{value:g} {self.unit}" if self.unit else f"{value:g}"
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"{'(' if self.above else '['}{self.bound(self.low)}, {self.bound(self.high)}]"
+        if self.low is not None:
+            return f"{'>' if self.above else '>='} {self.bound(self.low)}"
+        return f"<= {self.bound(self.high)}" if self.high is not None else "any"
+
+    def words(self, optional: bool) -> str:
+        """The range as an error says it ("at least 1", "more than 0 or none")."""
+        if self.low is not None and self.high is not None:
+            low, high = self.bound(self.low), self.bound(self.high)
+            text = f"between {low} and {high}" + (f", not {low}" if self.above else "")
+        elif self.low is not None:
+            text = f"{'more than' if self.above else 'at least'} {self.bound(self.low)}"
+        else:
+            text = f"at most {self.bound(self.high)}" if self.high is not None else "any value"
+        text = f"{text} or none" if optional else text
+        return f"{text} ({self.why})" if self.why else text
+
+    def docs(self, optional: bool) -> str:
+        """The range as the docs tables write it (``optional``: the setting takes none as well)."""
+        if not optional:
+            return str(self)
+        return f"{self} or none" + (f" ({self.none})" if self.none else "")
+
+
+def at_least(low: float, *, unit: str = "", none: str = "", why: str = "") -> Range:
+    """``low`` or more."""
+    return Range(low, unit=unit, none=none, why=why)
+
+
+def above(low: float, *, unit: str = "", none: str = "", why: str = "") -> Range:
+    """More than ``low``."""
+    return Range(low, above=True, unit=unit, none=none, why=why)
+
+
+def between(low: float, high: float, *, unit: str = "", why: str = "") -> Range:
+    """From ``low`` to ``high``, both included."""
+    return Range(low, high, unit=unit, why=why)
+
+
+@dataclass(frozen=True, slots=True)
 class Kind:
-    """A parser with the words the docs use for what it takes (``type``: "duration", "size", "bool", ...) and the
-    unit a bare number is in."""
+    """A parser with the words the docs use for what it takes (``type``: "duration", "size", "bool", ...), the
+    unit a bare number is in, and the range every value of the kind has (a setting's own ``range`` replaces it)."""
 
     type: str
     parse: Parser
     unit: str = ""
+    range: Range | None = None
 
     def __call__(self, value: Any, name: str) -> Any:
         return self.parse(value, name)
+
+
+def _whole(value: Any, name: str) -> int:
+    """A whole number of any sign (its range is the setting's to enforce)."""
+    return parse_int(value, name=name, minimum=-(2**63))
 
 
 BOOL = Kind("bool", lambda value, name: parse_bool(value, name=name))
@@ -89,8 +167,13 @@ TEXT = Kind("text", lambda value, name: str(value).strip())
 
 
 def count(minimum: int = 1) -> Kind:
-    """A whole number of at least ``minimum``."""
-    return Kind("integer", lambda value, name: parse_int(value, name=name, minimum=minimum))
+    """A whole number of at least ``minimum`` (its declared range: enforced on every value, shown in the docs)."""
+    return Kind("integer", _whole, range=at_least(minimum))
+
+
+def size_of(minimum: int) -> Kind:
+    """A size of at least ``minimum`` bytes (its declared range: enforced on every value, shown in the docs)."""
+    return Kind("size", SIZE.parse, "bytes", range=at_least(minimum, unit="bytes"))
 
 
 def optional_count() -> Kind:
@@ -153,8 +236,10 @@ class Setting:
     field's name (a member of a flat group: ``stall_timeout`` for Timeouts.stall), a command-line ``flag`` (None: not a
     flag) with its ``help``, an environment variable ``env`` (None: the value's ``ENV_PREFIX`` + the keyword in upper
     case, if the value has one), the Spark session setting ``spark_conf`` whose value is its default for a Spark read
-    (with ``spark_fallback``, used where the session's value is unknown), its ``unit`` and ``range`` for the docs, and
-    ``secret`` (kept out of repr, logs and plans)."""
+    (with ``spark_fallback``, used where the session's value is unknown), the S3A key ``s3a`` that sets it as it is
+    (s3io.s3a derives its table's row from it), its ``unit`` for the docs, its ``range`` (a Range: enforced on every
+    value and shown in the docs; None: its Kind's; text: a relation to another setting, which the value's
+    ``__post_init__`` checks, shown in the docs only), and ``secret`` (kept out of repr, logs and plans)."""
 
     name: str
     parse: Parser
@@ -165,8 +250,9 @@ class Setting:
     env: str | None = None
     spark_conf: str | None = None
     spark_fallback: str | None = None
+    s3a: str | None = None
     unit: str = ""
-    range: str = ""
+    range: Range | str | None = None
     secret: bool = False
     docs: bool = True  # False: left out of the docs tables (an option only the project's own code gives)
 
@@ -184,18 +270,47 @@ def setting(
     env: str | None = None,
     spark_conf: str | None = None,
     spark_fallback: str | None = None,
+    s3a: str | None = None,
     unit: str = "",
-    range: str = "",
+    range: Range | str | None = None,
     secret: bool = False,
     docs: bool = True,
 ) -> Any:
     """A dataclass field that is a setting (see Setting): the one way a setting is declared."""
     spec = Setting(
-        name, parse, tuple(aliases), keyword, flag, help, env, spark_conf, spark_fallback, unit, range, secret, docs
+        name,
+        parse,
+        tuple(aliases),
+        keyword,
+        flag,
+        help,
+        env,
+        spark_conf,
+        spark_fallback,
+        s3a,
+        unit,
+        range,
+        secret,
+        docs,
     )
     return dataclasses.field(  # type: ignore[call-overload]
         default=default, default_factory=default_factory, repr=not secret, metadata={_SETTING: spec}
     )
+
+
+def range_of(spec: Setting) -> Range | None:
+    """The range a setting's every value is held to: its own, else its Kind's (None: any value its parser gives)."""
+    if isinstance(spec.range, Range):
+        return spec.range
+    return spec.parse.range if spec.range is None and isinstance(spec.parse, Kind) else None
+
+
+def range_text(spec: Setting) -> str:
+    """A setting's range as the docs write it ("" for none)."""
+    declared_range = range_of(spec)
+    if declared_range is None:
+        return spec.range if isinstance(spec.range, str) else ""
+    return declared_range.docs("or none" in kind_of(spec.parse)[0])
 
 
 def group(cls: type[T], *, flat: bool = False) -> Any:
@@ -389,6 +504,15 @@ class Settings:
 def settings(cls: type[S]) -> type[S]:
     """Make ``cls`` a frozen, slotted dataclass of settings; a flat group's keywords become keywords of its
     constructor and read-only attributes."""
+    own_check = cls.__dict__.get("__post_init__")
+
+    def __post_init__(self: Any) -> None:
+        check_ranges(self)
+        if own_check is not None:
+            own_check(self)
+
+    __post_init__.__doc__ = own_check.__doc__ if own_check is not None else check_ranges.__doc__
+    cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
     made = dataclass(frozen=True, slots=True)(cls)
     flat = _flat_keywords(made)
     if flat:
@@ -411,6 +535,29 @@ def settings(cls: type[S]) -> type[S]:
         for key, (group_field, member) in flat.items():
             setattr(made, key, property(_reader(group_field, member), doc=f"``{group_field}.{member}``"))
     return made
+
+
+@functools.cache
+def _ranged(cls: type) -> tuple[tuple[str, str, Range, bool, str], ...]:
+    """(field, option name with its aliases, range, whether None is allowed — the kind takes it, or it is the default,
+    "not given" —, the range in words) for each of ``cls``'s own settings that has a range."""
+    found = []
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(_SETTING)
+        if spec is not None and (bounds := range_of(spec)) is not None:
+            name = f"{spec.name} ({', '.join(spec.aliases)})" if spec.aliases else spec.name
+            takes_none = "or none" in kind_of(spec.parse)[0]
+            found.append((f.name, name, bounds, takes_none or f.default is None, bounds.words(takes_none)))
+    return tuple(found)
+
+
+def check_ranges(value: Any) -> None:
+    """Every declared range of a settings value, enforced on its own fields (its groups check theirs when built): an
+    InvalidConfig naming the option, its range and the value (``Parsed.over`` renames the option as it was given)."""
+    for field, name, bounds, optional, words in _ranged(type(value)):
+        got = getattr(value, field)
+        if got not in bounds and not (got is None and optional):
+            raise InvalidConfig(f"{name}: must be {words}, got {got!r}")
 
 
 def _group_cls(cls: type, name: str) -> Any:
@@ -459,8 +606,8 @@ class Parsed:
             return _apply(base, self.changes)
         except InvalidConfig as exc:
             text = str(exc)
-            for name, label in self.labels.values():
-                if label != name and text.startswith(name + ":"):
+            for name, label in self.labels.values():  # "name:" or "name (aliases):"
+                if label != name and text.split(":", 1)[0].split(" (", 1)[0] == name:
                     raise InvalidConfig(f"{label}:{text.split(':', 1)[1]}") from None
             raise
 

@@ -33,7 +33,7 @@ from s3io.errors import InvalidConfig
 from s3io.policy import Policy
 from s3io.s3.client import S3Client
 from s3io.s3.encryption import Encryption, parse_algorithm, parse_customer_key, parse_kms_key_id
-from s3io.s3a import store_options
+from s3io.s3a import Row, s3a_table, store_options
 from s3io.settings import BOOL, Kind, Settings, declared, find, group, setting, settings
 from s3io.transport.credentials import ANONYMOUS, PROVIDER_NAMES, Credentials
 from s3io.transport.endpoint import ADDRESSING_STYLES, resolve_endpoint, resolved_location
@@ -122,6 +122,7 @@ class StoreConfig(Settings):
         "region",
         Kind("region", parse_region),
         default=None,
+        s3a="fs.s3a.endpoint.region",
         flag="--region",
         help="region (default: $AWS_REGION / $AWS_DEFAULT_REGION, else the profile's, else us-east-1)",
     )
@@ -141,14 +142,26 @@ class StoreConfig(Settings):
         SECRET,
         default=None,
         aliases=("accessKey",),
+        s3a="fs.s3a.access.key",
         secret=True,
         help="explicit credentials (redacted from plans and logs; default: botocore's provider chain)",
     )
     secret_access_key: str | None = setting(
-        "secretAccessKey", SECRET, default=None, aliases=("secretKey",), secret=True, help="its secret"
+        "secretAccessKey",
+        SECRET,
+        default=None,
+        aliases=("secretKey",),
+        s3a="fs.s3a.secret.key",
+        secret=True,
+        help="its secret",
     )
     session_token: str | None = setting(
-        "sessionToken", SECRET, default=None, secret=True, help="its session token, for temporary credentials"
+        "sessionToken",
+        SECRET,
+        default=None,
+        s3a="fs.s3a.session.token",
+        secret=True,
+        help="its session token, for temporary credentials",
     )
     sse: str | None = setting(
         "sse",
@@ -190,6 +203,7 @@ class StoreConfig(Settings):
         default=False,
         flag="--requester-pays",
         env="S3IO_REQUESTER_PAYS",
+        s3a="fs.s3a.requester.pays.enabled",
         help="say on every request that the requester pays (x-amz-request-payer)",
     )
     proxy: str | None = setting(
@@ -357,7 +371,16 @@ class StoreConfig(Settings):
         """The store a Hadoop/Spark configuration's S3A settings describe for ``bucket`` (``fs.s3a.*`` and
         ``spark.hadoop.fs.s3a.*`` keys, per-bucket ones included: see s3io.s3a), over ``base``'s fields (default:
         the defaults and the S3IO_* variables); other keys are ignored, S3A keys s3io cannot honour are warned about."""
-        return cls.from_options(store_options(settings, bucket), base=base)
+        return cls.from_options(s3a_store_options(settings, bucket), base=base)
+
+
+S3A_ROWS: dict[str, Row] = s3a_table(declared(StoreConfig))  # S3A's keys: the fields' own (s3a=...), s3io.s3a's
+
+
+def s3a_store_options(settings: Mapping[str, str], bucket: str | None) -> dict[str, str]:
+    """The store options the S3A settings among ``settings`` give for ``bucket`` (s3io.s3a.store_options over
+    ``S3A_ROWS``); every key s3io cannot honour is named in a warning."""
+    return store_options(settings, bucket, S3A_ROWS)
 
 
 _CREDENTIAL_FIELDS = frozenset(

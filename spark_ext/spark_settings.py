@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from s3io.errors import InvalidConfig
-from s3io.s3a import FS_S3A, SPARK_HADOOP, S3ASettingIgnored, is_s3a_key, store_options
+from s3io.s3a import FS_S3A, SPARK_HADOOP, S3ASettingIgnored, is_s3a_key
 from s3io.settings import Declared
-from s3io.store import StoreConfig, layered_options, store_field
+from s3io.store import StoreConfig, layered_options, s3a_store_options, store_field
 from s3io.urls import split_s3_url
 
 log = logging.getLogger("spark_ext")
@@ -134,7 +134,7 @@ def warn_unhonoured(settings: Mapping[str, str]) -> None:
     """Name every S3A setting s3io cannot honour, once, on the driver (the reads then map them quietly)."""
     buckets = {k[len(FS_S3A) :].split(".")[1] for k in settings if k.lower().startswith(FS_S3A + "bucket.")}
     for bucket in (None, *sorted(buckets)):
-        store_options(settings, bucket)
+        s3a_store_options(settings, bucket)
 
 
 def session_store(spark: Any, url: str) -> StoreConfig:
@@ -143,10 +143,10 @@ def session_store(spark: Any, url: str) -> StoreConfig:
 
 
 def quietly(settings: Mapping[str, str], bucket: str | None) -> dict[str, str]:
-    """``store_options`` without its warnings (given once already, where the settings were read)."""
+    """``s3a_store_options`` without its warnings (given once already, where the settings were read)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S3ASettingIgnored)
-        return store_options(settings, bucket)
+        return s3a_store_options(settings, bucket)
 
 
 def with_session_store(
@@ -157,6 +157,6 @@ def with_session_store(
     environment (resolved where the client is made); and the store fields the options set themselves."""
     own_s3a = {k: v for k, v in options.items() if is_s3a_key(k)}
     out = {k: v for k, v in options.items() if not is_s3a_key(k)}
-    own = store_options(own_s3a, bucket)
+    own = s3a_store_options(own_s3a, bucket)
     chosen = {store_field(k) for k in (*out, *own)}
     return layered_options(quietly(session_s3a, bucket), own, out), chosen

@@ -147,7 +147,7 @@ async def test_a_run_that_ends_early_terminates_the_workers_still_running_a_grou
 def test_processes_must_be_a_count_and_cannot_be_combined_with_a_spark_session(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with pytest.raises(InvalidConfig, match="processes: must be 0"):
+    with pytest.raises(InvalidConfig, match=r"processes: must be at least 0 \(0: groups run in this process"):
         CompactionOptions(processes=-1)
     with pytest.raises(InvalidConfig, match="spark=None"):
         spark_ext.compact(object(), "s3://bucket/prefix/", processes=2)

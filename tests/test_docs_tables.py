@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +14,8 @@ from typing import ClassVar
 import pytest
 
 from s3io.errors import InvalidConfig
-from s3io.settings import count, setting, settings
+from s3io.s3a import s3a_table, store_options
+from s3io.settings import Kind, between, count, declared, setting, settings
 from s3io.store import StoreConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +76,52 @@ def test_a_setting_declared_once_is_a_keyword_an_option_a_flag_a_variable_and_a_
     assert StoreConfig.from_options({}) == StoreConfig.from_env()  # the scratch class left StoreConfig alone
     with pytest.raises(InvalidConfig, match="unknown store option 'widgetLimit'"):
         StoreConfig.from_options({"widgetLimit": "2"})
+
+
+@settings
+class _Ranged(StoreConfig):
+    """A store with one ranged setting more, with its S3A key, declared the one way."""
+
+    KIND: ClassVar[str] = "store option"
+
+    widget_share: float = setting(
+        "widgetShare",
+        Kind("number", lambda value, name: float(value)),
+        default=0.5,
+        range=between(0, 1),
+        flag="--widget-share",
+        env="S3IO_WIDGET_SHARE",
+        s3a="fs.s3a.widget.share",
+        help="the share of widgets a scratch store keeps",
+    )
+
+
+def test_a_declared_range_is_enforced_from_every_source_and_shown_in_the_docs() -> None:
+    """The range is one value: every source is held to it, its error names the setting as given, the range and the
+    value, and the docs show the same range."""
+    parser = argparse.ArgumentParser()
+    _Ranged.add_arguments(parser)
+    sources = (
+        ("widgetShare", lambda: _Ranged(widget_share=2.0)),
+        ("widgetShare", lambda: _Ranged().replace(widget_share=2.0)),
+        ("widgetShare", lambda: _Ranged.from_options({"widgetshare": "2"})),
+        ("S3IO_WIDGET_SHARE", lambda: _Ranged.from_env({"S3IO_WIDGET_SHARE": "2"})),
+        ("--widget-share", lambda: _Ranged.from_args(parser.parse_args(["--widget-share", "2"]), base=_Ranged())),
+    )
+    for label, make in sources:
+        with pytest.raises(InvalidConfig, match=rf"^{re.escape(label)}: must be between 0 and 1, got 2\.0$"):
+            make()
+    assert _Ranged.from_options({"widgetShare": "1"}).widget_share == 1.0  # the bounds are inside
+    (d,) = [d for d in declared(_Ranged) if d.name == "widgetShare"]
+    assert _tables()._kind(d) == "number; [0, 1]"
+
+
+def test_an_s3a_key_declared_on_a_field_is_a_row_of_the_s3a_table() -> None:
+    rows = s3a_table(declared(_Ranged))
+    assert rows["widget.share"].options() == ("widgetShare",)
+    assert store_options({"spark.hadoop.fs.s3a.widget.share": "0.25"}, None, rows) == {"widgetShare": "0.25"}
+    assert _Ranged.from_options(store_options({"fs.s3a.widget.share": "0.25"}, None, rows)).widget_share == 0.25
+    assert "widget.share" not in s3a_table(declared(StoreConfig))
 
 
 def test_a_stale_table_is_found_and_named(tmp_path: Path) -> None:

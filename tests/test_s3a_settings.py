@@ -15,8 +15,8 @@ from support.spark_fixtures import put_parquet
 
 import s3io
 from s3io.errors import InvalidConfig
-from s3io.s3a import ROWS, S3ASettingIgnored, hadoop_seconds, store_options
-from s3io.store import StoreConfig, layered_options
+from s3io.s3a import S3ASettingIgnored, hadoop_seconds
+from s3io.store import S3A_ROWS, StoreConfig, layered_options, s3a_store_options
 from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_SECRET_KEY
 
 SIMPLE = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
@@ -113,12 +113,12 @@ def test_per_bucket_settings_win_for_their_bucket_only() -> None:
 def test_a_key_s3io_cannot_honour_is_named_in_a_warning_not_dropped_silently() -> None:
     settings = {"fs.s3a.fast.upload": "true", "fs.s3a.made.up.key": "1", "fs.s3a.endpoint": "http://127.0.0.1:9"}
     with pytest.warns(S3ASettingIgnored) as caught:
-        options = store_options(settings, None)
+        options = s3a_store_options(settings, None)
     assert options == {"endpoint": "http://127.0.0.1:9"}
     texts = [str(w.message) for w in caught]
     assert any("fs.s3a.fast.upload is not honoured" in t and "writer" in t for t in texts), texts
     assert any("fs.s3a.made.up.key is not honoured" in t for t in texts), texts
-    assert all(row.doc for row in ROWS.values())  # every row says what it does or why it cannot (docs table)
+    assert all(row.doc for row in S3A_ROWS.values())  # every row says what it does or why it cannot (docs table)
 
 
 def test_bad_s3a_values_name_the_key_and_the_accepted_form() -> None:
@@ -193,5 +193,5 @@ def test_the_coming_from_s3a_page_lists_every_key_of_the_table() -> None:
     from pathlib import Path
 
     page = (Path(__file__).resolve().parent.parent / "docs" / "coming-from-s3a.md").read_text()
-    missing = [key for key in ROWS if f"`fs.s3a.{key}`" not in page]
+    missing = [key for key in S3A_ROWS if f"`fs.s3a.{key}`" not in page]
     assert not missing, f"docs/coming-from-s3a.md does not list {missing}: add a row for each"

@@ -267,7 +267,9 @@ async def test_bad_input_is_refused_naming_the_problem(s3_endpoint: Any, s3_clie
         await write(
             s3_endpoint.url, bucket, floats.select(["x"]).cast(pa.schema([("x", pa.string())])), partition_by="x"
         )
-    with pytest.raises(InvalidConfig, match=r"targetFileSize\): must be between 5 MiB \(S3's smallest multipart part"):
+    with pytest.raises(
+        InvalidConfig, match=r"targetFileSize \(maxFileSize\): must be between 5 MiB and 4 GiB \(S3's smallest"
+    ):
         await write(s3_endpoint.url, bucket, floats, target_file_size=128)
     assert uploads_left(s3_client, bucket) == [] and data_keys(s3_client, bucket, PREFIX) == []
     with pytest.raises(InvalidConfig, match=r"unknown write option 'targetFileSise'.*did you mean targetFileSize"):

@@ -33,7 +33,21 @@ from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
 from s3io.s3.multipart import MIN_PART_SIZE
-from s3io.settings import BOOL, DURATION, INTEGER, SIZE, TEXT, Kind, Settings, optional_text, setting, settings
+from s3io.settings import (
+    BOOL,
+    DURATION,
+    INTEGER,
+    SIZE,
+    TEXT,
+    Kind,
+    Settings,
+    above,
+    at_least,
+    between,
+    optional_text,
+    setting,
+    settings,
+)
 
 MiB = 1024 * 1024
 SCHEMA_MODES = ("unify", "exact")
@@ -56,17 +70,30 @@ class CompactionOptions(Settings):
         "targetFileSize",
         SIZE,
         default=128 * MiB,
+        range=between(
+            1,
+            MAX_TARGET_FILE_SIZE,
+            unit="bytes",
+            why="outputs are published with one server-side copy, limited to 5 GiB",
+        ),
         flag="--target-file-size",
         help="size of the output files (default 128MB)",
     )
-    candidate_threshold: int | None = setting("candidateThreshold", SIZE, default=None)  # None: 75 % of the target
+    # None: 75 % of the target; its range relates it to targetFileSize (checked in __post_init__)
+    candidate_threshold: int | None = setting("candidateThreshold", SIZE, default=None, range="(0, targetFileSize]")
     min_input_files: int = setting(
-        "minInputFiles", INTEGER, default=5, flag="--min-input-files", help="smallest group worth rewriting (default 5)"
+        "minInputFiles",
+        INTEGER,
+        default=5,
+        range=at_least(2),
+        flag="--min-input-files",
+        help="smallest group worth rewriting (default 5)",
     )
     max_concurrent_groups: int = setting(
         "maxConcurrentGroups",
         INTEGER,
         default=4,
+        range=at_least(1),
         flag="--max-concurrent-groups",
         help="groups rewritten at once (default 4)",
     )
@@ -75,6 +102,7 @@ class CompactionOptions(Settings):
         "gracePeriod",
         DURATION,
         default=60.0,
+        range=at_least(0),
         flag="--grace-period",
         help="how long a reader that listed the old files may take to finish reading them (default 60s). The job "
         "waits it twice: after committing, before it publishes the outputs and deletes the inputs, and again before "
@@ -84,6 +112,7 @@ class CompactionOptions(Settings):
         "lockTtl",
         DURATION,
         default=120.0,
+        range=above(0),
         flag="--lease-ttl",
         help="the lock's lease: a holder silent this long is taken over (default 120s)",
     )
@@ -91,6 +120,7 @@ class CompactionOptions(Settings):
         "clockSkew",
         DURATION,
         default=2.0,
+        range=at_least(0),
         flag="--clock-skew",
         help="clock difference allowed between writers and the store (default 2s)",
     )
@@ -102,10 +132,18 @@ class CompactionOptions(Settings):
     owner: str | None = setting("owner", optional_text(), default=None)  # who holds the lock, for messages; host:pid
     # execution of one group (inside a Spark task or in-process)
     # partSize: this in a compaction's options, as in a write's
-    part_size: int = setting("uploadPartSize", SIZE, default=8 * MiB, aliases=("partSize",))
-    upload_concurrency: int = setting("uploadConcurrency", INTEGER, default=4)
-    row_group_bytes: int = setting("rowGroupBytes", SIZE, default=64 * MiB)  # Arrow bytes buffered per row group
-    prefetch_bytes: int = setting("prefetchBytes", SIZE, default=32 * MiB)  # input bytes fetched ahead of decoding
+    part_size: int = setting(
+        "uploadPartSize",
+        SIZE,
+        default=8 * MiB,
+        aliases=("partSize",),
+        range=at_least(MIN_PART_SIZE, unit="bytes", why="S3's minimum part size"),
+    )
+    upload_concurrency: int = setting("uploadConcurrency", INTEGER, default=4, range=at_least(1))
+    # Arrow bytes buffered per row group
+    row_group_bytes: int = setting("rowGroupBytes", SIZE, default=64 * MiB, range=at_least(1, unit="bytes"))
+    # input bytes fetched ahead of decoding
+    prefetch_bytes: int = setting("prefetchBytes", SIZE, default=32 * MiB, range=at_least(1, unit="bytes"))
     compression: str = setting("compression", TEXT, default="snappy")
     # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
     coerce_timestamps: str | None = setting("coerceTimestamps", optional_text(), default="us")
@@ -121,6 +159,7 @@ class CompactionOptions(Settings):
         "processes",
         INTEGER,
         default=0,
+        range=at_least(0, why="0: groups run in this process; else a number of worker processes"),
         flag="--processes",
         help="with --master none: rewrite groups in this many worker processes (default 0: in this process)",
     )
@@ -132,47 +171,26 @@ class CompactionOptions(Settings):
         "abandonUploadsAfter",
         DURATION,
         default=86_400.0,
+        range=at_least(0),
         flag="--abandon-uploads-after",
         help="abort uploads of jobs that never committed once this old (default 1d; e.g. 0s after a killed write)",
     )
     # driver-side request concurrency
-    footer_concurrency: int = setting("footerConcurrency", INTEGER, default=32)
-    delete_concurrency: int = setting("deleteConcurrency", INTEGER, default=16)
+    footer_concurrency: int = setting("footerConcurrency", INTEGER, default=32, range=at_least(1))
+    delete_concurrency: int = setting("deleteConcurrency", INTEGER, default=16, range=at_least(1))
 
     def __post_init__(self) -> None:
-        if not 1 <= self.target_file_size <= MAX_TARGET_FILE_SIZE:
-            raise InvalidConfig(
-                f"target_file_size: must be between 1 byte and {MAX_TARGET_FILE_SIZE // MiB} MiB (outputs are "
-                f"published with a single server-side copy, limited to 5 GiB), got {self.target_file_size!r}"
-            )
+        """What the declared ranges cannot say: candidateThreshold's range is relative to targetFileSize, and the
+        choices of a value given by keyword (options are parsed; keywords are not)."""
         if self.candidate_threshold is not None and not 0 < self.candidate_threshold <= self.target_file_size:
             raise InvalidConfig(
-                f"candidate_threshold: must be in (0, target_file_size={self.target_file_size}], "
+                f"candidateThreshold: must be in (0, targetFileSize={self.target_file_size}], "
                 f"got {self.candidate_threshold!r}"
             )
-        if self.min_input_files < 2:
-            raise InvalidConfig(f"min_input_files: must be at least 2, got {self.min_input_files!r}")
         if self.schema_mode not in SCHEMA_MODES:
             raise InvalidConfig(f"schema_mode: expected one of {SCHEMA_MODES}, got {self.schema_mode!r}")
-        for name in ("max_concurrent_groups", "upload_concurrency", "footer_concurrency", "delete_concurrency"):
-            if getattr(self, name) < 1:
-                raise InvalidConfig(f"{name}: must be at least 1, got {getattr(self, name)!r}")
-        if not isinstance(self.processes, int) or self.processes < 0:
-            raise InvalidConfig(
-                f"processes: must be 0 (groups run in this process) or a number of worker processes, "
-                f"got {self.processes!r}"
-            )
-        for name in ("grace_period", "clock_skew", "abandon_uploads_after"):
-            if getattr(self, name) < 0:
-                raise InvalidConfig(f"{name}: must not be negative, got {getattr(self, name)!r}")
-        if not self.lock_ttl > 0:
-            raise InvalidConfig(f"lock_ttl: must be positive, got {self.lock_ttl!r}")
-        if self.part_size < MIN_PART_SIZE:
-            raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum)")
         if self.coerce_timestamps not in (None, "ms", "us"):
             raise InvalidConfig(f"coerce_timestamps: expected None, 'ms' or 'us', got {self.coerce_timestamps!r}")
-        if self.row_group_bytes < 1 or self.prefetch_bytes < 1:
-            raise InvalidConfig("row_group_bytes and prefetch_bytes: must be at least 1 byte")
 
     @property
     def threshold(self) -> int:

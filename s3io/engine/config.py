@@ -28,8 +28,20 @@ from __future__ import annotations
 from typing import ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.settings import BOOL, OPTIONAL_DURATION, SIZE, Kind, Settings, count, optional_size, setting, settings
-from s3io.settings import option_name as _option
+from s3io.settings import (
+    BOOL,
+    OPTIONAL_DURATION,
+    SIZE,
+    Kind,
+    Settings,
+    above,
+    at_least,
+    between,
+    count,
+    optional_size,
+    setting,
+    settings,
+)
 
 MiB = 1024 * 1024
 
@@ -52,7 +64,12 @@ class EngineConfig(Settings):
     KIND: ClassVar[str] = "engine option"
 
     max_concurrency: int = setting(
-        "maxConcurrency", count(1), default=32, help="GETs in flight per engine (per task)", unit="GETs", range=">= 1"
+        "maxConcurrency",
+        count(1),
+        default=32,
+        help="GETs in flight per engine (per task)",
+        unit="GETs",
+        range=at_least(1),
     )
     memory_budget: int = setting(
         "memoryBudget",
@@ -60,7 +77,7 @@ class EngineConfig(Settings):
         default=256 * MiB,
         help="bytes fetched but not yet handed over",
         unit="bytes",
-        range=">= 1",
+        range=at_least(1),
     )
     coalesce_gap: int = setting(
         "coalesceGap",
@@ -68,7 +85,7 @@ class EngineConfig(Settings):
         default=1 * MiB,
         help="ranges closer than this are fetched by one GET",
         unit="bytes",
-        range=">= 0",
+        range=at_least(0),
     )
     part_size: int = setting(
         "readPartSize",
@@ -76,7 +93,7 @@ class EngineConfig(Settings):
         default=16 * MiB,
         aliases=("partSize",),
         unit="bytes",
-        range=">= 1",
+        range=at_least(1),
         help="the largest range one GET fetches (partSize: this in a read's options, uploadPartSize in a write's)",
     )
     whole_object_threshold: int = setting(
@@ -85,7 +102,7 @@ class EngineConfig(Settings):
         default=2 * MiB,
         help="an object this small is fetched whole in one GET",
         unit="bytes",
-        range=">= 0",
+        range=at_least(0),
     )
     stream_window: int | None = setting(
         "streamWindow",
@@ -93,7 +110,7 @@ class EngineConfig(Settings):
         default=None,
         help="bytes one stream may hold ahead of its consumer (default: a quarter of memoryBudget)",
         unit="bytes",
-        range=">= 1 or none",
+        range=at_least(1),
     )
     hedge_enabled: bool = setting(
         "hedgeEnabled", BOOL, default=False, help="send a second GET for a slow small one", aliases=("hedging",)
@@ -104,35 +121,18 @@ class EngineConfig(Settings):
         default=None,
         help="when to hedge (default: adaptive, p95 of recent GETs)",
         unit="s",
-        range="> 0 or none (adaptive)",
+        range=above(0, none="adaptive"),
     )
     hedge_max_fraction: float = setting(
         "hedgeMaxFraction",
         Kind("number", _fraction),
         default=0.05,
         help="at most this share of GETs hedged",
-        range="[0, 1]",
+        range=between(0, 1),
     )
     cache_bytes: int = setting(
-        "cacheBytes", SIZE, default=0, help="completed GETs kept in an LRU (0: none)", unit="bytes", range=">= 0"
+        "cacheBytes", SIZE, default=0, help="completed GETs kept in an LRU (0: none)", unit="bytes", range=at_least(0)
     )
-
-    def __post_init__(self) -> None:
-        for name in ("max_concurrency", "memory_budget", "part_size"):
-            if isinstance(getattr(self, name), bool) or not getattr(self, name) >= 1:
-                label = "readPartSize (partSize)" if name == "part_size" else _option(name)
-                raise InvalidConfig(f"{label}: must be a whole number >= 1, got {getattr(self, name)!r}")
-        for name in ("coalesce_gap", "whole_object_threshold", "cache_bytes"):
-            if isinstance(getattr(self, name), bool) or not getattr(self, name) >= 0:
-                raise InvalidConfig(f"{_option(name)}: must be a whole number >= 0, got {getattr(self, name)!r}")
-        if self.stream_window is not None and not self.stream_window >= 1:
-            raise InvalidConfig(f"streamWindow: must be a size >= 1 or 'none', got {self.stream_window!r}")
-        if self.hedge_delay is not None and not self.hedge_delay > 0:
-            raise InvalidConfig(
-                f"hedgeDelay: must be a positive duration or 'none' (adaptive), got {self.hedge_delay!r}"
-            )
-        if not 0.0 <= self.hedge_max_fraction <= 1.0:
-            raise InvalidConfig(f"hedgeMaxFraction: must be a number in [0, 1], got {self.hedge_max_fraction!r}")
 
     @property
     def effective_stream_window(self) -> int:

@@ -37,7 +37,21 @@ from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
 from s3io.s3.multipart import MIN_PART_SIZE
-from s3io.settings import BOOL, DURATION, SIZE, Kind, Settings, choice, count, optional_text, setting, settings
+from s3io.settings import (
+    BOOL,
+    DURATION,
+    SIZE,
+    Kind,
+    Settings,
+    above,
+    at_least,
+    between,
+    choice,
+    count,
+    optional_text,
+    setting,
+    settings,
+)
 from s3io.units import parse_size
 
 MiB = 1024 * 1024
@@ -111,12 +125,24 @@ class WriteOptions(Settings):
         SIZE,
         default=128 * MiB,
         aliases=("maxFileSize",),
+        range=between(
+            MIN_TARGET_FILE_SIZE,
+            MAX_TARGET_FILE_SIZE,
+            unit="bytes",
+            why="S3's smallest multipart part: a smaller target makes a file, an upload and a request per few rows; a "
+            "compaction publishes a file with one server-side copy, limited to 5 GiB; the default, 128MB, suits most "
+            "tables",
+        ),
         help="files are rolled at this size, and never exceed it by more than one row group; the last row group of a "
         "file is sized (by the compression ratio the file has shown) to land on it. At least 5 MiB (S3's smallest"
         " multipart part): a smaller target is refused naming the floor",
     )
     row_group_bytes: int = setting(
-        "rowGroupBytes", SIZE, default=64 * MiB, help="Arrow bytes buffered per row group (per open file)"
+        "rowGroupBytes",
+        SIZE,
+        default=64 * MiB,
+        range=at_least(1, unit="bytes"),
+        help="Arrow bytes buffered per row group (per open file)",
     )
     max_open_files: int = setting(
         "maxOpenFiles",
@@ -132,6 +158,7 @@ class WriteOptions(Settings):
         SIZE,
         default=8 * MiB,
         aliases=("partSize",),
+        range=at_least(MIN_PART_SIZE, unit="bytes", why="S3's minimum part size"),
         help="multipart part size (`partSize` in a write's options; a read's `partSize` is `readPartSize`)",
     )
     upload_concurrency: int = setting(
@@ -145,6 +172,7 @@ class WriteOptions(Settings):
         "uploadFloor",
         RATE,
         default=None,
+        range=at_least(0),
         help="a part in flight acknowledged slower than this (bytes a second per part, e.g. `256KB/s`, over two "
         "`stallTimeout`s) is cut and the task's parts in flight are halved (see [Slow links](#slow-links)); `auto`: "
         "the rate that sends a part in half `operationTimeout` (8MB in 90 s by default, at least 64KB/s); `0`: parts "
@@ -161,6 +189,7 @@ class WriteOptions(Settings):
         "gracePeriod",
         DURATION,
         default=60.0,
+        range=at_least(0),
         help="an overwrite deletes the files it replaces no earlier than this after it published (readers that listed "
         "them before can finish); finished entries are forgotten a grace period after their last step",
     )
@@ -168,13 +197,15 @@ class WriteOptions(Settings):
         "leaseTtl",
         DURATION,
         default=120.0,
+        range=above(0),
         help="a claim whose writer stopped for this long is rolled back by the next write, compaction or `--recover`",
     )
-    clock_skew: float = setting("clockSkew", DURATION, default=2.0, help="margin on lease expiry")
+    clock_skew: float = setting("clockSkew", DURATION, default=2.0, range=at_least(0), help="margin on lease expiry")
     abandon_uploads_after: float = setting(
         "abandonUploadsAfter",
         DURATION,
         default=86_400.0,
+        range=at_least(0),
         help="uploads of a job that never claimed its write (its driver died before the commit) are aborted once this "
         "old (S3A's `fs.s3a.multipart.purge.age`); must exceed your longest write",
     )
@@ -182,6 +213,7 @@ class WriteOptions(Settings):
         "lockWait",
         DURATION,
         default=600.0,
+        range=at_least(0),
         help="how long an overwrite waits for the prefix's lock (held by a compaction or another overwrite)",
     )
     complete_concurrency: int = setting(
@@ -206,28 +238,9 @@ class WriteOptions(Settings):
     )  # for messages; default host:pid
 
     def __post_init__(self) -> None:
+        """What the declared ranges cannot say: partition columns normalised, and the choices of a value given by
+        keyword (options are parsed; keywords are not)."""
         object.__setattr__(self, "partition_by", _columns(self.partition_by, "partition_by"))
-        if not MIN_TARGET_FILE_SIZE <= self.target_file_size <= MAX_TARGET_FILE_SIZE:
-            raise InvalidConfig(
-                f"target_file_size (targetFileSize): must be between {MIN_TARGET_FILE_SIZE // MiB} MiB (S3's "
-                "smallest multipart part: a smaller target makes a file, an upload and a request per few rows) and "
-                f"{MAX_TARGET_FILE_SIZE // MiB} MiB (a compaction publishes a file with one server-side copy, limited "
-                f"to 5 GiB), got {self.target_file_size!r} bytes; the default, 128MB, suits most tables"
-            )
-        if self.row_group_bytes < 1:
-            raise InvalidConfig(f"row_group_bytes: must be at least 1 byte, got {self.row_group_bytes!r}")
-        if self.part_size < MIN_PART_SIZE:
-            raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum part size)")
-        for name in ("max_open_files", "upload_concurrency", "complete_concurrency", "auto_compact_min_files"):
-            if getattr(self, name) < 1:
-                raise InvalidConfig(f"{name}: must be at least 1, got {getattr(self, name)!r}")
-        for name in ("grace_period", "clock_skew", "abandon_uploads_after", "lock_wait"):
-            if getattr(self, name) < 0:
-                raise InvalidConfig(f"{name}: must not be negative, got {getattr(self, name)!r}")
-        if self.upload_floor is not None and self.upload_floor < 0:
-            raise InvalidConfig(f"upload_floor (uploadFloor): must be 'auto' or 0 or more, got {self.upload_floor!r}")
-        if not self.lease_ttl > 0:
-            raise InvalidConfig(f"lease_ttl: must be positive, got {self.lease_ttl!r}")
         for name, choices in (("mode", MODES), ("partition_overwrite_mode", OVERWRITE_MODES)):
             if getattr(self, name) not in choices:
                 raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {getattr(self, name)!r}")

@@ -45,11 +45,11 @@ from s3io.settings import (
     parse_options,
     setting,
     settings,
+    size_of,
     spellings,
     unknown_option,
 )
 from s3io.store import StoreConfig
-from s3io.units import parse_size
 from s3io.urls import S3Path, compile_name_glob, mask_userinfo, parse_s3_url
 from spark_ext.planning.partition_types import parse_time_zone
 from spark_ext.planning.sql_filter import RowFilter, parse_filter
@@ -57,16 +57,6 @@ from spark_ext.planning.sql_filter import RowFilter, parse_filter
 MiB = 1024 * 1024
 DEFAULT_OPEN_COST_IN_BYTES = 64 * 1024  # see the module doc: a concurrent GET, not a local file open
 PATH_OPTIONS = ("path", "paths")  # what .load(...) sends
-
-
-def _size(minimum: int) -> Kind:
-    def parse(value: Any, name: str) -> int:
-        size = parse_size(value, name=name)
-        if size < minimum:
-            raise InvalidConfig(f"{name}: must be at least {minimum} byte(s), got {value!r}")
-        return size
-
-    return Kind("size", parse, "bytes")
 
 
 def _base_path(value: Any, name: str) -> str:
@@ -184,14 +174,14 @@ class ReadOptions(Settings):
     )
     max_partition_bytes: int = setting(
         "maxPartitionBytes",
-        _size(1),
+        size_of(1),
         default=128 * MiB,
         help="Spark's packing: the most bytes of one partition",
         spark_conf="spark.sql.files.maxPartitionBytes",
     )
     open_cost_in_bytes: int = setting(
         "openCostInBytes",
-        _size(0),
+        size_of(0),
         default=DEFAULT_OPEN_COST_IN_BYTES,
         help="Spark's packing: what a file costs beyond its bytes (64 KiB, not Spark's 4 MiB: see above)",
         spark_conf="spark.sql.files.openCostInBytes",

@@ -18,8 +18,21 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.settings import BOOL, Kind, Settings, count, loose_key, parse_options, setting, settings, spellings
-from s3io.units import parse_duration, parse_size
+from s3io.settings import (
+    BOOL,
+    DURATION,
+    Kind,
+    Settings,
+    at_least,
+    count,
+    loose_key,
+    parse_options,
+    setting,
+    settings,
+    size_of,
+    spellings,
+)
+from s3io.units import parse_duration
 from s3io.urls import parse_s3_url
 from spark_ext.planning.read_options import ReadOptions
 
@@ -45,23 +58,9 @@ def _state_location(value: Any, name: str) -> tuple[str, str]:
     return location.bucket, prefix
 
 
-def _bytes(value: Any, name: str) -> int:
-    size = parse_size(value, name=name)
-    if size < 1:
-        raise InvalidConfig(f"{name}: must be at least 1 byte, got {value!r}")
-    return size
-
-
 def _max_age(value: Any, name: str) -> float | None:
     text = str(value).strip().lower()
     return None if text in ("none", "off") else parse_duration(text, name=name)
-
-
-def _lease_ttl(value: Any, name: str) -> float:
-    ttl = parse_duration(value, name=name)
-    if ttl < 3:
-        raise InvalidConfig(f"{name}: must be at least 3 s (renewed every third of it), got {value!r}")
-    return ttl
 
 
 @settings
@@ -95,7 +94,7 @@ class StreamOptions(Settings):
     )
     max_bytes: int | None = setting(
         "maxBytesPerTrigger",
-        Kind("size", _bytes, "bytes"),
+        size_of(1),
         default=None,
         help="bytes per micro-batch; at least one file, even if larger (default: all available)",
     )
@@ -115,9 +114,9 @@ class StreamOptions(Settings):
     )
     lease_ttl: float = setting(
         "leaseTtl",
-        Kind("duration", _lease_ttl, "s"),
+        DURATION,
         default=600.0,
-        range=">= 3 s",
+        range=at_least(3, unit="s"),
         help="how long compaction honours a stream that stopped renewing (renewed every third of it)",
     )
     checkpoint_interval: int = setting(
