@@ -131,6 +131,27 @@ def test_a_selective_filter_fetches_only_the_row_groups_that_may_match(spark, ta
     assert not (fetched - tail) & _covered(_chunk_ranges(body, {"id", "x", "k", "s", "st"}, range(1, 4)))
 
 
+def _scan_output_rows(query) -> int:
+    """Rows the scan handed to Spark in the query's last run (its BatchScan's numOutputRows: one stage, no AQE)."""
+    query.collect()
+    leaves = query._jdf.queryExecution().executedPlan().collectLeaves()
+    scan = leaves.apply(0)
+    assert leaves.size() == 1 and "BatchScan" in scan.nodeName(), scan.nodeName()
+    return scan.metrics().apply("numOutputRows").value()
+
+
+def test_the_python_reader_hands_over_only_the_rows_a_pushed_filter_may_keep(spark, table_url, s3_endpoint) -> None:
+    url, _ = table_url
+    df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(url)
+    assert df.where("k < 10").select("id").count() == 10 * PER_K
+    assert _scan_output_rows(df.where("k < 10").select("id")) == 10 * PER_K  # of the 100,000 in the row group read
+    assert _scan_output_rows(df.where("s = 'w3' AND k < 10").select("id")) == len(
+        [i for i in range(10 * PER_K) if i % 37 == 3]
+    )
+    # a double column is left to Spark (NaN orders differently in Arrow): its whole row group is handed over
+    assert _scan_output_rows(df.where("x < 5000").select("id")) == ROW_GROUP
+
+
 def test_nested_partition_and_case_insensitive_columns_are_pruned_to_whole_top_level_columns(
     spark, table_url, s3_endpoint
 ) -> None:
@@ -225,9 +246,10 @@ def test_without_the_jar_reads_as_before_says_what_is_lost_and_python_pushdown_s
     assert result.returncode == 0, result.stderr[-4000:]
     assert f"SCAN False {sum(i * 0.5 for i in range(ROWS))} {10 * PER_K}" in result.stdout
     assert "REFUSED True" in result.stdout  # PySpark 4.3's own pushdown stays refused, naming the risks
-    # and the canary shows why: the unfiltered scan reads the filtered one's pruned plan (row group 0 only); the
-    # day this fails, Spark keeps each scan's plan and the refusal can go
-    assert f"CANARY {10 * PER_K + ROW_GROUP}" in result.stdout, result.stdout
+    # and the canary shows why: the unfiltered scan reads the filtered one's pruned plan (row group 0 only, and only
+    # the rows its filter keeps: spark_ext.source.pushed_rows); the day this fails, Spark keeps each scan's plan and
+    # the refusal can go
+    assert f"CANARY {2 * 10 * PER_K}" in result.stdout, result.stdout
     lost = [line for line in result.stderr.splitlines() if line.startswith("LOG spark_ext ")]
     assert len(lost) == 1, result.stderr[-4000:]
     assert LOST_WITHOUT_JAR.split(",")[0] in lost[0] and "spark.jars=" in lost[0]

@@ -40,6 +40,7 @@ from spark_ext.source.driver_side import (
 )
 from spark_ext.source.partition import ReadSpec, S3ParquetPartition
 from spark_ext.source.partition_read import read_partition
+from spark_ext.source.pushed_rows import exact_conjuncts
 from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
 from spark_ext.source.user_errors import spark_facing, spark_facing_iteration
@@ -69,11 +70,18 @@ class S3ParquetReader(DataSourceReader):
         self._state: ScanState | None = state
         self._partition_predicates: list[Predicate] = []
         self._data_predicates: tuple[tuple[str, str, Any], ...] = ()
+        self._pushed_rows: tuple[Node, ...] = ()
         self.last_plan: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled into every task, which needs only its InputPartition: leave the listing behind.
-        return {"_state": None, "_partition_predicates": [], "_data_predicates": (), "last_plan": None}
+        return {
+            "_state": None,
+            "_partition_predicates": [],
+            "_data_predicates": (),
+            "_pushed_rows": (),
+            "last_plan": None,
+        }
 
     @spark_facing
     def partitions(self) -> Sequence[InputPartition]:
@@ -110,6 +118,7 @@ class S3ParquetReader(DataSourceReader):
             predicates=data_predicates,
             session_settings=state.session_settings,
             row_filter=state.row_filter,
+            pushed_rows=self._pushed_rows,
         )
         partitions = [S3ParquetPartition(i, tuple(pieces), spec) for i, pieces in enumerate(packing.partitions)]
         self.last_plan = {
@@ -121,6 +130,7 @@ class S3ParquetReader(DataSourceReader):
             "split_files": packing.split_files,
             "partition_predicates": list(self._partition_predicates),
             "data_predicates": list(data_predicates),
+            "row_filters": len(self._pushed_rows),
             "filter": state.options.row_filter.text if state.options.row_filter else None,
             "seconds": round(time.monotonic() - started, 3),
         }
@@ -143,10 +153,12 @@ class S3ParquetPushdownReader(S3ParquetReader):
     @spark_facing
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Keep the filters on partition columns (evaluated exactly on the directories' values); use data-column
-        filters for row-group pruning but return them, with everything else, for Spark to apply."""
+        filters for row-group pruning, and to drop rows where Arrow rejects them exactly as Spark would
+        (``pushed_rows``), but return them, with everything else, for Spark to apply."""
         state = self._require_state()
         data_struct = StructType([f for f in state.schema.fields if f.name in state.columns.file_names])
         plan = split_filters(filters, state.partitions.spark_schema, data_struct)
         self._partition_predicates = list(plan.partition_predicates)
         self._data_predicates = data_predicates_for(plan.data_predicates, state.columns)
+        self._pushed_rows = exact_conjuncts(filters, data_struct, case_sensitive=state.options.case_sensitive)
         return plan.returned_to_spark

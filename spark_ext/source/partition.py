@@ -27,7 +27,8 @@ class ReadSpec:
     ``target_schema`` is the exact Arrow schema Spark expects. ``predicates`` only prune row groups: Spark
     re-applies every data filter it pushed, so the reader does not filter rows by them (``exact_filter=False``);
     ``row_filter`` (the ``filter`` option, which Spark never sees) does filter rows, on the columns it names (read
-    for it if the output leaves them out, then dropped by ``target_schema``).
+    for it if the output leaves them out, then dropped by ``target_schema``); ``pushed_rows``, the pushed filters
+    whose rows Arrow rejects exactly as Spark would, drop rows before the hand-off too (Spark applies them again).
     """
 
     options: ReadOptions  # client settings, policy, engine config; credentials are kept out of its repr
@@ -39,6 +40,7 @@ class ReadSpec:
     batch_size: int = DEFAULT_BATCH_SIZE
     session_settings: tuple[SessionSetting, ...] = ()  # checked against the running session by every task
     row_filter: Node | None = None  # the filter option: rows where it is not true are dropped (exact)
+    pushed_rows: tuple[Node, ...] = ()  # pushed filters Arrow evaluates as Spark does (spark_ext.source.pushed_rows)
 
     def __repr__(self) -> str:
         return (

@@ -23,9 +23,9 @@ import pyarrow as pa
 from s3io.blocking import BackgroundLoop
 from s3io.dataset import ParquetReader
 from s3io.engine import RangeEngine
-from spark_ext.planning.filter_eval import arrow_filter
 from spark_ext.source.legacy_files import legacy_calendar
 from spark_ext.source.partition import S3ParquetPartition
+from spark_ext.source.pushed_rows import batch_filter
 from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import check_session, task_local_property
 from spark_ext.source.spark_arrow_types import conform_to_spark
@@ -34,6 +34,7 @@ from spark_ext.source.task_metrics import TaskMetrics, log_task_metrics
 
 QUEUED_BATCHES = 4
 STOP_JOIN_SECONDS = 30.0
+_UNSET = object()  # the row filter before the first batch's schema is known
 
 logger = logging.getLogger("spark_ext.source")
 
@@ -96,13 +97,16 @@ async def partition_batches(partition: S3ParquetPartition, metrics: TaskMetrics)
             batch_size=spec.batch_size,
             conversions=spark_conversions(case_sensitive=options.case_sensitive, calendar=legacy_calendar(options)),
         )
-        row_filter = None
+        row_filter: Any = _UNSET
         try:
             async for batch in batches:
                 named = batch.rename_columns(list(spec.output_names))
-                if spec.row_filter is not None:
-                    row_filter = row_filter if row_filter is not None else arrow_filter(spec.row_filter, named.schema)
+                if row_filter is _UNSET:
+                    row_filter = batch_filter(spec.row_filter, spec.pushed_rows, named.schema)
+                if row_filter is not None:
+                    read_rows = named.num_rows
                     named = named.filter(row_filter)
+                    metrics.rows_dropped += read_rows - named.num_rows
                 out = conform_to_spark(named, spec.target_schema)
                 metrics.rows += out.num_rows
                 metrics.batches += 1

@@ -33,7 +33,8 @@ class TaskMetrics:
     pieces: int
     files: int
     planned_bytes: int
-    rows: int = 0
+    rows: int = 0  # handed to Spark
+    rows_dropped: int = 0  # read but dropped by the filter option or pushed filters (spark_ext.source.pushed_rows)
     batches: int = 0
     elapsed: float = 0.0
     client: MetricsSnapshot = field(default_factory=MetricsSnapshot)
@@ -48,7 +49,8 @@ class TaskMetrics:
         c = self.client
         text = (
             f"partition={self.partition} files={self.files} pieces={self.pieces} planned_bytes={self.planned_bytes} "
-            f"rows={self.rows} batches={self.batches} bytes_in={c.bytes_in} requests={c.request_count} "
+            f"rows={self.rows} rows_dropped={self.rows_dropped} batches={self.batches} bytes_in={c.bytes_in} "
+            f"requests={c.request_count} "
             f"gets={c.requests_for('get')} retries={c.retry_count} timeouts={c.timeout_count} "
             f"elapsed={self.elapsed:.3f}s"
         )
