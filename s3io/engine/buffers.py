@@ -159,7 +159,7 @@ class BufferPool:
             page_in(mapping)
         if size <= self.max_bytes:
             held.append(mapping)
-            self._held_bytes += size
+            self._held_bytes += len(mapping)
             while self._held_bytes > 2 * self.max_bytes:
                 self._held_bytes -= len(held.pop(0))
         return mapping
