@@ -37,11 +37,11 @@ from s3io.errors import CorruptFile, InvalidConfig, NotFound, ObjectChanged, Sch
 from s3io.s3.types import ObjectInfo
 from spark_ext.datasource import S3ParquetDataSource, bound_to_session
 from spark_ext.planning.binpack import plan_partitions
+from spark_ext.planning.spark_arrow_types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 from spark_ext.source.batch_read import default_parallelism
 from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader
 from spark_ext.source.driver_side import NoDataFiles, PathNotFound
 from spark_ext.source.partition import S3ParquetPartition
-from spark_ext.source.spark_arrow_types import UnsupportedType, conform_to_spark, spark_arrow_schema, spark_schema
 from spark_ext.spark_settings import TIME_ZONE, SessionDefaults
 from testbed.faultproxy import ErrorResponse, FaultRule
 from testbed.scripted_s3 import Reply, Request, ScriptedS3, list_body

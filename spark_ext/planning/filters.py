@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from decimal import Decimal
 
 from pyspark.sql.datasource import (
@@ -31,27 +30,17 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 from pyspark.sql.types import (
-    BooleanType,
-    ByteType,
     DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    NullType,
-    ShortType,
-    StringType,
     StructType,
-    TimestampNTZType,
-    TimestampType,
 )
+
+from spark_ext.planning.spark_arrow_types import FLOATING, literal_fits
 
 Predicate = tuple[str, str, object]
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null")
 
-_COMPARISONS: dict[type[Filter], str] = {
+# Spark's comparison filters and the operator each is (EqualNullSafe aside: its null semantics differ).
+COMPARISONS: dict[type[Filter], str] = {
     EqualTo: "=",
     GreaterThan: ">",
     GreaterThanOrEqual: ">=",
@@ -96,8 +85,8 @@ def to_predicates(flt: Filter) -> list[Predicate] | None:
 
 
 def _positive(flt: Filter, column: str) -> list[Predicate] | None:
-    if type(flt) in _COMPARISONS:
-        return [(column, _COMPARISONS[type(flt)], flt.value)]
+    if type(flt) in COMPARISONS:
+        return [(column, COMPARISONS[type(flt)], flt.value)]
     if isinstance(flt, EqualNullSafe):
         # a <=> v is a = v for non-null v (false, not null, when a is null: both reject the row).
         return [(column, "is null", None)] if flt.value is None else [(column, "=", flt.value)]
@@ -231,7 +220,7 @@ def _data_types(columns: StructType | Mapping[str, DataType] | Iterable[str]) ->
 
 def _prunes_safely(data_type: DataType | None, op: str, value: object) -> bool:
     """False for predicates on float columns that a NaN can satisfy in Spark (x > v, x >= v, x = NaN, ...)."""
-    if not isinstance(data_type, FloatType | DoubleType):
+    if not isinstance(data_type, FLOATING):
         return True
     if op in ("is null", "is not null"):
         return True
@@ -244,23 +233,5 @@ def _fits(data_type: DataType, op: str, value: object) -> bool:
     if op in ("is null", "is not null"):
         return True
     if op in ("in", "not in"):
-        return all(v is None or _literal_fits(data_type, v) for v in value)  # type: ignore[attr-defined]
-    return value is None or _literal_fits(data_type, value)
-
-
-def _literal_fits(data_type: DataType, value: object) -> bool:
-    if isinstance(data_type, NullType):
-        return True
-    if isinstance(value, bool):
-        return isinstance(data_type, BooleanType)
-    if isinstance(data_type, IntegerType | LongType | ShortType | ByteType | DecimalType | DoubleType | FloatType):
-        return isinstance(value, int | float | Decimal)
-    if isinstance(data_type, StringType):
-        return isinstance(value, str)
-    if isinstance(data_type, DateType):
-        return type(value) is date
-    if isinstance(data_type, TimestampType):
-        return isinstance(value, datetime) and value.tzinfo is not None
-    if isinstance(data_type, TimestampNTZType):
-        return isinstance(value, datetime) and value.tzinfo is None
-    return False
+        return all(v is None or literal_fits(data_type, v) for v in value)  # type: ignore[attr-defined]
+    return value is None or literal_fits(data_type, value)

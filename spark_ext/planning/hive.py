@@ -20,12 +20,12 @@ from s3io.s3.types import ObjectInfo
 from s3io.urls import parse_s3_url
 from spark_ext.planning.partition_types import (
     DEFAULT_PARTITION_NAME,
-    arrow_type,
     cast_value,
     infer_column,
     parse_time_zone,
     unescape_path_name,
 )
+from spark_ext.planning.spark_arrow_types import arrow_type
 
 if TYPE_CHECKING:
     from s3io.table.data_files import ListedFile

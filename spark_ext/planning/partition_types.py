@@ -13,7 +13,6 @@ from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import pyarrow as pa
 from pyspark.sql.types import (
     BooleanType,
     ByteType,
@@ -32,9 +31,9 @@ from pyspark.sql.types import (
 )
 
 from s3io.errors import InvalidConfig
+from spark_ext.planning.spark_arrow_types import MAX_DECIMAL_PRECISION
 
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
-MAX_DECIMAL_PRECISION = 38
 _INT_RANGE = {ByteType: 7, ShortType: 15, IntegerType: 31, LongType: 63}
 
 _INTEGRAL = re.compile(r"[+-]?\d+")
@@ -63,30 +62,6 @@ def unescape_path_name(text: str) -> str:
             out.append(c)
             i += 1
     return "".join(out)
-
-
-def arrow_type(data_type: DataType) -> pa.DataType:
-    """The Arrow type PySpark expects for a partition column type (timestamps in microseconds)."""
-    simple = {
-        StringType: pa.string(),
-        IntegerType: pa.int32(),
-        LongType: pa.int64(),
-        ShortType: pa.int16(),
-        ByteType: pa.int8(),
-        DoubleType: pa.float64(),
-        FloatType: pa.float32(),
-        BooleanType: pa.bool_(),
-        DateType: pa.date32(),
-        TimestampType: pa.timestamp("us", tz="UTC"),
-        TimestampNTZType: pa.timestamp("us"),
-        NullType: pa.null(),
-    }
-    if isinstance(data_type, DecimalType):
-        return pa.decimal128(data_type.precision, data_type.scale)
-    try:
-        return simple[type(data_type)]
-    except KeyError:
-        raise InvalidConfig(f"partition column type {data_type.simpleString()} is not supported") from None
 
 
 def infer_column(raws: Sequence[str], type_inference: bool, zone: tzinfo) -> tuple[DataType, list[object]]:

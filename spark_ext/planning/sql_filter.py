@@ -26,16 +26,9 @@ from typing import Any
 
 from pyspark.sql.types import (
     BooleanType,
-    ByteType,
     DataType,
     DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
     NullType,
-    ShortType,
     StringType,
     TimestampNTZType,
     TimestampType,
@@ -43,6 +36,7 @@ from pyspark.sql.types import (
 
 from s3io.errors import InvalidConfig
 from spark_ext.planning.partition_types import parse_time_zone
+from spark_ext.planning.spark_arrow_types import FLOATING, NUMERIC
 
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=", "<=>")
 _DATE_TEXT = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T].*)?\s*")
@@ -327,15 +321,12 @@ def _coerce(value: Any, data_type: DataType, zone: Any, column: str, name: str) 
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             return value.strip().lower() == "true"
         raise refuse("use true or false")
-    numeric = isinstance(
-        data_type, ByteType | ShortType | IntegerType | LongType | FloatType | DoubleType | DecimalType
-    )
-    if numeric:
+    if isinstance(data_type, NUMERIC):
         if isinstance(value, str):
             value = _number(value, refuse)
         if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
             raise refuse("use a number")
-        return float(value) if isinstance(data_type, FloatType | DoubleType) else value
+        return float(value) if isinstance(data_type, FLOATING) else value
     if isinstance(data_type, DateType):
         if isinstance(value, date) and not isinstance(value, datetime):
             return value

@@ -31,6 +31,7 @@ from s3io.settings import loose_key
 from s3io.table.data_files import ListedFile, listing_columns, listing_from_columns
 from spark_ext.planning.hive import PartitionSpec
 from spark_ext.planning.read_options import SESSION_BACKED, ReadOptions, read_bucket
+from spark_ext.planning.spark_arrow_types import spark_arrow_schema
 from spark_ext.source.batch_reader import S3ParquetPushdownReader, S3ParquetReader, ScanState
 from spark_ext.source.driver_side import (
     bind_row_filter,
@@ -45,7 +46,6 @@ from spark_ext.source.driver_side import (
 )
 from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import SessionSetting
-from spark_ext.source.spark_arrow_types import spark_arrow_schema
 from spark_ext.spark_settings import SPARK_OWN_KEYS, SessionDefaults, with_session_store
 
 logger = logging.getLogger("spark_ext.source")

@@ -30,10 +30,10 @@ from spark_ext.planning.binpack import FileSplit, max_split_bytes, needs_row_gro
 from spark_ext.planning.filters import Predicate, partition_matches
 from spark_ext.planning.hive import PartitionedObject, PartitionSpec, discover_partitions
 from spark_ext.planning.read_options import ReadOptions
+from spark_ext.planning.spark_arrow_types import spark_arrow_schema
 from spark_ext.planning.sql_filter import Node, bind, columns_of
 from spark_ext.source.file_schema import check_unique_names, merge_schemas, spark_file_schema
 from spark_ext.source.pruned_listing import filter_narrowing
-from spark_ext.source.spark_arrow_types import spark_arrow_schema
 
 FOOTER_CONCURRENCY = 64  # footers in flight at once while planning (the engine bounds the GETs as well)
 

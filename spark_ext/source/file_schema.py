@@ -17,7 +17,7 @@ from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructF
 
 from s3io.errors import SchemaMismatch
 from s3io.parquet.schema import file_schema, plain_field
-from spark_ext.source.spark_arrow_types import spark_schema
+from spark_ext.planning.spark_arrow_types import spark_schema
 
 
 def spark_file_schema(metadata: pq.FileMetaData) -> StructType:

@@ -23,12 +23,12 @@ import pyarrow as pa
 from s3io.blocking import BackgroundLoop
 from s3io.dataset import ParquetReader
 from s3io.engine import RangeEngine
+from spark_ext.planning.spark_arrow_types import conform_to_spark
 from spark_ext.source.legacy_files import legacy_calendar
 from spark_ext.source.partition import S3ParquetPartition
 from spark_ext.source.pushed_rows import batch_filter
 from spark_ext.source.read_client import read_client
 from spark_ext.source.session_check import check_session, task_local_property
-from spark_ext.source.spark_arrow_types import conform_to_spark
 from spark_ext.source.spark_conversions import spark_conversions
 from spark_ext.source.task_metrics import TaskMetrics, log_task_metrics
 

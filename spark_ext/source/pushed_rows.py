@@ -30,15 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     EqualNullSafe,
-    EqualTo,
     Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
     In,
     IsNotNull,
     IsNull,
-    LessThan,
-    LessThanOrEqual,
     StringStartsWith,
 )
 from pyspark.sql.datasource import (
@@ -46,15 +41,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import (
     BooleanType,
-    ByteType,
     DataType,
     DateType,
     DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
     StringType,
     StructType,
     TimestampNTZType,
@@ -62,19 +51,12 @@ from pyspark.sql.types import (
 )
 
 from spark_ext.planning.filter_eval import arrow_filter
-from spark_ext.planning.filters import prefix_range
+from spark_ext.planning.filters import COMPARISONS, prefix_range
+from spark_ext.planning.spark_arrow_types import FLOATING, INTEGRAL, literal_fits
 from spark_ext.planning.sql_filter import And, Leaf, Node, Not
 
-_COMPARISONS: dict[type[Filter], str] = {
-    EqualTo: "=",
-    EqualNullSafe: "<=>",
-    GreaterThan: ">",
-    GreaterThanOrEqual: ">=",
-    LessThan: "<",
-    LessThanOrEqual: "<=",
-}
+_COMPARISONS: dict[type[Filter], str] = {**COMPARISONS, EqualNullSafe: "<=>"}
 _NULL_CHECKS: dict[type[Filter], str] = {IsNull: "is null", IsNotNull: "is not null"}
-_INTEGRAL = ByteType | ShortType | IntegerType | LongType
 
 
 def exact_conjuncts(filters: Iterable[Filter], data_columns: StructType, *, case_sensitive: bool) -> tuple[Node, ...]:
@@ -116,32 +98,19 @@ def _node(flt: Filter, column: str, data_type: DataType) -> Node | None:
 
 def _orderable(data_type: DataType, *, nulls: bool) -> bool:
     """Types whose comparisons Arrow and Spark agree on (every flat type for null checks but floats' NaN aside)."""
-    if nulls and isinstance(data_type, FloatType | DoubleType):
+    if nulls and isinstance(data_type, FLOATING):
         return True
     if type(data_type) is StringType:
         return getattr(data_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
-    return isinstance(data_type, BooleanType | DecimalType | DateType | TimestampType | TimestampNTZType | _INTEGRAL)
+    return isinstance(data_type, BooleanType | DecimalType | DateType | TimestampType | TimestampNTZType | INTEGRAL)
 
 
 def _fits(data_type: DataType, value: object) -> bool:
-    """Whether the literal is of the column's kind (Spark pushes a literal of the column's type)."""
-    if isinstance(data_type, BooleanType):
-        return isinstance(value, bool)
-    if isinstance(data_type, _INTEGRAL | DecimalType):
-        return isinstance(value, int | Decimal) and not isinstance(value, bool) and _finite(value)
-    if isinstance(data_type, StringType):
-        return isinstance(value, str)
-    if isinstance(data_type, DateType):
-        return type(value) is date
-    if isinstance(data_type, TimestampType):
-        return isinstance(value, datetime) and value.tzinfo is not None
-    if isinstance(data_type, TimestampNTZType):
-        return isinstance(value, datetime) and value.tzinfo is None
-    return False
-
-
-def _finite(value: int | Decimal) -> bool:
-    return not isinstance(value, Decimal) or value.is_finite()
+    """Whether the literal is of the column's kind (Spark pushes a literal of the column's type), and no float or
+    non-finite decimal (their order differs between Arrow and Spark)."""
+    if isinstance(value, float) or (isinstance(value, Decimal) and not value.is_finite()):
+        return False
+    return literal_fits(data_type, value)
 
 
 def batch_filter(declared: Node | None, pushed: Sequence[Node], schema: pa.Schema) -> pc.Expression | None:

@@ -1,4 +1,6 @@
-"""Arrow types as Spark reads them from parquet, and record batches cast to exactly the Arrow form Spark accepts.
+"""Spark's types in Arrow and in Python, in one place: Arrow types as Spark reads them from parquet, the Arrow type
+PySpark expects for a Spark type, the Python literals of a Spark type, and record batches cast to exactly the Arrow
+form Spark accepts.
 
 Spark checks the first batch a Python data source yields against ``to_arrow_schema(schema, timezone="UTC")``:
 names, order, types and nullability must match (``large_string``, ``int32`` for ``long``, ``timestamp[ns]`` are
@@ -11,9 +13,12 @@ says not null (only a user's schema can) fails the read: Spark would trust the s
 
 from __future__ import annotations
 
+from datetime import date, datetime
+from decimal import Decimal
+
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -36,10 +41,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from s3io.errors import S3IOError, SchemaMismatch
+from s3io.errors import InvalidConfig, S3IOError, SchemaMismatch
 from s3io.parquet.naming import file_error
 
 MAX_DECIMAL_PRECISION = 38
+INTEGRAL = ByteType | ShortType | IntegerType | LongType
+FLOATING = FloatType | DoubleType
+NUMERIC = INTEGRAL | FLOATING | DecimalType
+# The flat types a partition column (or a literal) can have.
+FLAT = NUMERIC | BooleanType | StringType | DateType | TimestampType | TimestampNTZType | NullType
 
 
 class UnsupportedType(S3IOError, TypeError):
@@ -107,6 +117,33 @@ def spark_type(arrow_type: pa.DataType, column: str = "?") -> DataType:
 def spark_schema(arrow_schema: pa.Schema) -> StructType:
     """The Spark schema of a file (or unified) Arrow schema: every field nullable, as Spark reads files."""
     return StructType([StructField(f.name, spark_type(f.type, f.name), nullable=True) for f in arrow_schema])
+
+
+def arrow_type(data_type: DataType) -> pa.DataType:
+    """The Arrow type PySpark expects for a flat Spark type (timestamps in microseconds, UTC), as for a partition
+    column; InvalidConfig for another type."""
+    if not isinstance(data_type, FLAT):
+        raise InvalidConfig(f"partition column type {data_type.simpleString()} is not supported")
+    return to_arrow_type(data_type, timezone="UTC")
+
+
+def literal_fits(data_type: DataType, value: object) -> bool:
+    """Whether a Python literal compares with this column's Python values exactly (no TypeError, no coercion)."""
+    if isinstance(data_type, NullType):
+        return True
+    if isinstance(value, bool):
+        return isinstance(data_type, BooleanType)
+    if isinstance(data_type, NUMERIC):
+        return isinstance(value, int | float | Decimal)
+    if isinstance(data_type, StringType):
+        return isinstance(value, str)
+    if isinstance(data_type, DateType):
+        return type(value) is date
+    if isinstance(data_type, TimestampType):
+        return isinstance(value, datetime) and value.tzinfo is not None
+    if isinstance(data_type, TimestampNTZType):
+        return isinstance(value, datetime) and value.tzinfo is None
+    return False
 
 
 def spark_arrow_schema(schema: StructType) -> pa.Schema:
