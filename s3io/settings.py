@@ -11,7 +11,8 @@ include its policy's and its engine's); ``group(Cls, flat=True)`` also takes and
 keywords and attributes (``Policy(stall_timeout=2)``, ``policy.stall_timeout``, ``policy.replace(max_attempts=1)``).
 
 One parser (``parse_options``) and one constructor path per source, the same on every value:
-- keywords: the class itself (``Policy(max_attempts=3)``) and ``replace``;
+- keywords: the class itself (``Policy(max_attempts=3)``) and ``replace``; an alias's snake_case spelling is a
+  keyword too (``lock_ttl`` for ``lease_ttl``);
 - a mapping of option strings (Spark's options, a ``policy={...}`` argument): ``from_options(values, base)`` (an
   unknown option is an error naming the known ones) and ``take_options(values, base)`` → (value, the entries it does
   not know);
@@ -386,6 +387,31 @@ def _flat_keywords(cls: type) -> dict[str, tuple[str, str]]:
     return found
 
 
+@functools.cache
+def _alias_keywords(cls: type) -> dict[str, str]:
+    """{an alias's keyword (its snake_case spelling): the field} for ``cls``'s own settings, so that a renamed
+    setting's old keyword works where its old option name does (``lock_ttl`` for ``lease_ttl``)."""
+    taken = {f.name for f in dataclasses.fields(cls)} | _flat_keywords(cls).keys()
+    found: dict[str, str] = {}
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(_SETTING)
+        for alias in spec.aliases if spec is not None else ():
+            if snake_name(alias) not in taken:
+                found[snake_name(alias)] = f.name
+    return found
+
+
+def _by_field(cls: type, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with each alias's keyword replaced by its field's; both given is an InvalidConfig."""
+    aliases = _alias_keywords(cls)
+    out = {k: v for k, v in kwargs.items() if k not in aliases}
+    for key in kwargs.keys() & aliases.keys():
+        if aliases[key] in out:
+            raise InvalidConfig(f"{aliases[key]} is given twice (also as {key}): give one")
+        out[aliases[key]] = kwargs[key]
+    return out
+
+
 def spellings(cls: type) -> tuple[str, ...]:
     """The option names (and aliases) ``cls`` takes, for "known options" lists."""
     return tuple(s for d in declared(cls) for s in d.spellings)
@@ -404,7 +430,8 @@ class Settings:
     ENV_PREFIX: ClassVar[str | None] = None
 
     def replace(self: S, **changes: Any) -> S:
-        """A copy with some fields (or a flat group's keywords) changed, validated again."""
+        """A copy with some fields (or a flat group's keywords, or an alias's keyword) changed, validated again."""
+        changes = _by_field(type(self), changes)
         flat = _flat_keywords(type(self))
         own = {k: v for k, v in changes.items() if k not in flat}
         inner: dict[str, dict[str, Any]] = {}
@@ -503,7 +530,7 @@ class Settings:
 
 def settings(cls: type[S]) -> type[S]:
     """Make ``cls`` a frozen, slotted dataclass of settings; a flat group's keywords become keywords of its
-    constructor and read-only attributes."""
+    constructor and read-only attributes; an alias's keyword (snake_case) is a keyword of its setting too."""
     own_check = cls.__dict__.get("__post_init__")
 
     def __post_init__(self: Any) -> None:
@@ -515,10 +542,11 @@ def settings(cls: type[S]) -> type[S]:
     cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
     made = dataclass(frozen=True, slots=True)(cls)
     flat = _flat_keywords(made)
-    if flat:
+    if flat or _alias_keywords(made):
         init = made.__init__
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            kwargs = _by_field(made, kwargs)
             inner: dict[str, dict[str, Any]] = {}
             for key in kwargs.keys() & flat.keys():
                 group_field, keyword = flat[key]

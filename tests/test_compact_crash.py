@@ -34,7 +34,7 @@ from s3io.table.crash import COMPACTION_POINTS
 
 PREFIX = "zone/"
 LOCK_TTL = 2.5  # renewed every ttl/3: a renewal has 1.7 s to land on a loaded machine before the lease ends
-OPTIONS = TEST_OPTIONS.replace(grace_period=0.2, lock_ttl=LOCK_TTL, max_concurrent_groups=1, owner="doomed")
+OPTIONS = TEST_OPTIONS.replace(grace_period=0.2, lease_ttl=LOCK_TTL, max_concurrent_groups=1, owner="doomed")
 
 BEFORE_COMMIT = {CrashPoint.AFTER_LOCK_ACQUIRE, CrashPoint.AFTER_STAGING_WRITE, CrashPoint.AFTER_VERIFY}
 # The state each crash leaves: journal states that must be present, and whether a staging object must exist.
@@ -57,7 +57,7 @@ CRASH_STATE: dict[CrashPoint, tuple[set[str], bool]] = {
 
 CRASH_OPTIONS = {
     "grace_period": OPTIONS.grace_period,
-    "lock_ttl": OPTIONS.lock_ttl,
+    "lease_ttl": OPTIONS.lease_ttl,
     "clock_skew": 0.0,
     "max_concurrent_groups": 1,
     "owner": "doomed",

@@ -45,7 +45,7 @@ pytestmark = pytest.mark.timeout(180)
 
 PREFIX = "raced/"
 HOUR = 3600.0
-OPTIONS_A = TEST_OPTIONS.replace(owner="job-A", lock_ttl=2.0)
+OPTIONS_A = TEST_OPTIONS.replace(owner="job-A", lease_ttl=2.0)
 OPTIONS_B = TEST_OPTIONS.replace(owner="job-B")
 
 

@@ -25,7 +25,7 @@ from s3io.urls import parse_s3_url
 
 FAST_POLICY = Policy(backoff_base=0.001, backoff_cap=0.05, first_byte_timeout=5.0, stall_timeout=2.0)
 TEST_OPTIONS = CompactionOptions(
-    grace_period=0.2, lock_ttl=5.0, clock_skew=0.0, max_concurrent_groups=2, owner="test-job"
+    grace_period=0.2, lease_ttl=5.0, clock_skew=0.0, max_concurrent_groups=2, owner="test-job"
 )
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("name", pa.string()), ("score", pa.float64()), ("tags", pa.list_(pa.string()))]

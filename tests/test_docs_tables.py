@@ -13,10 +13,13 @@ from typing import ClassVar
 
 import pytest
 
+from s3io.compaction.options import CompactionOptions
 from s3io.errors import InvalidConfig
 from s3io.s3a import s3a_table, store_options
 from s3io.settings import Kind, between, count, declared, setting, settings
 from s3io.store import StoreConfig
+from s3io.write.options import WriteOptions
+from spark_ext.stream.stream_options import StreamOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,6 +65,9 @@ def test_a_setting_declared_once_is_a_keyword_an_option_a_flag_a_variable_and_a_
         _Scratch.from_options({"widgetLimit": "0"})
     with pytest.raises(InvalidConfig, match=r"widgetLimit is given twice"):
         _Scratch.from_options({"widgetLimit": "1", "widgets": "2"})
+    assert _Scratch(widgets=6).widget_limit == 6 and _Scratch().replace(widgets=2).widget_limit == 2  # alias keyword
+    with pytest.raises(InvalidConfig, match=r"widget_limit is given twice \(also as widgets\)"):
+        _Scratch(widget_limit=1, widgets=2)
     parser = argparse.ArgumentParser()
     _Scratch.add_arguments(parser)
     assert _Scratch.from_args(parser.parse_args(["--widget-limit", "9"]), base=_Scratch()).widget_limit == 9
@@ -76,6 +82,17 @@ def test_a_setting_declared_once_is_a_keyword_an_option_a_flag_a_variable_and_a_
     assert StoreConfig.from_options({}) == StoreConfig.from_env()  # the scratch class left StoreConfig alone
     with pytest.raises(InvalidConfig, match="unknown store option 'widgetLimit'"):
         StoreConfig.from_options({"widgetLimit": "2"})
+
+
+def test_compaction_lease_ttl_is_named_as_a_writes_and_a_streams_and_keeps_lock_ttl_as_an_alias() -> None:
+    """One name for the lease of every holder (compaction, write, stream): leaseTtl; lockTtl / lock_ttl still work."""
+    assert CompactionOptions(lock_ttl=5.0).lease_ttl == 5.0
+    assert CompactionOptions().replace(lock_ttl=7.0).lease_ttl == 7.0
+    assert CompactionOptions.from_options({"lockTtl": "9s"}).lease_ttl == 9.0
+    assert CompactionOptions.from_options({"leaseTtl": "3s"}).lease_ttl == 3.0
+    ttls = {c.__name__: [d.name for d in declared(c) if "ttl" in d.name.lower()] for c in (WriteOptions, StreamOptions)}
+    assert ttls == {"WriteOptions": ["leaseTtl"], "StreamOptions": ["leaseTtl"]}
+    assert [d.name for d in declared(CompactionOptions) if "ttl" in d.name.lower()] == ["leaseTtl"]
 
 
 @settings

@@ -398,7 +398,7 @@ def test_compaction_runs_where_the_store_has_every_condition_and_is_refused_by_n
     if store == "rgw":
         time.sleep(2.5)  # RGW's delete guard has whole seconds: files younger than 2 s are left for a later run
     before = {o["Key"]: o["ETag"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]}
-    options = CompactionOptions(grace_period=0.2, lock_ttl=10.0, clock_skew=0.0, owner="conformance")
+    options = CompactionOptions(grace_period=0.2, lease_ttl=10.0, clock_skew=0.0, owner="conformance")
 
     async def main() -> Any:
         async with make_client(s3_endpoint.url) as client:

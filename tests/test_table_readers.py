@@ -41,7 +41,7 @@ CRASHES = (
 )
 JOB_OPTIONS = {
     "grace_period": TEST_OPTIONS.grace_period,
-    "lock_ttl": 60.0,  # the dead job's lock outlives the module: nothing recovers the prefix meanwhile
+    "lease_ttl": 60.0,  # the dead job's lock outlives the module: nothing recovers the prefix meanwhile
     "clock_skew": 0.0,
     "max_concurrent_groups": 1,
     "owner": "doomed",

@@ -141,7 +141,7 @@ def _committed(s3: Any, bucket: str, prefix: str) -> list[str]:
     return [k for k in keys if json.loads(s3.get_object(Bucket=bucket, Key=k)["Body"].read())["state"] == "committed"]
 
 
-CRASH_OPTIONS = {"grace_period": 0.2, "lock_ttl": 2.5, "clock_skew": 0.0, "max_concurrent_groups": 1}
+CRASH_OPTIONS = {"grace_period": 0.2, "lease_ttl": 2.5, "clock_skew": 0.0, "max_concurrent_groups": 1}
 
 
 @pytest.mark.timeout(900)

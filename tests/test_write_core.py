@@ -245,7 +245,7 @@ async def test_compaction_merges_written_files_and_leaves_a_write_in_flight_alon
         )
         await journal.advance(client, claim, state=journal.COMMITTED)  # its driver died right after the commit point
         await asyncio.sleep(1.2)
-        options = CompactionOptions(grace_period=0.2, lock_ttl=5.0, clock_skew=0.0, min_input_files=3)
+        options = CompactionOptions(grace_period=0.2, lease_ttl=5.0, clock_skew=0.0, min_input_files=3)
         report = await compact_prefix(client, url, options)
         assert report.status == "ok", report.to_text()
         assert report.recovery is not None and spec.job_id in report.recovery.writes.rolled_forward

@@ -25,7 +25,7 @@ from s3io.write import CrashPoint, TaskWriter, WriteOptions, WriteSpec, commit_w
 
 PREFIX = "zone/"
 OPTIONS = {"grace_period": 0.2, "lease_ttl": 2.0, "clock_skew": 0.0, "partition_by": ["day"]}
-RECOVERY = CompactionOptions(grace_period=0.2, lock_ttl=5.0, clock_skew=0.0, abandon_uploads_after=0.0, owner="next")
+RECOVERY = CompactionOptions(grace_period=0.2, lease_ttl=5.0, clock_skew=0.0, abandon_uploads_after=0.0, owner="next")
 BEFORE_COMMIT = {CrashPoint.BEFORE_CLAIM, CrashPoint.AFTER_CLAIM}
 PUBLISHED = {
     CrashPoint.AFTER_PUBLISH,

@@ -18,7 +18,7 @@ from testbed.faultproxy import ErrorResponse, FaultRule
 
 pytestmark = pytest.mark.timeout(120)
 PREFIX = "outcome/"
-RECOVERY = CompactionOptions(grace_period=0.2, lock_ttl=5.0, clock_skew=0.0, owner="next")
+RECOVERY = CompactionOptions(grace_period=0.2, lease_ttl=5.0, clock_skew=0.0, owner="next")
 
 
 def _spec(bucket: str, **changes: Any) -> WriteSpec:

@@ -293,7 +293,7 @@ class _Job:
             self.prefix,
             owner=self.owner,
             job_id=self.job_id,
-            ttl=self.options.lock_ttl,
+            ttl=self.options.lease_ttl,
             clock_skew=self.options.clock_skew,
             clock=self.clock,
             store_now=self._store_now,

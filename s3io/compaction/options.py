@@ -9,8 +9,9 @@ Defaults, and where they come from:
   reach the candidate threshold (Iceberg's "enough content" rule); a single file is never rewritten.
 - grace_period 60 s: how long a reader may take between planning its files and finishing reading them.
   Inputs are deleted no earlier than this after the commit, staging no earlier than this after publication.
-- lock_ttl 120 s, renewed every ttl/3: a dead job blocks the prefix at most this long (plus clock_skew and 1 s);
-  each protocol step of the holder is cut off when its lease ends.
+- lease_ttl 120 s, renewed every ttl/3: a dead job blocks the prefix at most this long (plus clock_skew and 1 s);
+  each protocol step of the holder is cut off when its lease ends. leaseTtl, as a write's and a stream's lease; the
+  option lockTtl and the keyword lock_ttl, its former names, are aliases.
 - clock_skew 2 s: a margin added to the lease before a lock is taken over (its expiry is judged on the store's
   clock, Last-Modified against the store's time, so machine clocks do not enter): drift and network delay.
 - coerce_timestamps "us": outputs store timestamps in microseconds, as Spark writes them: Spark cannot read a
@@ -108,13 +109,14 @@ class CompactionOptions(Settings):
         "waits it twice: after committing, before it publishes the outputs and deletes the inputs, and again before "
         "it deletes its staging copies; so a run holds the prefix's lock for its rewrite time plus 2x this",
     )
-    lock_ttl: float = setting(
-        "lockTtl",
+    lease_ttl: float = setting(
+        "leaseTtl",
         DURATION,
         default=120.0,
+        aliases=("lockTtl",),
         range=above(0),
         flag="--lease-ttl",
-        help="the lock's lease: a holder silent this long is taken over (default 120s)",
+        help="the lock's lease: a holder silent this long is taken over (default 120s; formerly lockTtl)",
     )
     clock_skew: float = setting(
         "clockSkew",
