@@ -75,7 +75,7 @@ from s3io.table.layout import is_sink_key, is_write_key
 from s3io.table.lock import TableLock, lock_held
 from s3io.table.recovery import recover
 from s3io.table.store_check import probe_store
-from s3io.table.transaction import Clock, Sleep, finish_entries
+from s3io.table.transaction import Clock, Finishing, Sleep, finish_entries
 from s3io.table.visibility import apply_journal
 
 log = logging.getLogger("s3io.compaction")
@@ -326,13 +326,7 @@ class _Job:
             self.bucket,
             self.prefix,
             listing,
-            grace_period=self.options.grace_period,
-            concurrency=self.options.delete_concurrency,
-            clock=self.clock,
-            sleep=self.sleep,
-            crash=self.crash,
-            keep_history=self.options.keep_history,
-            store_clock=store.now,
+            finishing=self._finishing(store_clock=store.now),
             wait_for_writes=not refuse_leftovers,  # a recovery-only run finishes overwrites it can
             abandon_uploads_after=self.options.abandon_uploads_after,
         )
@@ -351,6 +345,18 @@ class _Job:
         if recovery.entries_found or recovery.staging_deleted:
             listing = await list_prefix(self.client, self.bucket, self.prefix)
         return listing
+
+    def _finishing(self, store_clock: Clock | None = None) -> Finishing:
+        """How this job finishes entries (its own, or those recovery finds): its options, clocks and crash point."""
+        return Finishing(
+            grace_period=self.options.grace_period,
+            concurrency=self.options.delete_concurrency,
+            clock=self.clock,
+            sleep=self.sleep,
+            crash=self.crash,
+            keep_history=self.options.keep_history,
+            store_clock=store_clock,
+        )
 
     def _data_files(self, listing: Sequence[ObjectInfo]) -> list[ObjectInfo]:
         """The data files of a listing (counted as what the prefix held before the job)."""
@@ -394,17 +400,7 @@ class _Job:
             )
             return
         self._tick("publishing")
-        outcome = await finish_entries(
-            self.client,
-            lock,
-            list(committed),
-            grace_period=self.options.grace_period,
-            concurrency=self.options.delete_concurrency,
-            clock=self.clock,
-            sleep=self.sleep,
-            crash=self.crash,
-            keep_history=self.options.keep_history,
-        )
+        outcome = await finish_entries(self.client, lock, list(committed), self._finishing())
         self.report.waited_s += outcome.waited
         self.report.conflicts.extend(outcome.conflicts)
         self.report.warnings.extend(outcome.errors)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3io.parquet.values import family
+
 _UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
 _PLAIN = {
     "BOOLEAN": pa.bool_(),
@@ -127,23 +129,7 @@ def _cast_bounds(bounds: tuple[pa.Scalar, pa.Scalar], target: pa.DataType) -> tu
 
 
 def _order_family(arrow_type: pa.DataType) -> str | None:
-    """Types between which a cast keeps the order of values (never reverses two), or None."""
-    t = pa.types
-    if t.is_integer(arrow_type) or t.is_floating(arrow_type) or t.is_decimal(arrow_type):
-        return "number"
-    if t.is_date(arrow_type) or t.is_timestamp(arrow_type):
-        return "instant"
-    if (
-        t.is_string(arrow_type)
-        or t.is_large_string(arrow_type)
-        or t.is_binary(arrow_type)
-        or t.is_large_binary(arrow_type)
-    ):
-        return "bytes"
-    if t.is_time(arrow_type):
-        return "time of day"
-    if t.is_duration(arrow_type):
-        return "duration"
-    if t.is_boolean(arrow_type):
-        return "boolean"
-    return None
+    """Types between which a cast keeps the order of values (never reverses two), or None: the value kinds of
+    ``values.family``, strings and binaries as one (both compare by their bytes)."""
+    kind = family(arrow_type)
+    return "bytes" if kind in ("string", "binary") else kind

@@ -18,9 +18,7 @@ Rerunning recovery is safe at any point: every step is conditional and idempoten
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,11 +27,10 @@ from s3io.errors import NotFound, PreconditionFailed
 from s3io.s3.client import S3Client
 from s3io.s3.types import ObjectInfo
 from s3io.table import journal
-from s3io.table.crash import CrashPoint
 from s3io.table.journal import CLAIMS, JournalEntry, read_entry, read_journal
 from s3io.table.layout import is_staging_key
 from s3io.table.lock import TableLock
-from s3io.table.transaction import Clock, Sleep, finish_entries
+from s3io.table.transaction import Clock, Finishing, finish_entries
 from s3io.table.write_protocol import WriteRecovery, recover_writes
 
 
@@ -85,30 +82,23 @@ async def recover(
     prefix: str,
     listing: Sequence[ObjectInfo] | None = None,
     *,
-    grace_period: float,
-    concurrency: int = 16,
-    clock: Clock = time.time,
-    sleep: Sleep = asyncio.sleep,
-    crash: CrashPoint | None = None,
-    keep_history: bool = False,
-    store_clock: Clock | None = None,
+    finishing: Finishing,
     wait_for_writes: bool = False,
     abandon_uploads_after: float = 86_400.0,
 ) -> RecoveryReport:
     """Roll every leftover under ``prefix`` forward or back (see the module doc); ``listing``: a fresh full listing.
 
-    ``store_clock``: the store's clock (StoreClock.now), so the grace period after another job's commit is judged
-    against the journal object's Last-Modified rather than that job's clock."""
+    ``finishing``: how what it finds is finished (its grace period, clocks; see Finishing)."""
     report = RecoveryReport()
     report.writes = await _recover_writes(
-        client, lock, prefix, grace_period, store_clock, wait_for_writes, abandon_uploads_after
+        client, lock, prefix, finishing.grace_period, finishing.store_clock, wait_for_writes, abandon_uploads_after
     )
     report.errors.extend(report.writes.errors)
     report.conflicts.extend(report.writes.conflicts)
     report.waited += report.writes.waited
     if listing is None:
         listing = [o async for o in client.list_objects(bucket, prefix)]
-    entries: list[JournalEntry] = await read_journal(client, bucket, prefix, concurrency=concurrency)
+    entries: list[JournalEntry] = await read_journal(client, bucket, prefix, concurrency=finishing.concurrency)
     report.entries_found = len(entries)
     referenced = {e.staging.key for e in entries}
     claims = [e for e in entries if e.state in CLAIMS]
@@ -132,21 +122,10 @@ async def recover(
             report.staging_deleted.append(info.key)
 
         async with lock.fenced("the roll-back of uncommitted staging objects"):
-            await map_bounded(drop, orphans, concurrency)
+            await map_bounded(drop, orphans, finishing.concurrency)
     await _abort_unfinished_uploads(client, lock, bucket, prefix, report)
     if entries:
-        outcome = await finish_entries(
-            client,
-            lock,
-            entries,
-            grace_period=grace_period,
-            concurrency=concurrency,
-            clock=clock,
-            sleep=sleep,
-            crash=crash,
-            keep_history=keep_history,
-            store_clock=store_clock,
-        )
+        outcome = await finish_entries(client, lock, entries, finishing)
         report.rolled_forward = list(outcome.done)
         report.rolled_back.extend(outcome.rolled_back)
         report.inputs_deleted = outcome.deleted_inputs

@@ -272,18 +272,25 @@ class FinishOutcome:
     guard: DeleteGuard | None = None  # how inputs were deleted (None: none were)
 
 
+@dataclass(frozen=True)
+class Finishing:
+    """How entries are driven to the end (``finish_entries``, and ``recover`` for what it finds): the ``grace_period``
+    readers get, deletes in flight (``concurrency``), the job's ``clock`` and ``sleep``, a test's ``crash`` point,
+    whether "done" entries are kept (``keep_history``), and the store's clock (``store_clock``, StoreClock.now), so
+    the grace period after another job's commit is judged against the journal object's Last-Modified rather than
+    that job's clock."""
+
+    grace_period: float
+    concurrency: int = 16
+    clock: Clock = time.time
+    sleep: Sleep = asyncio.sleep
+    crash: CrashPoint | None = None
+    keep_history: bool = False
+    store_clock: Clock | None = None
+
+
 async def finish_entries(
-    client: S3Client,
-    lock: TableLock,
-    entries: Sequence[JournalEntry],
-    *,
-    grace_period: float,
-    concurrency: int = 16,
-    clock: Clock = time.time,
-    sleep: Sleep = asyncio.sleep,
-    crash: CrashPoint | None = None,
-    keep_history: bool = False,
-    store_clock: Clock | None = None,
+    client: S3Client, lock: TableLock, entries: Sequence[JournalEntry], finishing: Finishing
 ) -> FinishOutcome:
     """Drive entries to the end of the protocol, waiting the grace periods:
 
@@ -296,6 +303,13 @@ async def finish_entries(
       this call confirmed: readers that read "committed" (staging) or listed before the deletes have finished.
     "done" entries are deleted at once: a "done" record is only written after that second wait.
     """
+    grace_period, concurrency, clock, sleep = (
+        finishing.grace_period,
+        finishing.concurrency,
+        finishing.clock,
+        finishing.sleep,
+    )
+    crash, keep_history, store_clock = finishing.crash, finishing.keep_history, finishing.store_clock
     outcome = FinishOutcome()
     slots = asyncio.Semaphore(concurrency)
     live = [e for e in entries if e.state in (COMMITTED, PUBLISHED)]

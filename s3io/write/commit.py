@@ -46,6 +46,7 @@ from s3io.table.journal import ABORTED, COMMITTED, DONE, PENDING, PUBLISHED, New
 from s3io.table.lock import TableLock, lock_held
 from s3io.table.recovery import recover
 from s3io.table.store_check import probe_store
+from s3io.table.transaction import Finishing
 from s3io.table.visibility import read_journal_before, resolve_visible_files
 from s3io.table.write_names import stream_job_id
 from s3io.table.write_protocol import (
@@ -397,10 +398,12 @@ class _Commit:
             lock,
             self.spec.bucket,
             self.spec.prefix,
-            grace_period=self.options.grace_period,
-            clock=self.clock,
-            sleep=self.sleep,
-            store_clock=self.clock_of_store.now,
+            finishing=Finishing(
+                grace_period=self.options.grace_period,
+                clock=self.clock,
+                sleep=self.sleep,
+                store_clock=self.clock_of_store.now,
+            ),
         )
         if recovery.errors:
             raise WriteError(
