@@ -118,6 +118,12 @@ class Range:
         text = f"{text} or none" if optional else text
         return f"{text} ({self.why})" if self.why else text
 
+    def check(self, value: object, name: str, *, optional: bool = False) -> None:
+        """The InvalidConfig every setting's range check raises (``name: must be at least 1, got 0``), for a value
+        outside the range (None passes where ``optional``): for a function's argument that a setting also gives."""
+        if value not in self and not (optional and value is None):
+            raise InvalidConfig(f"{name}: must be {self.words(optional)}, got {value!r}")
+
     def docs(self, optional: bool) -> str:
         """The range as the docs tables write it (``optional``: the setting takes none as well)."""
         if not optional:
@@ -566,26 +572,38 @@ def settings(cls: type[S]) -> type[S]:
 
 
 @functools.cache
-def _ranged(cls: type) -> tuple[tuple[str, str, Range, bool, str], ...]:
+def _ranged(cls: type) -> tuple[tuple[str, str, Range, bool, bool], ...]:
     """(field, option name with its aliases, range, whether None is allowed — the kind takes it, or it is the default,
-    "not given" —, the range in words) for each of ``cls``'s own settings that has a range."""
+    "not given" —, whether the kind takes None) for each of ``cls``'s own settings that has a range."""
     found = []
     for f in dataclasses.fields(cls):
         spec = f.metadata.get(_SETTING)
         if spec is not None and (bounds := range_of(spec)) is not None:
             name = f"{spec.name} ({', '.join(spec.aliases)})" if spec.aliases else spec.name
             takes_none = "or none" in kind_of(spec.parse)[0]
-            found.append((f.name, name, bounds, takes_none or f.default is None, bounds.words(takes_none)))
+            found.append((f.name, name, bounds, takes_none or f.default is None, takes_none))
     return tuple(found)
 
 
 def check_ranges(value: Any) -> None:
     """Every declared range of a settings value, enforced on its own fields (its groups check theirs when built): an
     InvalidConfig naming the option, its range and the value (``Parsed.over`` renames the option as it was given)."""
-    for field, name, bounds, optional, words in _ranged(type(value)):
+    for field, name, bounds, none_allowed, takes_none in _ranged(type(value)):
         got = getattr(value, field)
-        if got not in bounds and not (got is None and optional):
-            raise InvalidConfig(f"{name}: must be {words}, got {got!r}")
+        if not (got is None and none_allowed):
+            bounds.check(got, name, optional=takes_none)
+
+
+def check_setting(cls: type, name: str, value: Any) -> Any:
+    """``value``, held to the declared range of ``cls``'s setting ``name`` (its option name) with the error that
+    setting gives: for a public function's argument that is that setting (``binpack``'s ``max_partition_bytes``)."""
+    for d in declared(cls):
+        if d.name == name:
+            for field, label, bounds, none_allowed, takes_none in _ranged(d.owner):
+                if field == d.path[-1] and not (value is None and none_allowed):
+                    bounds.check(value, label, optional=takes_none)
+            return value
+    raise KeyError(f"{cls.__name__} declares no setting {name!r}")
 
 
 def _group_cls(cls: type, name: str) -> Any:

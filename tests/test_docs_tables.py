@@ -16,7 +16,7 @@ import pytest
 from s3io.compaction.options import CompactionOptions
 from s3io.errors import InvalidConfig
 from s3io.s3a import s3a_table, store_options
-from s3io.settings import Kind, between, count, declared, setting, settings
+from s3io.settings import Kind, between, check_setting, count, declared, setting, settings
 from s3io.store import StoreConfig
 from s3io.write.options import WriteOptions
 from spark_ext.stream.stream_options import StreamOptions
@@ -131,6 +131,18 @@ def test_a_declared_range_is_enforced_from_every_source_and_shown_in_the_docs() 
     assert _Ranged.from_options({"widgetShare": "1"}).widget_share == 1.0  # the bounds are inside
     (d,) = [d for d in declared(_Ranged) if d.name == "widgetShare"]
     assert _tables()._kind(d) == "number; [0, 1]"
+
+
+def test_a_function_argument_that_a_setting_gives_is_held_to_its_range_with_its_error() -> None:
+    """``check_setting``: one range, one message, for the setting and for a public function's argument."""
+    with pytest.raises(InvalidConfig) as from_keyword:
+        _Ranged(widget_share=2.0)
+    with pytest.raises(InvalidConfig) as from_argument:
+        check_setting(_Ranged, "widgetShare", 2.0)
+    assert str(from_argument.value) == str(from_keyword.value) == "widgetShare: must be between 0 and 1, got 2.0"
+    assert check_setting(_Ranged, "widgetShare", 0.25) == 0.25
+    with pytest.raises(KeyError, match="widgetShares"):
+        check_setting(_Ranged, "widgetShares", 0.25)
 
 
 def test_an_s3a_key_declared_on_a_field_is_a_row_of_the_s3a_table() -> None:

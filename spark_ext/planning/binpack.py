@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from s3io.errors import InvalidConfig
 from s3io.s3.types import ObjectInfo
+from s3io.settings import check_setting
 from spark_ext.planning.hive import PartitionedObject
+from spark_ext.planning.read_options import ReadOptions
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes
 DEFAULT_OPEN_COST = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes
@@ -124,9 +126,7 @@ def _splits(obj: PartitionedObject, max_split: int, row_group_sizes: Mapping[str
 
 
 def _check(*, max_partition_bytes: int, open_cost: int, min_partitions: int) -> None:
-    if max_partition_bytes < 1:
-        raise InvalidConfig(f"maxPartitionBytes: must be at least 1 byte, got {max_partition_bytes!r}")
-    if open_cost < 0:
-        raise InvalidConfig(f"openCostInBytes: must not be negative, got {open_cost!r}")
-    if min_partitions < 1:
-        raise InvalidConfig(f"minPartitionNum: must be at least 1, got {min_partitions!r}")
+    """The arguments held to the ranges (and errors) of the read options that give them."""
+    check_setting(ReadOptions, "maxPartitionBytes", max_partition_bytes)
+    check_setting(ReadOptions, "openCostInBytes", open_cost)
+    check_setting(ReadOptions, "minPartitionNum", min_partitions)
