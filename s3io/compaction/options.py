@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.s3.multipart import MIN_PART_SIZE
+from s3io.s3.multipart import PART_SIZE_RANGE
 from s3io.settings import (
     BOOL,
     DURATION,
@@ -139,7 +139,7 @@ class CompactionOptions(Settings):
         SIZE,
         default=8 * MiB,
         aliases=("partSize",),
-        range=at_least(MIN_PART_SIZE, unit="bytes", why="S3's minimum part size"),
+        range=PART_SIZE_RANGE,
     )
     upload_concurrency: int = setting("uploadConcurrency", INTEGER, default=4, range=at_least(1))
     # Arrow bytes buffered per row group

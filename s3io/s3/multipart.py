@@ -23,6 +23,7 @@ from s3io.errors import DeadlineExceeded, InvalidConfig
 from s3io.resilience.deadline import SLOW_SEND
 from s3io.resilience.upload_pace import PartsInFlight, UploadPace
 from s3io.s3.types import PutResult
+from s3io.settings import at_least
 
 if TYPE_CHECKING:
     from s3io.s3.client import S3Client
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("s3io")
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for every part but the last
+# uploadPartSize's range (a write's and a compaction's), which a writer's part_size is held to as well
+PART_SIZE_RANGE = at_least(MIN_PART_SIZE, unit="bytes", why="S3's minimum part size")
 MAX_PARTS = 10_000
 
 
@@ -51,8 +54,7 @@ class MultipartWriter:
         """``slots``: upload slots shared with other writers (default: ``concurrency`` of its own, never cut for
         slowness);
         ``after_part``: called after each part is up (a test's crash point)."""
-        if part_size < MIN_PART_SIZE:
-            raise InvalidConfig(f"part_size: must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {part_size}")
+        PART_SIZE_RANGE.check(part_size, "part_size")
         if concurrency < 1:
             raise InvalidConfig(f"concurrency: must be at least 1, got {concurrency}")
         self._client = client

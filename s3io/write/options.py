@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from s3io.errors import InvalidConfig
-from s3io.s3.multipart import MIN_PART_SIZE
+from s3io.s3.multipart import MIN_PART_SIZE, PART_SIZE_RANGE
 from s3io.settings import (
     BOOL,
     DURATION,
@@ -158,7 +158,7 @@ class WriteOptions(Settings):
         SIZE,
         default=8 * MiB,
         aliases=("partSize",),
-        range=at_least(MIN_PART_SIZE, unit="bytes", why="S3's minimum part size"),
+        range=PART_SIZE_RANGE,
         help="multipart part size (`partSize` in a write's options; a read's `partSize` is `readPartSize`)",
     )
     upload_concurrency: int = setting(
