@@ -124,17 +124,27 @@ class NewFile:
 E = TypeVar("E", bound="Entry")
 
 
+@dataclass(frozen=True, slots=True)
 class Entry:
-    """What both kinds of entry share: their stored form (every field but ``etag`` and ``stored_at``, which describe
-    the journal object itself), its checks on reading, and their kind. A kind converts its own nested values
-    (``_stored`` / ``_loaded``)."""
+    """What both kinds of entry share: the fields every entry has (its job, state and table; after each kind's own
+    fields, keyword-only: when it was published and done, who wrote it, and the journal object's ``etag`` and
+    ``stored_at``), their stored form (every field but ``etag`` and ``stored_at``), its checks on reading, and their
+    kind. A kind converts its own nested values (``_stored`` / ``_loaded``)."""
 
-    __slots__ = ()
     KIND: ClassVar[str]
     FORMAT_VERSION: ClassVar[int]
-    bucket: str
+
+    job_id: str  # a write's is in every file name of the write (write_names.py): its stray uploads can be found
     state: str
-    etag: str | None
+    bucket: str
+    prefix: str
+    published_at: float | None = field(default=None, kw_only=True)
+    done_at: float | None = field(default=None, kw_only=True)
+    owner: str = field(default="", kw_only=True)
+    write_id: str = field(default="", kw_only=True)
+    etag: str | None = field(default=None, kw_only=True)
+    # the journal object's Last-Modified (store clock), when read from a listing
+    stored_at: float | None = field(default=None, kw_only=True)
 
     @property
     def kind(self) -> str:
@@ -181,11 +191,7 @@ class JournalEntry(Entry):
     KIND: ClassVar[str] = "compaction"
     FORMAT_VERSION: ClassVar[int] = 1
 
-    job_id: str
     group_id: str
-    state: str
-    bucket: str
-    prefix: str
     partition_dir: str
     inputs: tuple[ObjectRef, ...]
     staging: ObjectRef
@@ -194,13 +200,7 @@ class JournalEntry(Entry):
     rows: int = 0
     checksums: dict[str, str] = field(default_factory=dict)
     committed_at: float = 0.0
-    published_at: float | None = None
-    done_at: float | None = None
-    owner: str = ""
-    write_id: str = ""
     version: int = 1
-    etag: str | None = None
-    stored_at: float | None = None  # the journal object's Last-Modified (store clock), when read from a listing
 
     @property
     def key(self) -> str:
@@ -232,10 +232,6 @@ class WriteEntry(Entry):
     KIND: ClassVar[str] = "write"
     FORMAT_VERSION: ClassVar[int] = 2
 
-    job_id: str  # in every file name of the write (write_names.py), so that its stray uploads can be found
-    state: str
-    bucket: str
-    prefix: str
     mode: str = APPEND
     files: tuple[NewFile, ...] = ()
     replaced: tuple[ObjectRef, ...] = ()
@@ -245,13 +241,7 @@ class WriteEntry(Entry):
     lease_ttl: float = 120.0  # a pending entry older than this (store clock) is rolled back by recovery
     created_at: float = 0.0  # these times are on the writer's clock, for messages only
     committed_at: float | None = None
-    published_at: float | None = None
-    done_at: float | None = None
-    owner: str = ""
-    write_id: str = ""
     version: int = 2
-    etag: str | None = None
-    stored_at: float | None = None  # the entry object's Last-Modified (store clock), when read from a listing
 
     @property
     def key(self) -> str:
