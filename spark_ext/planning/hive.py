@@ -17,7 +17,6 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from s3io.errors import InvalidConfig
 from s3io.s3.types import ObjectInfo
-from s3io.urls import parse_s3_url
 from spark_ext.planning.partition_types import (
     DEFAULT_PARTITION_NAME,
     cast_value,
@@ -25,6 +24,7 @@ from spark_ext.planning.partition_types import (
     parse_time_zone,
     unescape_path_name,
 )
+from spark_ext.planning.read_options import base_directory
 from spark_ext.planning.spark_arrow_types import arrow_type
 
 if TYPE_CHECKING:
@@ -133,10 +133,7 @@ class _Directory:
 def _base_paths(listed: Sequence[ListedFile], base_path: str | None) -> set[str]:
     if base_path is None:
         return {f.root for f in listed}
-    parsed = parse_s3_url(base_path, option="basePath")
-    if parsed.is_glob:
-        raise InvalidConfig(f"basePath: must be a directory URL without glob characters, got {base_path!r}")
-    base = parsed.url if parsed.url.endswith("/") or not parsed.key else parsed.url + "/"
+    base = base_directory(base_path)
     for f in listed:
         if not f.root.startswith(base):
             raise InvalidConfig(

@@ -59,7 +59,9 @@ DEFAULT_OPEN_COST_IN_BYTES = 64 * 1024  # see the module doc: a concurrent GET, 
 PATH_OPTIONS = ("path", "paths")  # what .load(...) sends
 
 
-def _base_path(value: Any, name: str) -> str:
+def base_directory(value: Any, name: str = "basePath") -> str:
+    """The basePath option's parser: a directory URL (ending in "/"), no glob; for the option and for
+    ``hive.discover_partitions``'s argument alike."""
     parsed = parse_s3_url(value, option=name)
     if parsed.is_glob:
         raise InvalidConfig(f"{name}: must be a directory URL without glob characters, got {value!r}")
@@ -129,7 +131,7 @@ class ReadOptions(Settings):
     paths: tuple[S3Path, ...]
     base_path: str | None = setting(
         "basePath",
-        Kind("s3 URL", _base_path),
+        Kind("s3 URL", base_directory),
         default=None,
         help="as in Spark's file sources: where partition directories start",
     )  # s3:// URL ending with "/"
