@@ -72,15 +72,15 @@ WHOLE_OBJECT_VERIFY_BYTES = 16 * 1024 * 1024  # smaller outputs are read back wi
 
 @dataclass(frozen=True, slots=True)
 class RewriteSettings:
-    """How one group is written; a picklable subset of CompactionOptions."""
+    """How one group is written; a picklable subset of CompactionOptions, with its defaults."""
 
-    part_size: int = 8 * 1024 * 1024
-    upload_concurrency: int = 4
-    row_group_bytes: int = 64 * 1024 * 1024
-    prefetch_bytes: int = 32 * 1024 * 1024
-    compression: str = "snappy"
-    coerce_timestamps: str | None = "us"
-    schema_mode: str = "unify"
+    part_size: int = _DEFAULTS.part_size
+    upload_concurrency: int = _DEFAULTS.upload_concurrency
+    row_group_bytes: int = _DEFAULTS.row_group_bytes
+    prefetch_bytes: int = _DEFAULTS.prefetch_bytes
+    compression: str = _DEFAULTS.compression
+    coerce_timestamps: str | None = _DEFAULTS.coerce_timestamps
+    schema_mode: str = _DEFAULTS.schema_mode
     min_input_files: int = _DEFAULTS.min_input_files  # the plan's rule, for what is left once inputs are left out
     threshold: int = _DEFAULTS.threshold
 
