@@ -264,9 +264,3 @@ class Policy(Settings):
     keepalive_interval: ClassVar[float]
     keepalive_count: ClassVar[int]
     max_connections: ClassVar[int]
-
-    def __post_init__(self) -> None:
-        if self.checksums in _CHECKSUM_ALIASES:
-            object.__setattr__(self, "checksums", _CHECKSUM_ALIASES[self.checksums])
-        if self.checksums not in CHECKSUM_MODES:
-            raise InvalidConfig(f"checksums: expected one of {', '.join(CHECKSUM_MODES)}, got {self.checksums!r}")

@@ -149,12 +149,15 @@ def between(low: float, high: float, *, unit: str = "", why: str = "") -> Range:
 @dataclass(frozen=True, slots=True)
 class Kind:
     """A parser with the words the docs use for what it takes (``type``: "duration", "size", "bool", ...), the
-    unit a bare number is in, and the range every value of the kind has (a setting's own ``range`` replaces it)."""
+    unit a bare number is in, the range every value of the kind has (a setting's own ``range`` replaces it), and
+    for a kind of a few words its ``choices``: a value given by keyword that is none of them goes through ``parse``
+    as an option's would (normalised, or the same error)."""
 
     type: str
     parse: Parser
     unit: str = ""
     range: Range | None = None
+    choices: tuple[str, ...] = ()
 
     def __call__(self, value: Any, name: str) -> Any:
         return self.parse(value, name)
@@ -225,7 +228,7 @@ def choice(*choices: str, aliases: Mapping[str, str] | None = None) -> Kind:
             raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
         return text if text in choices else text.replace("-", "_")
 
-    return Kind(" | ".join(choices), parse)
+    return Kind(" | ".join(choices), parse, choices=choices)
 
 
 def kind_of(parse: Parser) -> tuple[str, str]:
@@ -540,6 +543,7 @@ def settings(cls: type[S]) -> type[S]:
     own_check = cls.__dict__.get("__post_init__")
 
     def __post_init__(self: Any) -> None:
+        parse_choices(self)
         check_ranges(self)
         if own_check is not None:
             own_check(self)
@@ -592,6 +596,26 @@ def check_ranges(value: Any) -> None:
         got = getattr(value, field)
         if not (got is None and none_allowed):
             bounds.check(got, name, optional=takes_none)
+
+
+@functools.cache
+def _chosen(cls: type) -> tuple[tuple[str, str, Kind, bool], ...]:
+    """(field, option name, kind, whether None is allowed) for each of ``cls``'s own settings of a kind of choices."""
+    found = []
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get(_SETTING)
+        if spec is not None and isinstance(spec.parse, Kind) and spec.parse.choices:
+            found.append((f.name, spec.name, spec.parse, "or none" in spec.parse.type or f.default is None))
+    return tuple(found)
+
+
+def parse_choices(value: Any) -> None:
+    """A setting of a kind of choices given by keyword as none of them (``mode="Overwrite"``) is parsed as an option
+    would be: normalised to its choice, or the InvalidConfig naming the choices."""
+    for field, name, kind, none_allowed in _chosen(type(value)):
+        got = getattr(value, field)
+        if got not in kind.choices and not (got is None and none_allowed):
+            object.__setattr__(value, field, kind.parse(got, name))
 
 
 def check_setting(cls: type, name: str, value: Any) -> Any:

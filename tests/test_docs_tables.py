@@ -95,6 +95,25 @@ def test_compaction_lease_ttl_is_named_as_a_writes_and_a_streams_and_keeps_lock_
     assert [d.name for d in declared(CompactionOptions) if "ttl" in d.name.lower()] == ["leaseTtl"]
 
 
+def test_a_setting_of_choices_given_by_keyword_is_parsed_as_its_option_is() -> None:
+    """No choice checked by hand: a keyword value goes through the declared kind (normalised, or the same error)."""
+    assert WriteOptions(mode="OVERWRITE").mode == WriteOptions.from_options({"mode": "OVERWRITE"}).mode == "overwrite"
+    assert CompactionOptions(schema_mode="Exact").schema_mode == "exact"
+    assert CompactionOptions(coerce_timestamps=None).coerce_timestamps is None
+    for make, option in (
+        (
+            lambda: CompactionOptions(schema_mode="loose"),
+            lambda: CompactionOptions.from_options({"schemaMode": "loose"}),
+        ),
+        (lambda: WriteOptions(compression="lzo"), lambda: WriteOptions.from_options({"compression": "lzo"})),
+    ):
+        with pytest.raises(InvalidConfig) as by_keyword:
+            make()
+        with pytest.raises(InvalidConfig) as by_option:
+            option()
+        assert str(by_keyword.value) == str(by_option.value)
+
+
 @settings
 class _Ranged(StoreConfig):
     """A store with one ranged setting more, with its S3A key, declared the one way."""

@@ -45,6 +45,7 @@ from s3io.settings import (
     above,
     at_least,
     between,
+    choice,
     optional_text,
     setting,
     settings,
@@ -53,6 +54,18 @@ from s3io.settings import (
 MiB = 1024 * 1024
 SCHEMA_MODES = ("unify", "exact")
 MAX_TARGET_FILE_SIZE = 4 * 1024 * MiB  # CopyObject copies at most 5 GiB; leave room for outputs above target
+
+
+UNITS = ("ms", "us")  # coerceTimestamps: what outputs store timestamps in (None: each column's own unit)
+
+
+def _unit(value: Any, name: str) -> str | None:
+    text = "none" if value is None else str(value).strip().lower()
+    if text in ("", "none"):
+        return None
+    if text not in UNITS:
+        raise InvalidConfig(f"{name}: expected one of ms, us or none, got {value!r}")
+    return text
 
 
 def _directories(value: Any, name: str) -> tuple[str, ...]:
@@ -98,7 +111,7 @@ class CompactionOptions(Settings):
         flag="--max-concurrent-groups",
         help="groups rewritten at once (default 4)",
     )
-    schema_mode: str = setting("schemaMode", TEXT, default="unify")
+    schema_mode: str = setting("schemaMode", choice(*SCHEMA_MODES), default="unify")
     grace_period: float = setting(
         "gracePeriod",
         DURATION,
@@ -148,7 +161,9 @@ class CompactionOptions(Settings):
     prefetch_bytes: int = setting("prefetchBytes", SIZE, default=32 * MiB, range=at_least(1, unit="bytes"))
     compression: str = setting("compression", TEXT, default="snappy")
     # Spark cannot read TIMESTAMP(NANOS); None keeps nanoseconds
-    coerce_timestamps: str | None = setting("coerceTimestamps", optional_text(), default="us")
+    coerce_timestamps: str | None = setting(
+        "coerceTimestamps", Kind("ms | us or none", _unit, choices=UNITS), default="us"
+    )
     read_footers: bool = setting(
         "readFooters",
         BOOL,
@@ -182,17 +197,12 @@ class CompactionOptions(Settings):
     delete_concurrency: int = setting("deleteConcurrency", INTEGER, default=16, range=at_least(1))
 
     def __post_init__(self) -> None:
-        """What the declared ranges cannot say: candidateThreshold's range is relative to targetFileSize, and the
-        choices of a value given by keyword (options are parsed; keywords are not)."""
+        """What the declared ranges cannot say: candidateThreshold's range is relative to targetFileSize."""
         if self.candidate_threshold is not None and not 0 < self.candidate_threshold <= self.target_file_size:
             raise InvalidConfig(
                 f"candidateThreshold: must be in (0, targetFileSize={self.target_file_size}], "
                 f"got {self.candidate_threshold!r}"
             )
-        if self.schema_mode not in SCHEMA_MODES:
-            raise InvalidConfig(f"schema_mode: expected one of {SCHEMA_MODES}, got {self.schema_mode!r}")
-        if self.coerce_timestamps not in (None, "ms", "us"):
-            raise InvalidConfig(f"coerce_timestamps: expected None, 'ms' or 'us', got {self.coerce_timestamps!r}")
 
     @property
     def threshold(self) -> int:

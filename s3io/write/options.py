@@ -180,7 +180,7 @@ class WriteOptions(Settings):
     )
     compression: str = setting(
         "compression",
-        Kind(" | ".join(CODEC_SUFFIXES), _codec),
+        Kind(" | ".join(CODEC_SUFFIXES), _codec, choices=tuple(CODEC_SUFFIXES)),
         default="snappy",
         aliases=("codec",),
         help="the parquet codec",
@@ -238,14 +238,8 @@ class WriteOptions(Settings):
     )  # for messages; default host:pid
 
     def __post_init__(self) -> None:
-        """What the declared ranges cannot say: partition columns normalised, and the choices of a value given by
-        keyword (options are parsed; keywords are not)."""
+        """What the declarations cannot say: partition columns given by keyword normalised as the option's are."""
         object.__setattr__(self, "partition_by", _columns(self.partition_by, "partition_by"))
-        for name, choices in (("mode", MODES), ("partition_overwrite_mode", OVERWRITE_MODES)):
-            if getattr(self, name) not in choices:
-                raise InvalidConfig(f"{name}: expected one of {', '.join(choices)}, got {getattr(self, name)!r}")
-        if self.compression not in CODEC_SUFFIXES:
-            raise InvalidConfig(f"compression: expected one of {', '.join(CODEC_SUFFIXES)}, got {self.compression!r}")
 
     @property
     def overwrite(self) -> bool:
