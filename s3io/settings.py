@@ -397,27 +397,29 @@ def _flat_keywords(cls: type) -> dict[str, tuple[str, str]]:
 
 
 @functools.cache
-def _alias_keywords(cls: type) -> dict[str, str]:
-    """{an alias's keyword (its snake_case spelling): the field} for ``cls``'s own settings, so that a renamed
-    setting's old keyword works where its old option name does (``lock_ttl`` for ``lease_ttl``)."""
+def _alias_keywords(cls: type) -> dict[str, tuple[str, Setting]]:
+    """{an alias's keyword (its snake_case spelling): (the field, its setting)} for ``cls``'s own settings, so that
+    a renamed setting's old keyword works where its old option name does (``lock_ttl`` for ``lease_ttl``)."""
     taken = {f.name for f in dataclasses.fields(cls)} | _flat_keywords(cls).keys()
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, Setting]] = {}
     for f in dataclasses.fields(cls):
         spec = f.metadata.get(_SETTING)
         for alias in spec.aliases if spec is not None else ():
             if snake_name(alias) not in taken:
-                found[snake_name(alias)] = f.name
+                found[snake_name(alias)] = (f.name, spec)
     return found
 
 
 def _by_field(cls: type, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with each alias's keyword replaced by its field's; both given is an InvalidConfig."""
+    """``kwargs`` with each alias's keyword replaced by its field's, its value parsed as the alias option's is
+    (``path_style=True``: ``addressing="path"``); both given is an InvalidConfig."""
     aliases = _alias_keywords(cls)
     out = {k: v for k, v in kwargs.items() if k not in aliases}
     for key in kwargs.keys() & aliases.keys():
-        if aliases[key] in out:
-            raise InvalidConfig(f"{aliases[key]} is given twice (also as {key}): give one")
-        out[aliases[key]] = kwargs[key]
+        field, spec = aliases[key]
+        if field in out:
+            raise InvalidConfig(f"{field} is given twice (also as {key}): give one")
+        out[field] = spec.parse(kwargs[key], key)
     return out
 
 

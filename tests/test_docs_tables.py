@@ -87,6 +87,8 @@ def test_a_setting_declared_once_is_a_keyword_an_option_a_flag_a_variable_and_a_
 def test_compaction_lease_ttl_is_named_as_a_writes_and_a_streams_and_keeps_lock_ttl_as_an_alias() -> None:
     """One name for the lease of every holder (compaction, write, stream): leaseTtl; lockTtl / lock_ttl still work."""
     assert CompactionOptions(lock_ttl=5.0).lease_ttl == 5.0
+    assert CompactionOptions(lock_ttl="2min").lease_ttl == 120.0  # parsed as the option lockTtl is
+    assert StoreConfig(path_style=True).addressing == "path"  # an alias keyword means what its option means
     assert CompactionOptions().replace(lock_ttl=7.0).lease_ttl == 7.0
     assert CompactionOptions.from_options({"lockTtl": "9s"}).lease_ttl == 9.0
     assert CompactionOptions.from_options({"leaseTtl": "3s"}).lease_ttl == 3.0
