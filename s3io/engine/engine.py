@@ -631,7 +631,7 @@ class RangeEngine:
             # this read's runs only): issued directly, without single-flight's task and shield (~10 % of a small GET).
             result = await self._issue(obj, want, identity, into)
         else:
-            key = (obj.bucket, obj.key, pin, want)
+            key = (obj.bucket, obj.key, pin, want.kind, want.start, want.end, want.length)  # str/int: hashed in C
             result = await self._flights.get(key, lambda: self._issue(obj, want, identity, into))
         identity.verify(result)
         if into is not None and result.data is not into and len(result.data) <= len(into):
