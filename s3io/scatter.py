@@ -66,6 +66,8 @@ class Pieces:
         start, stop, step = window.indices(self._length)
         if step != 1:
             raise ValueError("pieces are sliced with a step of 1")
+        if start == 0 and stop == self._length:
+            return self  # the whole (a GET of one part, its room before any byte): pieces are not changed by slicing
         clipped: list[tuple[memoryview, bool]] = []
         position = 0
         for view, kept in self._pieces:
