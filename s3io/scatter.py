@@ -62,6 +62,11 @@ class Pieces:
         """Where each byte lands, in order (scratch for the gaps)."""
         return [view for view, _ in self._pieces]
 
+    @property
+    def gaps(self) -> list[bool]:
+        """For each of ``views``, whether it is a gap (scratch: its bytes are never read, a receiver may drop them)."""
+        return [not kept for _, kept in self._pieces]
+
     def __getitem__(self, window: slice) -> Pieces:
         start, stop, step = window.indices(self._length)
         if step != 1:
