@@ -44,7 +44,8 @@ def test_signing_runs_no_hmac_object_once_the_day_key_is_made() -> None:
     now = 1_700_000_000.0
     signer.sign("GET", "/b/k", "", {"host": "h"}, EMPTY_SHA256, now=now)  # the day's key, made once
     frames = _python_frames(lambda: signer.sign("GET", "/b/k", "", {"host": "h"}, EMPTY_SHA256, now=now + 1))
-    assert frames == Counter({"<lambda>": 1, "sign": 1, "_signing_key": 1, "<listcomp>": 1, "digest": 1}), frames
+    del frames["<listcomp>"]  # the canonical headers' comprehension: a frame of its own before Python 3.12 only
+    assert frames == Counter({"<lambda>": 1, "sign": 1, "_signing_key": 1, "digest": 1}), frames
 
 
 def test_same_etag_of_one_string_strips_nothing() -> None:
