@@ -32,6 +32,14 @@ class Pieces:
         self._length = sum(len(view) for view, _ in self._pieces)
 
     @classmethod
+    def _made(cls, pieces: list[tuple[memoryview, bool]], length: int) -> Pieces:
+        """Pieces already non-empty, of ``length`` bytes in all (a window of others: sliced once per GET)."""
+        made = cls.__new__(cls)
+        made._pieces = pieces
+        made._length = length
+        return made
+
+    @classmethod
     def of_runs(cls, start: int, end: int, runs: Sequence[tuple[int, memoryview]]) -> Pieces:
         """``[start, end)`` of an object, its bytes kept where ``runs`` (``(offset, buffer)`` in offset order, inside
         the span, apart) say and received into scratch in between."""
@@ -54,20 +62,30 @@ class Pieces:
         """Where each byte lands, in order (scratch for the gaps)."""
         return [view for view, _ in self._pieces]
 
+    @property
+    def gaps(self) -> list[bool]:
+        """For each of ``views``, whether it is a gap (scratch: its bytes are never read, a receiver may drop them)."""
+        return [not kept for _, kept in self._pieces]
+
     def __getitem__(self, window: slice) -> Pieces:
         start, stop, step = window.indices(self._length)
         if step != 1:
             raise ValueError("pieces are sliced with a step of 1")
+        if start == 0 and stop == self._length:
+            return self  # the whole (a GET of one part, its room before any byte): pieces are not changed by slicing
         clipped: list[tuple[memoryview, bool]] = []
         position = 0
         for view, kept in self._pieces:
-            low, high = max(start - position, 0), min(stop - position, len(view))
-            if low < high:
-                clipped.append((view[low:high], kept))
-            position += len(view)
+            size = len(view)
+            if position + size > start:
+                low = start - position if start > position else 0
+                high = stop - position if stop - position < size else size
+                if low < high:
+                    clipped.append((view if low == 0 and high == size else view[low:high], kept))
+            position += size
             if position >= stop:
                 break
-        return Pieces(clipped)
+        return Pieces._made(clipped, max(0, stop - start))
 
     def __setitem__(self, window: slice, data: Any) -> None:
         start, stop, step = window.indices(self._length)

@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import difflib
 import functools
+import operator
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -637,7 +638,8 @@ def _group_cls(cls: type, name: str) -> Any:
 
 
 def _reader(group_field: str, keyword: str) -> Callable[[Any], Any]:
-    return lambda self: getattr(getattr(self, group_field), keyword)
+    """The getter of a flat name (``policy.stall_timeout``): C's attrgetter, no Python frame (read per request)."""
+    return operator.attrgetter(f"{group_field}.{keyword}")
 
 
 def _get(value: Any, path: tuple[str, ...]) -> Any:

@@ -22,6 +22,7 @@ import pytest
 from support.policies import MID_BODY_FAULTS
 
 import s3io.transport.exchange as exchange_module
+import s3io.transport.landing as landing
 from s3io import Credentials, ObjectInfo, S3Client
 from s3io.engine import EngineConfig, RangeEngine
 from s3io.s3.get_range import GetRange
@@ -214,3 +215,40 @@ def test_a_256_mib_read_lands_in_one_buffer_and_copies_its_bytes_once() -> None:
     assert hashlib.sha256(view).digest() == digest
     assert requests == 17  # the 16 parts, and the HEAD that asks for the full-object checksum
     assert peak < 16 * MIB, f"the Python heap peaked at {peak / MIB:.1f} MiB during a read that should copy once"
+
+
+@pytest.mark.parametrize("drop", [True, False], ids=["dropped-in-the-kernel", "copied-to-scratch"])
+def test_the_gaps_of_merged_ranges_are_dropped_in_the_kernel_on_a_plain_socket(
+    monkeypatch: pytest.MonkeyPatch, drop: bool
+) -> None:
+    """Scattered ranges merged into GETs: the bytes between them are dropped by the kernel (``MSG_TRUNC``, never
+    copied) where the socket allows, received into scratch where not; the ranges are the same bytes either way."""
+    size = 8 * MIB
+    data = random.Random(7).randbytes(size)
+    ranges = [(start, start + 64 * 1024) for start in range(0, size - 64 * 1024, 700 * 1024)]  # gaps of 636 KiB
+    receivers: list[landing._ReceiveInto] = []
+    real = landing._ReceiveInto
+
+    def spy(*args, **kwargs) -> landing._ReceiveInto:  # type: ignore[no-untyped-def]
+        receivers.append(real(*args, **kwargs))
+        return receivers[-1]
+
+    monkeypatch.setattr(landing, "_ReceiveInto", spy)
+    if not drop:
+        monkeypatch.setattr(landing, "_DROP", 0)
+    with MemoryEndpoint(seed=(data, "bench", "ranges.bin")) as server:
+
+        async def read() -> list[bytes]:
+            async with S3Client(FAST, endpoint_url=server.url, credentials=Credentials("a", "b")) as s3:
+                engine = RangeEngine(s3, EngineConfig(whole_object_threshold=0))
+                return [bytes(b) for b in await engine.fetch_ranges(ObjectInfo("bench", "ranges.bin", size), ranges)]
+
+        got = asyncio.run(read())
+    assert got == [data[a:b] for a, b in ranges]
+    gap_bytes = (ranges[-1][1] - ranges[0][0]) - sum(b - a for a, b in ranges)
+    dropped = sum(receiver.dropped for receiver in receivers)
+    assert receivers, "the merged GETs were received in place"
+    if drop:  # not all: aiohttp's first read (with the headers), and bytes that arrive between a drop and the read
+        assert 0 < dropped <= gap_bytes, (dropped, gap_bytes)
+    else:
+        assert dropped == 0

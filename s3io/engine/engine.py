@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -359,10 +360,7 @@ class RangeEngine:
         return plan.fetch_bytes, run
 
     def _prepare_object(self, obj: ObjectInfo) -> tuple[int, Callable[[Lease], Awaitable[Any]]]:
-        async def run(lease: Lease) -> Blob:
-            return await self._read_object(obj, lease)
-
-        return (obj.size if obj.size >= 0 else self.config.part_size), run
+        return (obj.size if obj.size >= 0 else self.config.part_size), functools.partial(self._read_object, obj)
 
     def _plan_ranges(self, obj: ObjectInfo, ranges: list[Range]) -> _RangePlan:
         try:
@@ -631,7 +629,7 @@ class RangeEngine:
             # this read's runs only): issued directly, without single-flight's task and shield (~10 % of a small GET).
             result = await self._issue(obj, want, identity, into)
         else:
-            key = (obj.bucket, obj.key, pin, want)
+            key = (obj.bucket, obj.key, pin, want.kind, want.start, want.end, want.length)  # str/int: hashed in C
             result = await self._flights.get(key, lambda: self._issue(obj, want, identity, into))
         identity.verify(result)
         if into is not None and result.data is not into and len(result.data) <= len(into):
@@ -672,7 +670,8 @@ class RangeEngine:
         async with self._slots:
             pin = identity.etag
             self._counters.gets += 1
-            result = await self.hedger.run(fetch, size)
+            # hedging off (the default): the GET itself, without the hedger's frame in every resume of it
+            result = await (self.hedger.run(fetch, size) if self.hedger.enabled else fetch())
             identity.verify(result)
         self._counters.bytes_fetched += len(result.data)
         return result

@@ -16,7 +16,9 @@ def bare_etag(etag: str) -> str:
 
 def same_etag(a: str | None, b: str | None) -> bool:
     """True if both ETags are known and name the same content (quotes and weak markers ignored)."""
-    return a is not None and b is not None and bare_etag(a) == bare_etag(b)
+    if a is None or b is None:
+        return False
+    return a == b or bare_etag(a) == bare_etag(b)  # the same string (the usual case, per GET of a read) costs no copy
 
 
 def multipart_etag(part_etags: list[str]) -> str | None:

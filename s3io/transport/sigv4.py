@@ -27,7 +27,18 @@ def canonical_query(params: Mapping[str, str] | None) -> str:
 class Signer:
     """Signs requests with one set of credentials for one region; cheap to call per request."""
 
-    __slots__ = ("_access_key", "_key", "_region", "_scope", "_scope_date", "_secret_key", "_token")
+    __slots__ = (
+        "_access_key",
+        "_credential",
+        "_key",
+        "_region",
+        "_scope",
+        "_scope_date",
+        "_second",
+        "_secret_key",
+        "_stamp",
+        "_token",
+    )
 
     def __init__(self, access_key: str, secret_key: str, token: str | None, region: str) -> None:
         self._access_key = access_key
@@ -37,6 +48,9 @@ class Signer:
         self._scope_date = ""
         self._key = b""
         self._scope = ""
+        self._credential = ""  # "AWS4-HMAC-SHA256 Credential=<access key>/<scope>, SignedHeaders=", per scope
+        self._second = -1  # the whole second ``_stamp`` names: requests within one second share the formatting
+        self._stamp = ""
 
     def __repr__(self) -> str:
         return f"Signer(region={self._region!r}, access_key=***)"
@@ -56,6 +70,7 @@ class Signer:
             k = hmac.digest(k, b"s3", "sha256")
             self._key = hmac.digest(k, b"aws4_request", "sha256")
             self._scope = f"{date}/{self._region}/s3/aws4_request"
+            self._credential = f"{_ALGORITHM} Credential={self._access_key}/{self._scope}, SignedHeaders="
             self._scope_date = date
         return self._key
 
@@ -72,18 +87,20 @@ class Signer:
 
         ``headers`` must hold lower-case names, including ``host``; all of them are signed.
         """
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        second = int(time.time() if now is None else now)
+        if second != self._second:
+            self._stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+            self._second = second
+        stamp = self._stamp
         headers["x-amz-date"] = stamp
         headers["x-amz-content-sha256"] = payload_hash
         if self._token:
             headers["x-amz-security-token"] = self._token
         names = sorted(headers)
         signed = ";".join(names)
-        canonical_headers = "".join(f"{n}:{' '.join(str(headers[n]).split())}\n" for n in names)
+        canonical_headers = "".join([f"{n}:{' '.join(str(headers[n]).split())}\n" for n in names])
         request = f"{method}\n{canonical_uri}\n{query}\n{canonical_headers}\n{signed}\n{payload_hash}"
         key = self._signing_key(stamp[:8])
         to_sign = f"{_ALGORITHM}\n{stamp}\n{self._scope}\n{hashlib.sha256(request.encode()).hexdigest()}"
-        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-        headers["authorization"] = (
-            f"{_ALGORITHM} Credential={self._access_key}/{self._scope}, SignedHeaders={signed}, Signature={signature}"
-        )
+        signature = hmac.digest(key, to_sign.encode(), "sha256").hex()  # C's one-shot HMAC: no hmac.HMAC object
+        headers["authorization"] = f"{self._credential}{signed}, Signature={signature}"
