@@ -127,7 +127,14 @@ case "$cmd" in
     ensure_localstack
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
-    exec .venv/bin/python -m pytest "$@"
+    # The suite waits on timers, servers and JVMs far more than it computes (a serial run: 33 min wall, 15 min CPU),
+    # so it runs on PYTEST_WORKERS workers (default 3), a test file per worker at a time (tests/conftest.py). `-n 0`
+    # or `-p no:xdist` among the arguments (or PYTEST_WORKERS=0) runs it serially.
+    parallel=(-n "${PYTEST_WORKERS:-3}" --dist loadfile)
+    for arg in "$@"; do
+      case "$arg" in -n | -n* | --numprocesses* | --dist* | no:xdist | -pno:xdist) parallel=() ;; esac
+    done
+    exec .venv/bin/python -m pytest ${parallel[@]+"${parallel[@]}"} "$@"
     ;;
   demo)
     exec .venv/bin/python -m examples.demo "$@"

@@ -178,13 +178,16 @@ class DaemonGroup:
         return process
 
     def _wait(self, what: str, deadline: float, ready: Callable[[], bool]) -> None:
-        """Poll ``ready`` until it holds; ``UNAVAILABLE`` if a process exits or ``deadline`` passes first."""
+        """Poll ``ready`` until it holds by ``deadline``; ``UNAVAILABLE`` if a process exits or the deadline passes
+        first (a probe that answers only after it counts as late: a start timeout is kept whatever the load)."""
         for _ in range(int(self._start_timeout / POLL_SECONDS) + 1):
             exited = [f"{name} (exit {p.returncode})" for name, p in self._processes.items() if p.poll() is not None]
             if exited:
                 raise self.UNAVAILABLE(f"waiting for {what}: {', '.join(exited)} exited")
             if ready():
-                return
+                if time.monotonic() <= deadline:
+                    return
+                break  # up only after the deadline (one probe may block past it): as late as not up at all
             if time.monotonic() >= deadline:
                 break
             time.sleep(POLL_SECONDS)
