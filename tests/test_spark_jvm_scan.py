@@ -140,6 +140,25 @@ def _scan_output_rows(query) -> int:
     return scan.metrics().apply("numOutputRows").value()
 
 
+def _scan_metric(query, name: str) -> int:
+    """One SQL metric of the scan (the plan's only leaf) after the query ran once more."""
+    query.collect()
+    leaves = query._jdf.queryExecution().executedPlan().collectLeaves()
+    assert leaves.size() == 1 and "BatchScan" in leaves.apply(0).nodeName(), leaves.apply(0).nodeName()
+    return leaves.apply(0).metrics().apply(name).value()
+
+
+def test_each_run_reports_the_bytes_its_own_tasks_received_from_python(spark, table_url, s3_endpoint) -> None:
+    """Spark's Python metrics are one map per JVM: taken as they are, every query's pythonDataReceived also counted
+    every earlier task's bytes on the executor. The JVM scan gives each task its own."""
+    url, _ = table_url
+    df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(url)
+    column_bytes = ROWS * 8  # x: one double a row
+    runs = [_scan_metric(df.select("x"), "pythonDataReceived") for _ in range(3)]
+    assert all(column_bytes <= received <= 1.5 * column_bytes for received in runs), (runs, column_bytes)
+    assert max(runs) - min(runs) <= 0.01 * column_bytes, runs
+
+
 def test_the_python_reader_hands_over_only_the_rows_a_pushed_filter_may_keep(spark, table_url, s3_endpoint) -> None:
     url, _ = table_url
     df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(url)

@@ -15,7 +15,6 @@ import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
-import org.apache.spark.sql.execution.datasources.v2.python.PythonCustomMetric$;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonPartitionReaderFactory;
 import org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource;
@@ -23,6 +22,7 @@ import org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDat
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.execution.python.ArrowPythonRunner;
 import org.apache.spark.sql.execution.python.ArrowPythonRunner$;
+import org.apache.spark.sql.execution.python.PythonSQLMetrics$;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataType$;
@@ -84,8 +84,7 @@ public class S3ParquetReaderFactory implements PartitionReaderFactory {
 
   /** One task's batches from the Python worker; each is valid until the next call of {@code next()}. */
   private final class BatchReader implements PartitionReader<ColumnarBatch> {
-    private final scala.collection.immutable.Map<String, SQLMetric> metrics =
-        PythonCustomMetric$.MODULE$.pythonMetrics();
+    private final scala.collection.immutable.Map<String, SQLMetric> metrics = taskMetrics();
     private final scala.collection.Iterator<ColumnarBatch> batches;
     private ColumnarBatch current;
 
@@ -143,6 +142,22 @@ public class S3ParquetReaderFactory implements PartitionReaderFactory {
       CollectionConverters.asJava(metrics).forEach((name, metric) -> values.put(name, metric.value()));
       return source.createPythonTaskMetrics(scala.collection.immutable.Map.from(CollectionConverters.asScala(values)));
     }
+  }
+
+  /**
+   * The Python runner's metrics for one task, made new for it. Spark's {@code PythonCustomMetric.pythonMetrics} is
+   * one map per JVM: every task on an executor would add to the same counters and report their running total as its
+   * own, so a scan's {@code pythonDataReceived} grew with each query and counted a task's bytes again in every later
+   * task of the same executor.
+   */
+  private static scala.collection.immutable.Map<String, SQLMetric> taskMetrics() {
+    Map<String, SQLMetric> fresh = new HashMap<>();
+    PythonSQLMetrics$ described = PythonSQLMetrics$.MODULE$;
+    CollectionConverters.asJava(described.pythonSizeMetricsDesc().keys()).forEach(k -> fresh.put(k, new SQLMetric("size", -1L)));
+    CollectionConverters.asJava(described.pythonTimingMetricsDesc().keys())
+        .forEach(k -> fresh.put(k, new SQLMetric("timing", -1L)));
+    CollectionConverters.asJava(described.pythonOtherMetricsDesc().keys()).forEach(k -> fresh.put(k, new SQLMetric("sum", -1L)));
+    return scala.collection.immutable.Map.from(CollectionConverters.asScala(fresh));
   }
 
   /** The read's columns out of the one struct column the mapInArrow protocol wraps them in. */
