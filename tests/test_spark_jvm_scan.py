@@ -131,21 +131,13 @@ def test_a_selective_filter_fetches_only_the_row_groups_that_may_match(spark, ta
     assert not (fetched - tail) & _covered(_chunk_ranges(body, {"id", "x", "k", "s", "st"}, range(1, 4)))
 
 
-def _scan_output_rows(query) -> int:
-    """Rows the scan handed to Spark in the query's last run (its BatchScan's numOutputRows: one stage, no AQE)."""
+def _scan_metric(query, name: str) -> int:
+    """One SQL metric of the scan in the query's last run (its BatchScan, the plan's only leaf: one stage, no AQE)."""
     query.collect()
     leaves = query._jdf.queryExecution().executedPlan().collectLeaves()
     scan = leaves.apply(0)
     assert leaves.size() == 1 and "BatchScan" in scan.nodeName(), scan.nodeName()
-    return scan.metrics().apply("numOutputRows").value()
-
-
-def _scan_metric(query, name: str) -> int:
-    """One SQL metric of the scan (the plan's only leaf) after the query ran once more."""
-    query.collect()
-    leaves = query._jdf.queryExecution().executedPlan().collectLeaves()
-    assert leaves.size() == 1 and "BatchScan" in leaves.apply(0).nodeName(), leaves.apply(0).nodeName()
-    return leaves.apply(0).metrics().apply(name).value()
+    return scan.metrics().apply(name).value()
 
 
 def test_each_run_reports_the_bytes_its_own_tasks_received_from_python(spark, table_url, s3_endpoint) -> None:
@@ -163,12 +155,13 @@ def test_the_python_reader_hands_over_only_the_rows_a_pushed_filter_may_keep(spa
     url, _ = table_url
     df = spark.read.format("s3parquet").option("endpoint", s3_endpoint.url).load(url)
     assert df.where("k < 10").select("id").count() == 10 * PER_K
-    assert _scan_output_rows(df.where("k < 10").select("id")) == 10 * PER_K  # of the 100,000 in the row group read
-    assert _scan_output_rows(df.where("s = 'w3' AND k < 10").select("id")) == len(
+    # of the 100,000 rows in the row group read, only the 10,000 with k < 10 are handed over
+    assert _scan_metric(df.where("k < 10").select("id"), "numOutputRows") == 10 * PER_K
+    assert _scan_metric(df.where("s = 'w3' AND k < 10").select("id"), "numOutputRows") == len(
         [i for i in range(10 * PER_K) if i % 37 == 3]
     )
     # a double column is left to Spark (NaN orders differently in Arrow): its whole row group is handed over
-    assert _scan_output_rows(df.where("x < 5000").select("id")) == ROW_GROUP
+    assert _scan_metric(df.where("x < 5000").select("id"), "numOutputRows") == ROW_GROUP
 
 
 def test_nested_partition_and_case_insensitive_columns_are_pruned_to_whole_top_level_columns(
