@@ -66,7 +66,7 @@ from fsspec.callbacks import DEFAULT_CALLBACK
 from s3fs.errors import ERROR_CODE_TO_EXCEPTION, translate_boto_error
 from s3fs.utils import FileExpired
 
-from s3io import errors
+from s3io import errors, native_release
 from s3io.aio import map_bounded
 from s3io.engine.ranges import iter_parts
 from s3io.metrics import Metrics, MetricsSnapshot
@@ -790,6 +790,7 @@ class S3IOFile(s3fs.core.S3File):
             else:
                 kwargs["size"] = self._probe(s3, path, max(1, min(OPEN_PROBE_BYTES, block_size)))
         super().__init__(s3, path, mode, block_size, **kwargs)
+        native_release.track(self)  # pyarrow's I/O threads may drop it last, at exit
 
     @staticmethod
     def _probe_serves(fs: S3FileSystem, path: str, version_id: str | None) -> bool:

@@ -83,7 +83,7 @@ def test_s3fs_is_needed_only_by_the_filesystem_and_its_absence_says_what_to_inst
 # (the values and the entry points each count as one package, whose modules may import each other). So each package
 # imports something of the layer just below its own, and packages side by side in a layer import nothing of each
 # other. README.md's stack and CONTRIBUTING.md's layout block are drawn from this (the tests below compare them).
-VALUES = {"errors", "units", "settings", "policy", "metrics", "logs", "urls", "aio", "scatter"}
+VALUES = {"errors", "units", "settings", "policy", "metrics", "logs", "urls", "aio", "scatter", "native_release"}
 ENTRY_POINTS = {"api", "blocking", "fs", "cli", "__main__", "__init__"}
 S3IO_LAYERS = (
     VALUES,
