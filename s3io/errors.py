@@ -221,12 +221,17 @@ def concise(exc: S3IOError, *, keep: int | None = 1) -> S3IOError:
     return exc.with_traceback(chain)
 
 
-def readable_errors(fn: F, *, fix: Callable[[S3IOError], S3IOError] | None = None) -> F:
+def readable_errors(
+    fn: F, *, fix: Callable[[S3IOError], S3IOError] | None = None, first: Callable[[], object] | None = None
+) -> F:
     """A public entry point whose S3IOErrors are ``concise`` (see there), after ``fix`` (which may say how to fix the
-    error in the caller's own terms); other exceptions are left alone."""
+    error in the caller's own terms); other exceptions are left alone. ``first``: called before every call (in the
+    same frame, so tracebacks keep their shape)."""
 
     @functools.wraps(fn)
     def public_call(*args: Any, **kwargs: Any) -> Any:
+        if first is not None:
+            first()
         try:
             return fn(*args, **kwargs)
         except S3IOError as exc:

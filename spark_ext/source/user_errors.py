@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from s3io.errors import CorruptFile, NotFound, PathNotFound, S3IOError, readable_errors, readable_iteration
+from spark_ext.source.worker_heap import freeze_once
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,10 +36,12 @@ def with_spark_fix(exc: S3IOError) -> S3IOError:
 
 
 def spark_facing(fn: F) -> F:
-    """An entry point Spark calls (``__init__``, ``schema``, ``partitions``, ...): its S3IOErrors concise and fixed."""
-    return readable_errors(fn, fix=with_spark_fix)
+    """An entry point Spark calls (``__init__``, ``schema``, ``partitions``, ...): its S3IOErrors concise and fixed;
+    the first call in a PySpark worker freezes the worker's heap (``worker_heap``)."""
+    return readable_errors(fn, fix=with_spark_fix, first=freeze_once)
 
 
 def spark_facing_iteration(items: Iterator[Any]) -> Iterator[Any]:
-    """A task's batches, whose S3IOError ends the task concisely, with its fix."""
+    """A task's batches, whose S3IOError ends the task concisely, with its fix (the worker's heap frozen first)."""
+    freeze_once()
     return readable_iteration(items, fix=with_spark_fix)
