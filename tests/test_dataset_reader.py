@@ -558,3 +558,38 @@ async def test_a_read_resumed_from_a_fresh_task_per_batch_reads_every_row_and_a_
             await asyncio.wait_for(lost.__anext__(), 20)
         await lost.aclose()
         assert reader._held.reserved == 0 and reader.engine.stats().reserved == 0
+
+
+@pytest.mark.timeout(60)
+async def test_dictionary_columns_come_as_dictionaries_where_the_pages_are_and_decode_to_the_same_values(
+    s3_endpoint: Any, bucket: str, s3_client: Any
+) -> None:
+    """A dictionary-encoded string column comes as a dictionary array (indices only: a caller decodes what it keeps);
+    the same column written without dictionary pages comes as strings; either way the values are pyarrow's."""
+    words = pa.array([f"word-{i % 37}" if i % 11 else None for i in range(30_000)])
+    table = pa.table({"id": pa.array(range(30_000), pa.int64()), "s": words})
+    blobs = {
+        "dict": parquet_bytes(table, row_group_size=7_000),
+        "plain": parquet_bytes(table, row_group_size=7_000, use_dictionary=False),
+    }
+    objs = {name: put(s3_client, bucket, f"dictionary/{name}.parquet", blob) for name, blob in blobs.items()}
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    partition_schema = pa.schema([("day", pa.string())])
+    async with open_reader(s3_endpoint.url, LARGE) as reader:
+        for name, obj in objs.items():
+            piece = FilePiece(obj, partition_values=("2026-01-02",))
+            batches = [
+                b
+                async for b in reader.iter_batches(
+                    [piece], schema=schema, partition_schema=partition_schema, dictionary_columns=["s"]
+                )
+            ]
+            kinds = {b.schema.field("s").type for b in batches}
+            assert kinds == ({pa.dictionary(pa.int32(), pa.string())} if name == "dict" else {pa.string()}), kinds
+            assert all(b.schema.field("day").type == pa.string() for b in batches)
+            decoded = pa.concat_arrays(
+                [b.column(1).dictionary_decode() if name == "dict" else b.column(1) for b in batches]
+            )
+            assert decoded.equals(words)
+        with pytest.raises(InvalidConfig, match="dictionary_columns"):
+            reader.iter_batches([FilePiece(objs["dict"])], schema=schema, dictionary_columns=["t"])

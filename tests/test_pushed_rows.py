@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -119,3 +120,30 @@ def test_nested_and_unknown_columns_are_left_to_spark() -> None:
         == ()
     )
     assert exact_conjuncts([EqualTo(("k",), 1)], SCHEMA, case_sensitive=True) == ()
+
+
+def test_strings_a_filter_does_not_name_are_read_as_dictionaries_only_when_rows_are_filtered() -> None:
+    """spark_ext.source.partition_read: with a row filter, the text columns it does not name are decoded after it
+    (dictionary pages first); a filter's own columns, other types and unfiltered reads decode as before."""
+    from types import SimpleNamespace
+
+    from spark_ext.planning.sql_filter import Leaf
+    from spark_ext.source.partition_read import decode_dictionaries, filtered_strings
+
+    read_schema = pa.schema([("K", pa.int64()), ("s", pa.string()), ("b", pa.binary()), ("t", pa.string())])
+
+    def spec(row_filter: Any = None, pushed: tuple = ()) -> Any:
+        return SimpleNamespace(
+            read_schema=read_schema, output_names=("k", "S", "b", "t"), row_filter=row_filter, pushed_rows=pushed
+        )
+
+    assert filtered_strings(spec()) == []
+    assert filtered_strings(spec(pushed=(Leaf("k", "<", 10),))) == ["s", "b", "t"]
+    assert filtered_strings(spec(Leaf("t", "=", "x"), (Leaf("k", "<", 10),))) == ["s", "b"]
+    assert filtered_strings(spec(pushed=(Leaf("S", "is null"),))) == ["b", "t"]  # by output name, any case
+
+    words = pa.array(["a", None, "b", "a"]).dictionary_encode()
+    batch = pa.RecordBatch.from_arrays([pa.array([1, 2, 3, 4]), words], names=["k", "s"])
+    decoded = decode_dictionaries(batch.filter(pa.array([True, True, False, True])))
+    assert decoded.schema == pa.schema([("k", pa.int64()), ("s", pa.string())])
+    assert decoded.column(1).to_pylist() == ["a", None, "a"]

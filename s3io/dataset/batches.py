@@ -22,11 +22,12 @@ def constant(value: pa.Array, length: int) -> pa.Array:
 
 class BatchFinisher:
     """For one piece: ``finish(batch)`` is the batch with exactly ``schema`` then the partition columns, filtered.
+    ``dictionary_columns`` keep their dictionary arrays (values of the schema's type) for the caller to decode.
 
     Returns None for a batch the filter empties, so callers never yield zero-row batches.
     """
 
-    __slots__ = ("conversions", "expression", "partition_row", "schema", "target", "url")
+    __slots__ = ("conversions", "dictionary_columns", "expression", "partition_row", "schema", "target", "url")
 
     def __init__(
         self,
@@ -36,8 +37,10 @@ class BatchFinisher:
         expression: pc.Expression | None,
         url: str,
         conversions: ReadConversions = DEFAULT_CONVERSIONS,
+        dictionary_columns: frozenset[str] = frozenset(),
     ) -> None:
         self.conversions = conversions
+        self.dictionary_columns = dictionary_columns
         self.schema = schema
         self.target = target
         self.partition_row = list(partition_row)
@@ -45,11 +48,17 @@ class BatchFinisher:
         self.url = url
 
     def finish(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
-        data = conform(batch, self.schema, url=self.url, conversions=self.conversions)
+        data = conform(
+            batch, self.schema, url=self.url, conversions=self.conversions, keep_dictionary=self.dictionary_columns
+        )
         n = batch.num_rows
         if self.partition_row:
             columns = [*data.columns, *(constant(value, n) for value in self.partition_row)]
-            data = pa.RecordBatch.from_arrays(columns, schema=self.target)
+            target = self.target
+            if self.dictionary_columns:  # the data columns' types as conform kept them, then the partition columns
+                partition = list(target)[len(data.schema) :]
+                target = pa.schema([*data.schema, *partition], metadata=target.metadata)
+            data = pa.RecordBatch.from_arrays(columns, schema=target)
         if self.expression is not None and n:
             data = data.filter(self.expression)
         return data if data.num_rows else None

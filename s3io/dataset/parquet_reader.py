@@ -130,6 +130,7 @@ class _Options:
     ignore_corrupt: bool
     batch_size: int
     conversions: ReadConversions = DEFAULT_CONVERSIONS
+    dictionary_columns: frozenset[str] = frozenset()
 
     def file_columns(self, metadata: pq.FileMetaData, url: str) -> list[str]:
         """The file's names of the read columns it has (matched as ``conversions`` says), in read order."""
@@ -137,6 +138,25 @@ class _Options:
             return list(self.schema.names)
         found = match_names(list(top_level_leaves(metadata)), self.schema.names, self.conversions, url=url)
         return [found[name] for name in self.schema.names if name in found]
+
+    def file_dictionary_columns(self, metadata: pq.FileMetaData, url: str, row_groups: Sequence[int]) -> list[str]:
+        """The file's names of the ``dictionary_columns`` to decode as dictionaries in ``row_groups``: a top-level
+        string or binary leaf whose chunk has a dictionary page in every one of them (a column that never had one,
+        unique values, would have to be hashed into one: slower than decoding it)."""
+        if not self.dictionary_columns:
+            return []
+        leaves = top_level_leaves(metadata)
+        found = match_names(list(leaves), sorted(self.dictionary_columns), self.conversions, url=url)
+        chosen = []
+        for name in found.values():
+            indices = leaves.get(name, [])
+            if len(indices) != 1 or metadata.schema.column(indices[0]).physical_type != "BYTE_ARRAY":
+                continue
+            if metadata.schema.column(indices[0]).path != name:
+                continue
+            if all(metadata.row_group(rg).column(indices[0]).has_dictionary_page for rg in row_groups):
+                chosen.append(name)
+        return chosen
 
     @property
     def buffered(self) -> bool:
@@ -432,6 +452,7 @@ class ParquetReader:
         ignore_corrupt: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         conversions: ReadConversions = DEFAULT_CONVERSIONS,
+        dictionary_columns: Sequence[str] = (),
     ) -> AsyncIterator[pa.RecordBatch]:
         """Record batches of ``pieces``, in piece order, each with exactly ``schema`` + ``partition_schema`` fields.
 
@@ -442,8 +463,13 @@ class ParquetReader:
         and logged at WARNING, never partly yielded). ``conversions`` decides how each file's column names and
         types map onto ``schema`` (default: exact names, any lossless cast). Arguments are checked here
         (InvalidConfig); reading starts at the first ``__anext__``; closing the iterator (or cancelling its task)
-        cancels every read in flight.
+        cancels every read in flight. ``dictionary_columns`` (string or binary columns of ``schema``) may come as
+        dictionary arrays of that type (where the file's pages are dictionary-encoded): a caller that drops rows
+        before decoding them (``dictionary_decode``) copies only the strings it keeps.
         """
+        unknown = sorted(set(dictionary_columns) - set(schema.names))
+        if unknown:
+            raise errors.InvalidConfig(f"dictionary_columns: {unknown} are not columns of the read schema")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise errors.InvalidConfig(f"batch_size: must be a whole number >= 1, got {batch_size!r}")
         partition_schema = partition_schema if partition_schema is not None else pa.schema([])
@@ -460,6 +486,7 @@ class ParquetReader:
             ignore_corrupt=bool(ignore_corrupt),
             batch_size=batch_size,
             conversions=conversions,
+            dictionary_columns=frozenset(dictionary_columns),
         )
         pieces = list(pieces)
         for piece in pieces:
@@ -566,6 +593,7 @@ class ParquetReader:
         url = unit.piece.url
         metadata = fetched.footer.metadata
         columns = options.file_columns(metadata, url)
+        dictionary_columns = options.file_dictionary_columns(metadata, url, fetched.row_groups)
         int96_unit = options.conversions.int96_unit
         data = fetched.source
         if fetched.small:
@@ -596,6 +624,7 @@ class ParquetReader:
                 batch_size=options.batch_size,
                 int96_unit=int96_unit,
                 use_threads=threaded,  # a large row group's columns decode in parallel
+                dictionary_columns=dictionary_columns,
             )
             if adjustment is not None:
                 decoded = (adjustment.apply(batch) for batch in decoded)
@@ -694,7 +723,15 @@ class ParquetReader:
         if not partition_matches(row, options.partition_schema, options.predicates):
             self._c.files_pruned += 1
             return [_Unit(index, piece)]
-        finisher = BatchFinisher(options.schema, options.target, row, options.expression, url, options.conversions)
+        finisher = BatchFinisher(
+            options.schema,
+            options.target,
+            row,
+            options.expression,
+            url,
+            options.conversions,
+            dictionary_columns=options.dictionary_columns,
+        )
         obj = piece.obj
         if self._is_small(obj):
             footer = self._footers.get(_key(obj))

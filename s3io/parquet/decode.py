@@ -54,6 +54,7 @@ def decode(
     batch_size: int = DEFAULT_BATCH_SIZE,
     int96_unit: str | None = None,
     use_threads: bool = False,
+    dictionary_columns: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the chosen row groups (in the given order) and top-level columns (None: all).
 
@@ -61,7 +62,8 @@ def decode(
     (``schema.conform`` adds them as nulls). ``int96_unit`` ("us", "ms", ...) decodes INT96 timestamps in that
     unit instead of pyarrow's nanoseconds, whose range (1677-2262) cannot hold every INT96 value. Decode failures
     raise CorruptFile naming ``url``, the row group and, when one column alone fails, that column. A read of bytes
-    that were never fetched raises ``RangeNotFetched``.
+    that were never fetched raises ``RangeNotFetched``. ``dictionary_columns`` (top-level string or binary columns)
+    come as dictionary arrays, their pages' own dictionary indices: no string is copied until the caller decodes.
     """
     try:
         reader = pq.ParquetFile(
@@ -70,6 +72,7 @@ def decode(
             pre_buffer=False,
             buffer_size=0,
             coerce_int96_timestamp_unit=int96_unit,
+            read_dictionary=list(dictionary_columns) or None,
         )
     except _DECODE_ERRORS as exc:
         raise file_error(CorruptFile, "cannot open parquet file", url, cause=exc) from exc

@@ -325,33 +325,51 @@ def _fail(path: str, left: pa.DataType, right: pa.DataType) -> pa.DataType:
 
 
 def conform(
-    data: Data, target: pa.Schema, *, url: str | None = None, conversions: ReadConversions = DEFAULT_CONVERSIONS
+    data: Data,
+    target: pa.Schema,
+    *,
+    url: str | None = None,
+    conversions: ReadConversions = DEFAULT_CONVERSIONS,
+    keep_dictionary: frozenset[str] = frozenset(),
 ) -> Data:
     """``data`` with exactly the ``target`` schema: columns reordered, missing ones null, types safely cast.
 
     Columns not in the target are dropped; ``conversions`` says how names match and which casts are allowed
     (default: exact names, any lossless cast). A refused or failed cast, or nulls in a non-nullable target column,
     raise SchemaMismatch naming ``url`` and the column. Returns ``data`` itself when it already matches.
+    ``keep_dictionary``: target columns that stay dictionary arrays when their values have the target type (the
+    field's type in the result is then that dictionary type).
     """
     if data.schema.equals(target):
         return data
     names = data.schema.names
     found = match_names(names, target.names, conversions, url=url)
     columns = []
+    fields = []
     for field in target:
         if field.name in found:
             column = data.column(names.index(found[field.name]))
             if column.type != field.type:
-                column = _cast(column, field.type, conversions, field.name, url)
+                if field.name in keep_dictionary and _dictionary_of(column.type, field.type):
+                    field = field.with_type(column.type)
+                else:
+                    column = _cast(column, field.type, conversions, field.name, url)
         else:
             column = _nulls(data, field.type)
         if not field.nullable and column.null_count:
             message = f"column {field.name!r} has nulls (or is missing) but the read schema says not null"
             raise file_error(SchemaMismatch, message, url)
         columns.append(column)
+        fields.append(field)
+    schema = target if not keep_dictionary else pa.schema(fields, metadata=target.metadata)
     if isinstance(data, pa.Table):
-        return pa.Table.from_arrays(columns, schema=target)
-    return pa.RecordBatch.from_arrays(columns, schema=target)
+        return pa.Table.from_arrays(columns, schema=schema)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _dictionary_of(actual: pa.DataType, wanted: pa.DataType) -> bool:
+    """Whether ``actual`` is a dictionary whose values are of type ``wanted``."""
+    return pa.types.is_dictionary(actual) and actual.value_type == wanted
 
 
 def _cast(
