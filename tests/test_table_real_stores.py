@@ -274,3 +274,30 @@ def test_with_atomic_deletes_required_a_store_without_an_atomic_guard_is_refused
     assert GUARDS[store].value in str(refused.value) and "nothing was committed" in str(refused.value)
     assert s3_client.list_objects_v2(Bucket=bucket, Prefix="strict/").get("KeyCount") == 0
     assert uploads_left(s3_client, bucket) == []
+
+
+def test_uploads_under_a_hive_directory_are_listed_by_their_own_keys_and_aborted(
+    s3_endpoint: S3Endpoint, bucket: str, s3_client: Any
+) -> None:
+    """ListMultipartUploads: asked with encoding-type=url, Ceph RGW 16 answered ``day%3D2024-01-01/...`` without
+    saying the keys were encoded, so a write's and a compaction's stray uploads under a Hive directory were never
+    aborted there (and a listing of a prefix holding ``=`` ended in "a key outside the prefix")."""
+    from s3io.s3.client import S3Client
+    from s3io.table.write_names import data_file_name
+    from s3io.table.write_protocol import abort_job_strays
+
+    prefix = "t/day=2024-01-01/"
+    keys = sorted([f"{prefix}{data_file_name('job-1', task, 0)}" for task in range(2)] + [f"{prefix}a b+c%.parquet"])
+    for key in keys:
+        s3_client.create_multipart_upload(Bucket=bucket, Key=key)
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with S3Client(FAST_POLICY, endpoint_url=s3_endpoint.url) as client:
+            listed = sorted([u.key async for u in client.list_multipart_uploads(bucket, prefix, page_size=2)])
+            aborted = await abort_job_strays(client, bucket, prefix, "job-1")
+            return listed, sorted(aborted)
+
+    listed, aborted = asyncio.run(main())
+    assert listed == keys
+    assert aborted == [key for key in keys if "job-1" in key]
+    assert uploads_left(s3_client, bucket) == [f"{prefix}a b+c%.parquet"]
