@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from s3io.resilience import first_contact
 from s3io.s3.capabilities import VERDICTS
 from s3io.s3.checksum_refusals import REFUSALS
 from testbed.faultproxy import FaultProxy
@@ -68,12 +69,17 @@ def s3_endpoint(moto_server: MotoServer) -> S3Endpoint:
 def _store_verdicts_of_this_test_only() -> Iterator[None]:
     """What a test's own servers (a quirk server, a fault proxy, a scripted store) taught the process about their
     store is forgotten after it: the port may serve another store in a later test. The session's moto and RGW keep
-    theirs: one probe each per session, as in a long-running process."""
+    theirs: one probe each per session, as in a long-running process. So is that those servers answered
+    (``first_contact``): a later test's fresh port, the kernel's choice, may be the same number, and a never-answering
+    port would then be taken for an endpoint that answered before (it kept all 6 retries in one CI run)."""
     before = set(VERDICTS.endpoints())
+    contacted = first_contact.answered_endpoints()
     yield
     for endpoint in set(VERDICTS.endpoints()) - before - SESSION_STORES:
         VERDICTS.forget(endpoint)
         REFUSALS.forget(endpoint)
+    for endpoint in first_contact.answered_endpoints() - contacted - SESSION_STORES:
+        first_contact.forget(endpoint)
 
 
 @pytest.fixture(autouse=True)

@@ -139,3 +139,38 @@ def test_an_endpoint_that_does_not_speak_http_says_so() -> None:
         stop.set()
         thread.join(10)
         sock.close()
+
+
+_EARLIER_PORT: list[int] = []  # the port the first of the two tests below had a server answer on
+
+
+def test_a_server_of_this_test_answers_on_a_port() -> None:
+    """The first half of the pair below: an answer on a port the kernel chose (recorded for the next test)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotS3)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(EndpointNotS3):  # an answer: the endpoint answered this process
+            _list(StoreConfig(endpoint=f"http://127.0.0.1:{server.server_address[1]}", anonymous=True, policy=QUICK))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    _EARLIER_PORT.append(server.server_address[1])
+
+
+def test_a_port_an_earlier_tests_server_answered_on_is_a_first_contact_again() -> None:
+    """A fresh port may have the number an earlier test's server had (the kernel's choice): the suite forgets what a
+    test's own servers answered (conftest), so a silent listener there is still a first contact (2 attempts, not
+    6). It kept every retry in a CI run before."""
+    if not _EARLIER_PORT:
+        pytest.skip("run after test_a_server_of_this_test_answers_on_a_port (same file, in order)")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", _EARLIER_PORT[0]))
+    sock.listen(16)
+    try:
+        with pytest.raises(EndpointUnreachable, match="was never reached: 2 attempt"):
+            _list(StoreConfig(endpoint=f"http://127.0.0.1:{_EARLIER_PORT[0]}", anonymous=True, policy=QUICK))
+    finally:
+        sock.close()

@@ -37,6 +37,18 @@ class EndpointContact:
                 _answered.add(self.endpoint)
 
 
+def answered_endpoints() -> frozenset[str]:
+    """The endpoints (``scheme://host:port``) that have answered this process."""
+    with _lock:
+        return frozenset(_answered)
+
+
+def forget(endpoint: str) -> None:
+    """Forget one endpoint's answers: its port may serve another server later (a test's own servers)."""
+    with _lock:
+        _answered.discard(endpoint)
+
+
 def forget_all() -> None:
     """Forget every endpoint's answers (for tests of a first contact)."""
     with _lock:
