@@ -54,7 +54,10 @@ def held_only_natively() -> int:
 def _tally(referrer: Any, index: dict[int, int], own: list[int], reachable: list[bool]) -> None:
     """Count ``referrer``'s references to tracked objects: its own bound method's, or one that makes it reachable.
     A function of its own, so no name here outlives the count."""
-    owner = getattr(referrer, "__self__", None)
+    try:
+        owner = getattr(referrer, "__self__", None)
+    except Exception:  # a proxy whose attribute lookup fails: not a method, so it holds what it refers to
+        owner = None
     for target in gc.get_referents(referrer):
         i = index.get(id(target))
         if i is not None:
@@ -70,13 +73,21 @@ def wait_for_native_holders(timeout: float | None = None) -> float:
     timeout = EXIT_WAIT_SECONDS if timeout is None else timeout
     started = time.monotonic()
     pause = _FIRST_PAUSE
-    while held_only_natively():
+    while _held_or_none():
         left = started + timeout - time.monotonic()
         if left <= 0:
             break
         time.sleep(min(pause, left))
         pause = min(pause * 2, _LONGEST_PAUSE)
     return time.monotonic() - started
+
+
+def _held_or_none() -> int:
+    """``held_only_natively``, or 0 if counting fails: an exit hook must never be what ends a process badly."""
+    try:
+        return held_only_natively()
+    except Exception:
+        return 0
 
 
 atexit.register(wait_for_native_holders)

@@ -95,3 +95,28 @@ def test_the_exit_hook_waits_until_a_thread_lets_go_of_a_file_it_alone_holds(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "released", (result.stdout, result.stderr[-3000:])
+
+
+def test_a_referrer_whose_attribute_lookup_fails_counts_as_holding_the_file(s3_endpoint: Any, parquet_key: str) -> None:
+    """A proxy object (its ``__getattr__`` raising) referring to a file is a Python holder, and the count goes on."""
+
+    class Proxy:
+        def __init__(self, target: Any) -> None:
+            self.target = target
+
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError(f"no {name} here")
+
+    fs = S3FileSystem(endpoint_url=s3_endpoint.url, skip_instance_cache=True)
+    held: dict[str, Any] = {}
+    try:
+        before = native_release.held_only_natively()
+        file = fs.open(parquet_key, "rb")
+        held["proxy"] = Proxy(file)
+        held["native"] = pa.CompressedInputStream(pa.PythonFile(file, mode="r"), "gzip")
+        del file
+        assert native_release.held_only_natively() == before  # the proxy reaches it
+        assert native_release.wait_for_native_holders(timeout=5) < 1.0
+    finally:
+        held.clear()
+        fs.close()
