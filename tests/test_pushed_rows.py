@@ -124,11 +124,13 @@ def test_nested_and_unknown_columns_are_left_to_spark() -> None:
 
 def test_strings_a_filter_does_not_name_are_read_as_dictionaries_only_when_rows_are_filtered() -> None:
     """spark_ext.source.partition_read: with a row filter, the text columns it does not name are decoded after it
-    (dictionary pages first); a filter's own columns, other types and unfiltered reads decode as before."""
+    (read as dictionaries, decoded by the task's ``conform_to_spark``); a filter's own columns, other types and
+    unfiltered reads decode as before."""
     from types import SimpleNamespace
 
+    from spark_ext.planning.spark_arrow_types import conform_to_spark
     from spark_ext.planning.sql_filter import Leaf
-    from spark_ext.source.partition_read import decode_dictionaries, filtered_strings
+    from spark_ext.source.partition_read import filtered_strings
 
     read_schema = pa.schema([("K", pa.int64()), ("s", pa.string()), ("b", pa.binary()), ("t", pa.string())])
 
@@ -144,6 +146,7 @@ def test_strings_a_filter_does_not_name_are_read_as_dictionaries_only_when_rows_
 
     words = pa.array(["a", None, "b", "a"]).dictionary_encode()
     batch = pa.RecordBatch.from_arrays([pa.array([1, 2, 3, 4]), words], names=["k", "s"])
-    decoded = decode_dictionaries(batch.filter(pa.array([True, True, False, True])))
-    assert decoded.schema == pa.schema([("k", pa.int64()), ("s", pa.string())])
+    target = pa.schema([("k", pa.int64()), ("s", pa.string())])
+    decoded = conform_to_spark(batch.filter(pa.array([True, True, False, True])), target)  # what the task does
+    assert decoded.schema == target
     assert decoded.column(1).to_pylist() == ["a", None, "a"]

@@ -132,27 +132,29 @@ class _Options:
     conversions: ReadConversions = DEFAULT_CONVERSIONS
     dictionary_columns: frozenset[str] = frozenset()
 
-    def file_columns(self, metadata: pq.FileMetaData, url: str) -> list[str]:
-        """The file's names of the read columns it has (matched as ``conversions`` says), in read order."""
+    def file_columns(
+        self, metadata: pq.FileMetaData, url: str, leaves: dict[str, list[int]] | None = None
+    ) -> list[str]:
+        """The file's names of the read columns it has (matched as ``conversions`` says), in read order.
+        ``leaves``: the file's ``top_level_leaves`` if the caller has them."""
         if not self.conversions.case_insensitive:
             return list(self.schema.names)
-        found = match_names(list(top_level_leaves(metadata)), self.schema.names, self.conversions, url=url)
+        leaves = top_level_leaves(metadata) if leaves is None else leaves
+        found = match_names(list(leaves), self.schema.names, self.conversions, url=url)
         return [found[name] for name in self.schema.names if name in found]
 
-    def file_dictionary_columns(self, metadata: pq.FileMetaData, url: str, row_groups: Sequence[int]) -> list[str]:
+    def file_dictionary_columns(
+        self, metadata: pq.FileMetaData, url: str, row_groups: Sequence[int], leaves: dict[str, list[int]]
+    ) -> list[str]:
         """The file's names of the ``dictionary_columns`` to decode as dictionaries in ``row_groups``: a top-level
         string or binary leaf whose chunk has a dictionary page in every one of them (a column that never had one,
         unique values, would have to be hashed into one: slower than decoding it)."""
-        if not self.dictionary_columns:
-            return []
-        leaves = top_level_leaves(metadata)
         found = match_names(list(leaves), sorted(self.dictionary_columns), self.conversions, url=url)
         chosen = []
         for name in found.values():
-            indices = leaves.get(name, [])
-            if len(indices) != 1 or metadata.schema.column(indices[0]).physical_type != "BYTE_ARRAY":
-                continue
-            if metadata.schema.column(indices[0]).path != name:
+            indices = leaves[name]
+            leaf = metadata.schema.column(indices[0]) if len(indices) == 1 else None
+            if leaf is None or leaf.physical_type != "BYTE_ARRAY" or leaf.path != name:
                 continue
             if all(metadata.row_group(rg).column(indices[0]).has_dictionary_page for rg in row_groups):
                 chosen.append(name)
@@ -592,8 +594,16 @@ class ParquetReader:
             return [_Job(unit)]
         url = unit.piece.url
         metadata = fetched.footer.metadata
-        columns = options.file_columns(metadata, url)
-        dictionary_columns = options.file_dictionary_columns(metadata, url, fetched.row_groups)
+        # the file's top-level leaves, worked out once for both where either needs them
+        leaves = (
+            top_level_leaves(metadata) if options.conversions.case_insensitive or options.dictionary_columns else None
+        )
+        columns = options.file_columns(metadata, url, leaves)
+        dictionary_columns = (
+            options.file_dictionary_columns(metadata, url, fetched.row_groups, leaves)
+            if leaves is not None and options.dictionary_columns
+            else []
+        )
         int96_unit = options.conversions.int96_unit
         data = fetched.source
         if fetched.small:
