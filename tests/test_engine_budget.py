@@ -161,3 +161,32 @@ def test_lease_cancelled_while_waiting_holds_nothing() -> None:
         engine.release(100)
 
     asyncio.run(main())
+
+
+def test_lease_take_now_holds_at_once_only_without_waiting_or_overtaking() -> None:
+    """``take_now`` is the launcher's no-wait path: it takes from every budget or from none, never ahead of a queued
+    waiter (FIFO kept) and never on top of bytes the lease already holds."""
+
+    async def main() -> None:
+        window, engine = ByteBudget(100), ByteBudget(50)
+        lease = Lease(window, engine)
+        assert lease.take_now(40)
+        assert (lease.amount, window.reserved, engine.reserved, engine.peak) == (40, 40, 40, 40)
+        assert not lease.take_now(10)  # it holds bytes already: that is resize's job
+        other = Lease(window, engine)
+        assert not other.take_now(20)  # fits the window, not the engine: nothing taken from either
+        assert (window.reserved, engine.reserved) == (40, 40)
+        queued = asyncio.ensure_future(other.resize(20))
+        await _settle()
+        assert not queued.done()
+        # ``other`` holds the window's 20 and queues on the engine's: one byte would fit there, but not ahead of it
+        assert not Lease(ByteBudget(100), engine).take_now(1)
+        assert (window.reserved, engine.reserved) == (60, 40)
+        lease.release()
+        await queued
+        assert (other.amount, window.reserved, engine.reserved) == (20, 20, 20)
+        other.release()
+        assert (window.reserved, engine.reserved) == (0, 0)
+        assert Lease(window).take_now(0) and window.reserved == 0
+
+    asyncio.run(main())

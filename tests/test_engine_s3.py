@@ -365,6 +365,45 @@ def test_cancelling_the_consumer_cancels_outstanding_reads_and_releases_budget(
     assert time.monotonic() - started < 25  # did not wait out the 30 s latency
 
 
+def test_a_read_that_joined_the_get_of_a_cancelled_stream_still_gets_its_bytes(
+    s3_endpoint: Any, bucket: str, s3_client: Any, fault_proxy: FaultProxy
+) -> None:
+    """A stream's item runs its GET in its own task (none for the GET itself), and a read of the same version joins
+    it. Cancelling the stream ends that GET; the read that joined never sees the cancellation: it fetches again."""
+    data = data_of(4 * KiB, seed=21)
+    obj = put(s3_client, bucket, "joined/x.bin", data)
+    fault_proxy.add_rule(FaultRule(fault=Latency(30), method="GET", path=r"joined/x\.bin", times=1))
+
+    def gets() -> int:
+        return sum(1 for r in fault_proxy.requests if r.method == "GET" and r.path.endswith("joined/x.bin"))
+
+    async def work(engine: RangeEngine) -> None:
+        async def consume() -> None:
+            async for _ in engine.stream([Request(obj)]):
+                raise AssertionError("the stream's GET is held 30 s: no item before the cancellation")
+
+        consumer = asyncio.create_task(consume())
+        for _ in range(1000):  # until the stream's GET is held at the proxy
+            if gets():
+                break
+            await asyncio.sleep(0.01)
+        joined = asyncio.create_task(engine.fetch_object(obj))
+        for _ in range(1000):
+            if engine.stats().shared_gets:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.stats().shared_gets == 1 and gets() == 1
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+        assert bytes(await asyncio.wait_for(joined, 20)) == data
+
+    started = time.monotonic()
+    run(fault_proxy.url, EngineConfig(), work)
+    assert time.monotonic() - started < 25  # did not wait out the held GET
+    assert gets() == 2
+
+
 def test_error_stops_the_stream_at_the_failed_request_and_names_the_object(
     s3_endpoint: Any, bucket: str, s3_client: Any
 ) -> None:

@@ -190,3 +190,86 @@ async def _step_until_the_fetch_is_done(sf: SingleFlight[str, Any]) -> None:
             break
         await asyncio.sleep(0)
     assert flight_task.done() and sf.in_flight == 1
+
+
+def test_run_here_runs_the_fetch_in_the_callers_task_and_others_join_it() -> None:
+    """No task of its own: the fetch runs in the caller's task; callers of ``get`` or ``run_here`` who arrive meanwhile
+    share it, and a waiter of theirs that is cancelled leaves the owner's fetch running."""
+
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight()
+        fetch = Fetcher()
+        tasks_seen: list[int] = []
+
+        async def counted() -> bytes:
+            tasks_seen.append(len(asyncio.all_tasks()))
+            return await fetch()
+
+        owner = asyncio.create_task(sf.run_here("k", counted))
+        await asyncio.sleep(0)
+        joiners = [asyncio.create_task(sf.get("k", counted)) for _ in range(3)]
+        joiners += [asyncio.create_task(sf.run_here("k", counted)) for _ in range(3)]
+        await asyncio.sleep(0)
+        joiners[0].cancel()
+        await asyncio.sleep(0)
+        fetch.release.set()
+        results = await asyncio.gather(owner, *joiners, return_exceptions=True)
+        assert isinstance(results[1], asyncio.CancelledError)
+        assert results[:1] + results[2:] == [b"value"] * 6
+        assert fetch.calls == 1 and fetch.cancelled == 0 and sf.joins == 6 and sf.in_flight == 0
+        assert tasks_seen == [2]  # the test's main task and the owner: no task for the fetch
+
+    asyncio.run(main())
+
+
+def test_run_here_owner_cancelled_its_joiners_get_the_value_from_a_fresh_fetch() -> None:
+    """The owner's cancellation ends its fetch (it was the owner's read), but never reaches a joiner: the joiners
+    fetch again, once between them, and get the value."""
+
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight()
+        fetch = Fetcher()
+        owner = asyncio.create_task(sf.run_here("k", fetch))
+        await asyncio.sleep(0)
+        joiners = [asyncio.create_task(sf.get("k", fetch)) for _ in range(2)]
+        joiners.append(asyncio.create_task(sf.run_here("k", fetch)))
+        await asyncio.sleep(0)
+        owner.cancel()
+        await asyncio.sleep(0)
+        fetch.release.set()
+        assert await asyncio.gather(*joiners) == [b"value"] * 3
+        with pytest.raises(asyncio.CancelledError):
+            await owner
+        assert fetch.calls == 2 and fetch.cancelled == 1 and sf.in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_run_here_failure_reaches_every_joiner_and_is_not_cached() -> None:
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight(max_bytes=1000, size_of=len)
+        gate = asyncio.Event()
+        calls = 0
+
+        async def failing() -> bytes:
+            nonlocal calls
+            calls += 1
+            await gate.wait()
+            raise OSError("boom")
+
+        owner = asyncio.create_task(sf.run_here("k", failing))
+        await asyncio.sleep(0)
+        joiners = [asyncio.create_task(sf.get("k", failing)) for _ in range(4)]
+        await asyncio.sleep(0)
+        gate.set()
+        results = await asyncio.gather(owner, *joiners, return_exceptions=True)
+        assert all(isinstance(r, OSError) for r in results) and calls == 1
+        assert "k" not in sf and sf.in_flight == 0
+
+        async def ok() -> bytes:
+            return b"fine"
+
+        assert await sf.run_here("k", ok) == b"fine" and "k" in sf  # cached: the next caller does not fetch
+        assert await sf.run_here("k", failing) == b"fine" and sf.hits == 1 and calls == 1
+
+    asyncio.run(main())

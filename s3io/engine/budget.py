@@ -135,6 +135,20 @@ class Lease:
             self.release()
             raise
 
+    def take_now(self, n: int) -> bool:
+        """Hold ``n`` bytes at once if this lease holds none and every budget can give them without waiting (no one
+        queued before it); False changes nothing and the caller awaits ``resize(n)``. Spares a read the coroutine."""
+        if n < 0 or any(self._held):
+            return False
+        budgets = self._budgets
+        for budget in budgets:
+            if budget._waiters or not budget._fits(n):
+                return False
+        for i, budget in enumerate(budgets):
+            budget._take(n)
+            self._held[i] = n
+        return True
+
     def release(self) -> None:
         for i, budget in enumerate(self._budgets):
             if self._held[i]:

@@ -41,6 +41,7 @@ from s3io.engine.ranges import Range, check_range, iter_parts, merge_ranges, sli
 from s3io.engine.singleflight import SingleFlight
 from s3io.metrics import Metrics, MetricsSnapshot
 from s3io.resilience.retryable import classify
+from s3io.resilience.slots import Slots
 from s3io.s3.checksums import StoredChecksum
 from s3io.s3.etags import same_etag
 from s3io.s3.get_range import BOUNDED, WHOLE, GetRange
@@ -54,6 +55,11 @@ MAX_LEARNED_PINS = 4096
 # fetch_ranges keeps the bytes between two ranges only when they are closer than this; the gap bytes of a GET that
 # merged farther ones land in scratch (``Pieces``): a gap's fresh pages cost more than a few more pieces to receive.
 KEPT_GAP = 64 * 1024
+# A whole object smaller than this is read as the transport's chunks joined, not into a buffer of the engine's: below
+# it the transport reads the body chunk by chunk anyway (s3io.transport.landing.RECEIVE_INTO_MIN), so a buffer of
+# ours would add an allocation, zeroing it, its page faults and two GC-tracked views to the same one copy (2,000
+# objects of 100 KiB: 13 us of a ~110 us GET each, benchmarks/object_reads).
+WHOLE_INTO_MIN = 256 * 1024
 WHOLE_OBJECT = GetRange.whole()
 
 Blob = bytes | memoryview  # a read's bytes: a read-only view of the one buffer its parts landed in (or b"")
@@ -226,7 +232,7 @@ class RangeEngine:
             max_size=self.config.whole_object_threshold,
             metrics=client.metrics,
         )
-        self._slots = asyncio.Semaphore(self.config.max_concurrency)
+        self._slots = Slots(self.config.max_concurrency)  # GETs in flight; an uncontended take is a plain call
         self._flights: SingleFlight[tuple[Any, ...], GetResult] = SingleFlight(
             max_bytes=self.config.cache_bytes, size_of=lambda result: retained(result.data)
         )
@@ -322,7 +328,7 @@ class RangeEngine:
         One task consuming several streams in lockstep must keep their windows together below memory_budget.
         """
         window = ByteBudget(self.config.effective_stream_window)
-        lookahead = asyncio.Semaphore(2 * self.config.max_concurrency)
+        lookahead = Slots(2 * self.config.max_concurrency)
         queue: asyncio.Queue[_Slot] = asyncio.Queue()
         state = _StreamState()
         state.launcher = asyncio.get_running_loop().create_task(self._launch(requests, window, lookahead, queue, state))
@@ -341,7 +347,7 @@ class RangeEngine:
                     yield slot.request, result
                 finally:
                     slot.lease.release()
-                    lookahead.release()
+                    lookahead.give()
                     if state.live and state.live[0] is slot:
                         state.live.popleft()
                 watch.follow()
@@ -531,7 +537,7 @@ class RangeEngine:
         """One GET without a Range header, into a buffer of the size we were told (if any), which it must match."""
         size = identity.size
         into = None
-        if size:
+        if size is not None and size >= WHOLE_INTO_MIN:
             into = memoryview(self._buffers.take(size))[:size]
         result = await self._get(obj, WHOLE_OBJECT, identity, exact=False, into=into)
         if size is not None and len(result.data) != size:
@@ -630,7 +636,7 @@ class RangeEngine:
             result = await self._issue(obj, want, identity, into)
         else:
             key = (obj.bucket, obj.key, pin, want.kind, want.start, want.end, want.length)  # str/int: hashed in C
-            result = await self._flights.get(key, lambda: self._issue(obj, want, identity, into))
+            result = await self._flights.run_here(key, lambda: self._issue(obj, want, identity, into))
         identity.verify(result)
         if into is not None and result.data is not into and len(result.data) <= len(into):
             into[: len(result.data)] = result.data  # another read's GET (or a hedge's own buffer): one copy
@@ -658,6 +664,26 @@ class RangeEngine:
         part of the same read that answered meanwhile. Only the first of a hedged pair writes ``into``: two GETs
         never write one buffer.
         """
+        slots = self._slots
+        if not slots.try_take():
+            await slots.take()
+        try:
+            pin = identity.etag
+            self._counters.gets += 1
+            if self.hedger.enabled:
+                result = await self._hedged(obj, want, pin, into)
+            else:  # the default: the GET itself, without the hedger's frame (or a closure) in every resume of it
+                result = await self.client.get_range(obj.bucket, obj.key, want, if_match=pin, into=into)
+            identity.verify(result)
+        finally:
+            slots.give()
+        self._counters.bytes_fetched += len(result.data)
+        return result
+
+    def _hedged(
+        self, obj: ObjectInfo, want: GetRange, pin: str | None, into: memoryview | Pieces | None
+    ) -> Awaitable[GetResult]:
+        """The GET under the hedger: a second one if the first is slow; only the first writes ``into``."""
         size = want.expected_length
         if size is None and want.kind == WHOLE:
             size = obj.size if obj.size >= 0 else None
@@ -667,14 +693,7 @@ class RangeEngine:
             target = targets.pop() if targets else None
             return self.client.get_range(obj.bucket, obj.key, want, if_match=pin, into=target)
 
-        async with self._slots:
-            pin = identity.etag
-            self._counters.gets += 1
-            # hedging off (the default): the GET itself, without the hedger's frame in every resume of it
-            result = await (self.hedger.run(fetch, size) if self.hedger.enabled else fetch())
-            identity.verify(result)
-        self._counters.bytes_fetched += len(result.data)
-        return result
+        return self.hedger.run(fetch, size)
 
     # ----------------------------------------------------------------- stream plumbing
 
@@ -682,7 +701,7 @@ class RangeEngine:
         self,
         requests: Iterable[Request],
         window: ByteBudget,
-        lookahead: asyncio.Semaphore,
+        lookahead: Slots,
         queue: asyncio.Queue[_Slot],
         state: _StreamState,
     ) -> None:
@@ -697,15 +716,16 @@ class RangeEngine:
                     reservation, run = self._prepare_object(obj)
                 else:
                     reservation, run = self._prepare_ranges(obj, list(request.ranges))
-                await lookahead.acquire()
+                if not lookahead.try_take():
+                    await lookahead.take()
                 slot = _Slot(index, request, Lease(window, self.budget))
                 state.live.append(slot)
                 assert slot.lease is not None
-                await slot.lease.resize(reservation)
+                if not slot.lease.take_now(reservation):
+                    await slot.lease.resize(reservation)
                 if state.failed_at is not None:
                     return
-                slot.task = asyncio.get_running_loop().create_task(_named(obj, run(slot.lease)))
-                slot.task.add_done_callback(lambda task, slot=slot: self._item_done(state, slot, task))
+                slot.task = asyncio.get_running_loop().create_task(_stream_item(state, slot, obj, run(slot.lease)))
                 queue.put_nowait(slot)
         except asyncio.CancelledError:
             raise
@@ -713,23 +733,6 @@ class RangeEngine:
             queue.put_nowait(_Slot(index, error=exc))
             return
         queue.put_nowait(_Slot(index + 1, end=True))
-
-    @staticmethod
-    def _item_done(state: _StreamState, slot: _Slot, task: asyncio.Task[Result]) -> None:
-        """A failed item stops the stream there: items after it are cancelled and their budget released."""
-        if task.cancelled() or task.exception() is None:
-            if task.cancelled() and slot.lease is not None:
-                slot.lease.release()
-            return
-        if slot.lease is not None:
-            slot.lease.release()
-        if state.failed_at is None or slot.index < state.failed_at:
-            state.failed_at = slot.index
-        if state.launcher is not None:
-            state.launcher.cancel()
-        for other in state.live:
-            if other.index > slot.index and other.task is not None:
-                other.task.cancel()
 
     # ----------------------------------------------------------------- version pins
 
@@ -754,6 +757,43 @@ class RangeEngine:
     def forget(self, obj: ObjectInfo) -> None:
         """Drop the learned ETag of an object, so the next read without an ETag accepts its current version."""
         self._pins.pop((obj.bucket, obj.key), None)
+
+
+async def _stream_item(state: _StreamState, slot: _Slot, obj: ObjectInfo, work: Awaitable[Any]) -> Any:
+    """One stream item's task: ``work``, any failure named as ``_named`` does (in this frame, not a second one). A
+    failed item stops the stream there (the launcher and the items after it cancelled, their budget released); a
+    cancelled one gives its budget back."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if slot.lease is not None:
+            slot.lease.release()
+        raise
+    except errors.S3IOError as exc:
+        _stop_stream_at(state, slot)
+        raise exc.with_context(bucket=obj.bucket, key=obj.key) from exc.__cause__
+    except Exception as exc:
+        _stop_stream_at(state, slot)
+        raise errors.S3IOError(f"read failed: {exc!r}", bucket=obj.bucket, key=obj.key, cause=exc) from exc
+    except BaseException:
+        _stop_stream_at(state, slot)
+        raise
+
+
+def _stop_stream_at(state: _StreamState, slot: _Slot) -> None:
+    """Item ``slot`` failed: the stream stops there. Its budget and that of every later item (cancelled, perhaps
+    before it ever ran) is released, and the launcher is cancelled."""
+    if slot.lease is not None:
+        slot.lease.release()
+    if state.failed_at is None or slot.index < state.failed_at:
+        state.failed_at = slot.index
+    if state.launcher is not None:
+        state.launcher.cancel()
+    for other in state.live:
+        if other.index > slot.index and other.task is not None:
+            other.task.cancel()
+            if other.lease is not None:
+                other.lease.release()
 
 
 async def _named(obj: ObjectInfo, work: Awaitable[Any]) -> Any:

@@ -1,12 +1,18 @@
 """SingleFlight: concurrent requests for one key share one fetch; completed values may stay in a small LRU.
 
 Rules (each has bitten a production system):
-- A waiter that is cancelled never cancels the fetch for the others: waiters await a shielded task.
+- A waiter that is cancelled never cancels the fetch for the others: the fetch is a task of its own, and each
+  waiter awaits a future of its own that the task's one done-callback settles (a shield, in one callback for all).
 - When the LAST waiter is gone the fetch is cancelled (its connection closed, nothing cached): nobody wants
   the bytes, and a cancelled reader must not keep the network busy. The next ``get`` starts a fresh fetch.
 - A waiter that arrives just as the fetch completes still gets the result: the in-flight entry is dropped
   only by the task's own done-callback, and a waiter that finds a finished task takes its result directly.
 - An error goes to every current waiter and is not cached: the next ``get`` fetches again.
+
+``run_here`` is the same sharing without a task for the fetch (a task, its scheduling and its bookkeeping are about a
+tenth of a small GET's CPU): the caller's own task runs the fetch and others may join it. Its owner being cancelled
+ends that fetch (as the owner's own read must); a joiner never sees that cancellation: it gets the value from a
+fresh fetch (``get``'s, in a task of its own). A failure reaches the joiners as for a shared task.
 """
 
 from __future__ import annotations
@@ -20,12 +26,16 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
-class _Flight(Generic[V]):
-    __slots__ = ("cache", "task", "waiters")
+class _OwnerLeft(Exception):
+    """What a joiner of a ``run_here`` flight is handed when the flight's owner was cancelled: fetch again."""
 
-    def __init__(self, task: asyncio.Task[V], cache: bool) -> None:
-        self.task = task
-        self.waiters = 0
+
+class _Flight(Generic[V]):
+    __slots__ = ("cache", "task", "waiting")
+
+    def __init__(self, task: asyncio.Task[V] | None, cache: bool) -> None:
+        self.task = task  # None: run by its owner's own task (``run_here``), and ended by it
+        self.waiting: list[asyncio.Future[V]] = []  # one future per current waiter, settled when the task ends
         self.cache = cache
 
 
@@ -67,23 +77,74 @@ class SingleFlight(Generic[K, V]):
             self._cache.move_to_end(key)
             self.hits += 1
             return value
-        flight = self._flights.get(key)
-        if flight is not None and flight.task.done() and (flight.task.cancelled() or flight.task.exception()):
-            flight = None  # it failed just now (its callback has not run yet): a fetch of our own, not its error
+        flight = self._joinable(key)
         if flight is None:
             flight = self._start(key, fetch, cache)
         else:
             self.joins += 1
         task = flight.task
-        if task.done():
+        if task is not None and task.done():
             return task.result()
-        flight.waiters += 1
+        waiter: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        waiting = flight.waiting
+        waiting.append(waiter)
         try:
-            return await _shielded(task)
+            return await waiter
+        except _OwnerLeft:
+            pass  # the owner of a ``run_here`` flight was cancelled: a fetch of our own (in a task), below
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()  # settled just before this waiter was cancelled: its outcome counts as taken
+            raise
         finally:
-            flight.waiters -= 1
-            if flight.waiters == 0 and not task.done():
-                self._abandon(key, flight)
+            if not waiter.done() or waiter.cancelled():  # this waiter left before the flight settled it
+                try:
+                    waiting.remove(waiter)
+                except ValueError:
+                    pass
+                if not waiting and task is not None and not task.done():
+                    self._abandon(key, flight)
+        return await self.get(key, fetch, cache=cache)
+
+    async def run_here(self, key: K, fetch: Callable[[], Awaitable[V]], *, cache: bool = True) -> V:
+        """As ``get``, but a new fetch runs in the calling task (no task of its own) while others may join it.
+
+        Cancelling the caller cancels the fetch; anyone who joined it then fetches again (see the module doc)."""
+        if key in self._cache or self._joinable(key) is not None:
+            return await self.get(key, fetch, cache=cache)
+        flight: _Flight[V] = _Flight(None, cache)
+        self._flights[key] = flight
+        try:
+            value = await fetch()
+        except BaseException as exc:
+            waiting = self._end(key, flight)
+            shared = exc if isinstance(exc, Exception) else _OwnerLeft()  # a failure is shared; a cancellation not
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_exception(shared)
+            raise
+        for waiter in self._end(key, flight):
+            if not waiter.done():
+                waiter.set_result(value)
+        if cache and self.max_bytes and self._size_of is not None:
+            self._store(key, value)
+        return value
+
+    def _joinable(self, key: K) -> _Flight[V] | None:
+        """The flight in progress for ``key``; None when there is none, or its task failed just now (its callback
+        has not run yet): the caller then fetches on its own, rather than take that error."""
+        flight = self._flights.get(key)
+        task = flight.task if flight is not None else None
+        if task is not None and task.done() and (task.cancelled() or task.exception() is not None):
+            return None
+        return flight
+
+    def _end(self, key: K, flight: _Flight[V]) -> list[asyncio.Future[V]]:
+        """Take ``flight`` out of the in-flight table; its waiters, for the caller to settle."""
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        waiting, flight.waiting = flight.waiting, []
+        return waiting
 
     def invalidate(self, key: K) -> None:
         """Forget a cached value (a fetch in flight is not affected)."""
@@ -117,14 +178,24 @@ class SingleFlight(Generic[K, V]):
         flight.task.cancel()
 
     def _finished(self, key: K, flight: _Flight[V], task: asyncio.Task[V]) -> None:
-        if self._flights.get(key) is flight:
-            del self._flights[key]
+        """The task's one done-callback: the flight is over, its waiters get its outcome, a value may be cached."""
+        waiting = self._end(key, flight)
         if task.cancelled():
+            for waiter in waiting:
+                waiter.cancel()
             return
-        if task.exception() is not None:
+        error = task.exception()
+        if error is not None:
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_exception(error)
             return
+        value = task.result()
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_result(value)
         if flight.cache and self.max_bytes and self._size_of is not None:
-            self._store(key, task.result())
+            self._store(key, value)
 
     def _store(self, key: K, value: V) -> None:
         assert self._size_of is not None
@@ -142,25 +213,3 @@ class SingleFlight(Generic[K, V]):
 async def _awaited(work: Awaitable[V]) -> V:
     """A fetch that returned an awaitable other than a coroutine (a future), as a task can run it."""
     return await work
-
-
-async def _shielded(task: asyncio.Task[V]) -> V:
-    """``await asyncio.shield(task)`` in fewer steps (one future, one callback; a GET of a pinned object waits so):
-    a waiter that is cancelled leaves ``task`` running."""
-    waiter: asyncio.Future[V] = task.get_loop().create_future()
-
-    def wake(done: asyncio.Task[V]) -> None:
-        if waiter.done():
-            return
-        if done.cancelled():
-            waiter.cancel()
-        elif (error := done.exception()) is not None:
-            waiter.set_exception(error)
-        else:
-            waiter.set_result(done.result())
-
-    task.add_done_callback(wake)
-    try:
-        return await waiter
-    finally:
-        task.remove_done_callback(wake)
