@@ -53,7 +53,10 @@ def test_small_object_is_exactly_one_get_and_no_head(s3_endpoint: Any, bucket: s
 
     async def work(engine: RangeEngine) -> None:
         before = engine.client.stats()
-        assert await engine.fetch_object(obj) == data
+        whole = await engine.fetch_object(obj)
+        # the transport's own chunk, not copied into a buffer of the engine's: under WHOLE_INTO_MIN a buffer only
+        # adds zeroing, page faults and a copy
+        assert type(whole) is bytes and whole == data
         delta = engine.client.stats() - before
         assert delta.request_count == 1 and delta.requests_for("get") == 1 and delta.requests_for("head") == 0
         before = engine.client.stats()
@@ -396,7 +399,8 @@ def test_a_read_that_joined_the_get_of_a_cancelled_stream_still_gets_its_bytes(
         consumer.cancel()
         with pytest.raises(asyncio.CancelledError):
             await consumer
-        assert bytes(await asyncio.wait_for(joined, 20)) == data
+        # at once, by a GET of its own: not after the held GET's first-byte timeout (13 s) and a retry
+        assert bytes(await asyncio.wait_for(joined, 6)) == data
 
     started = time.monotonic()
     run(fault_proxy.url, EngineConfig(), work)

@@ -62,7 +62,9 @@ KEPT_GAP = 64 * 1024
 WHOLE_INTO_MIN = 256 * 1024
 WHOLE_OBJECT = GetRange.whole()
 
-Blob = bytes | memoryview  # a read's bytes: a read-only view of the one buffer its parts landed in (or b"")
+# a read's bytes: a read-only view of the one buffer its parts landed in, or bytes (a whole object under
+# WHOLE_INTO_MIN: the transport's one chunk; b"")
+Blob = bytes | memoryview
 Result = Blob | list[Blob]
 
 
@@ -292,7 +294,7 @@ class RangeEngine:
 
     async def fetch_object(self, obj: ObjectInfo) -> Blob:
         """The whole object: one GET when the size is known and at most part_size, else parallel parts, all landing
-        in one buffer (a read-only ``memoryview`` of it is returned)."""
+        in one buffer (a read-only ``memoryview`` of it is returned; ``bytes`` for an object under WHOLE_INTO_MIN)."""
         reservation, run = self._prepare_object(obj)
         return await self._direct(obj, reservation, run)
 
