@@ -16,6 +16,7 @@ import ctypes
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -34,6 +35,10 @@ STOP_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_BYTES = 3000
 POLL_SECONDS = 0.25
 REPLY_TIMEOUT_SECONDS = 30.0  # for a child server to answer a control command
+# A port ``free_ports`` chose is released before the server binds it, so another process may take it meanwhile: a
+# start that failed on an address in use is tried once more, on fresh ports, in a fresh directory.
+START_ATTEMPTS = 2
+_PORT_TAKEN = re.compile(r"address already in use|EADDRINUSE|errno 98\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class DaemonGroup:
         self.workdir: Path | None = None  # where the server lived (kept after stop(), which removes it)
         self.started_pids: list[int] = []  # every process ever started (stop() leaves none of them running)
         self.started_in: float | None = None  # seconds from start() to the server answering
+        self.start_attempts = 0  # launches start() made (a second one only after an address in use)
 
     def unavailable_reason(self) -> str | None:
         """Why the server cannot run here (a missing package or command), or None if it can."""
@@ -92,18 +98,23 @@ class DaemonGroup:
         if reason is not None:
             raise self.UNAVAILABLE(reason)
         began = time.monotonic()
-        self._dir = self.workdir = Path(tempfile.mkdtemp(prefix=self.DIR_PREFIX))
-        (self._dir / "log").mkdir()
-        try:
-            self._launch(began + self._start_timeout)
-        except BaseException as exc:
-            tails = self.log_tails()
-            self.stop()
-            if isinstance(exc, self.UNAVAILABLE):
-                raise self.UNAVAILABLE(f"{exc}\n{tails}") from None
-            if isinstance(exc, Exception):
-                raise self.UNAVAILABLE(f"starting {self.NAME} failed: {exc}\n{tails}") from exc
-            raise
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.start_attempts = attempt
+            self._dir = self.workdir = Path(tempfile.mkdtemp(prefix=self.DIR_PREFIX))
+            (self._dir / "log").mkdir()
+            try:
+                self._launch(time.monotonic() + self._start_timeout)
+                break
+            except BaseException as exc:
+                tails = self.log_tails()
+                self.stop()
+                if isinstance(exc, Exception) and attempt < START_ATTEMPTS and _PORT_TAKEN.search(f"{exc}\n{tails}"):
+                    continue  # another process took a port between free_ports() and the bind: fresh ports
+                if isinstance(exc, self.UNAVAILABLE):
+                    raise self.UNAVAILABLE(f"{exc}\n{tails}") from None
+                if isinstance(exc, Exception):
+                    raise self.UNAVAILABLE(f"starting {self.NAME} failed: {exc}\n{tails}") from exc
+                raise
         self.started_in = time.monotonic() - began
         return self
 
