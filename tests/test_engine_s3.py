@@ -368,14 +368,15 @@ def test_cancelling_the_consumer_cancels_outstanding_reads_and_releases_budget(
     assert time.monotonic() - started < 25  # did not wait out the 30 s latency
 
 
-def test_a_read_that_joined_the_get_of_a_cancelled_stream_still_gets_its_bytes(
+def test_a_read_that_joined_the_get_of_a_cancelled_stream_gets_its_bytes_from_that_get(
     s3_endpoint: Any, bucket: str, s3_client: Any, fault_proxy: FaultProxy
 ) -> None:
     """A stream's item runs its GET in its own task (none for the GET itself), and a read of the same version joins
-    it. Cancelling the stream ends that GET; the read that joined never sees the cancellation: it fetches again."""
+    it. Cancelling the stream's consumer returns at once, but leaves that GET running for the read that joined it:
+    that read gets its bytes from it, and no second GET is sent."""
     data = data_of(4 * KiB, seed=21)
     obj = put(s3_client, bucket, "joined/x.bin", data)
-    fault_proxy.add_rule(FaultRule(fault=Latency(30), method="GET", path=r"joined/x\.bin", times=1))
+    fault_proxy.add_rule(FaultRule(fault=Latency(3), method="GET", path=r"joined/x\.bin", times=1))
 
     def gets() -> int:
         return sum(1 for r in fault_proxy.requests if r.method == "GET" and r.path.endswith("joined/x.bin"))
@@ -383,7 +384,7 @@ def test_a_read_that_joined_the_get_of_a_cancelled_stream_still_gets_its_bytes(
     async def work(engine: RangeEngine) -> None:
         async def consume() -> None:
             async for _ in engine.stream([Request(obj)]):
-                raise AssertionError("the stream's GET is held 30 s: no item before the cancellation")
+                raise AssertionError("the stream's GET is held 3 s: no item before the cancellation")
 
         consumer = asyncio.create_task(consume())
         for _ in range(1000):  # until the stream's GET is held at the proxy
@@ -399,13 +400,53 @@ def test_a_read_that_joined_the_get_of_a_cancelled_stream_still_gets_its_bytes(
         consumer.cancel()
         with pytest.raises(asyncio.CancelledError):
             await consumer
-        # at once, by a GET of its own: not after the held GET's first-byte timeout (13 s) and a retry
-        assert bytes(await asyncio.wait_for(joined, 6)) == data
+        assert not joined.done()  # the consumer left at once; the GET it shared is still held at the proxy
+        assert bytes(await asyncio.wait_for(joined, 20)) == data
+        assert engine.budget.reserved == 0
 
     started = time.monotonic()
     run(fault_proxy.url, EngineConfig(), work)
-    assert time.monotonic() - started < 25  # did not wait out the held GET
-    assert gets() == 2
+    assert time.monotonic() - started < 25
+    assert gets() == 1  # the joined read got its bytes from the stream's GET
+
+
+def test_a_stream_item_left_running_for_a_joined_read_stops_when_that_read_is_cancelled(
+    s3_endpoint: Any, bucket: str, s3_client: Any, fault_proxy: FaultProxy
+) -> None:
+    """The stream's GET ran on only for the read that joined it; once that read is cancelled too, nobody wants the
+    bytes and the GET is cancelled (its connection closed), not waited out."""
+    obj = put(s3_client, bucket, "joined/y.bin", data_of(4 * KiB, seed=22))
+    fault_proxy.add_rule(FaultRule(fault=Latency(30), method="GET", path=r"joined/y\.bin", times=1))
+
+    async def work(engine: RangeEngine) -> None:
+        async def consume() -> None:
+            async for _ in engine.stream([Request(obj)]):
+                raise AssertionError("the stream's GET is held 30 s")
+
+        consumer = asyncio.create_task(consume())
+        joined: asyncio.Task[Any] | None = None
+        for _ in range(1000):
+            if joined is None and any(r.path.endswith("joined/y.bin") for r in fault_proxy.requests):
+                joined = asyncio.create_task(engine.fetch_object(obj))
+            if engine.stats().shared_gets:
+                break
+            await asyncio.sleep(0.01)
+        assert joined is not None and engine.stats().shared_gets == 1
+        consumer.cancel()
+        await asyncio.gather(consumer, return_exceptions=True)
+        others = asyncio.all_tasks() - {asyncio.current_task(), joined}
+        assert len(others) == 1  # the stream's item, left running for the joined read
+        joined.cancel()
+        await asyncio.gather(joined, return_exceptions=True)
+        for _ in range(500):
+            if all(task.done() for task in others):
+                break
+            await asyncio.sleep(0.01)
+        assert all(task.cancelled() for task in others)
+
+    started = time.monotonic()
+    run(fault_proxy.url, EngineConfig(), work)
+    assert time.monotonic() - started < 20  # did not wait out the held GET
 
 
 def test_error_stops_the_stream_at_the_failed_request_and_names_the_object(

@@ -273,3 +273,39 @@ def test_run_here_failure_reaches_every_joiner_and_is_not_cached() -> None:
         assert await sf.run_here("k", failing) == b"fine" and sf.hits == 1 and calls == 1
 
     asyncio.run(main())
+
+
+def test_detach_leaves_a_shared_owner_running_and_cancels_it_when_its_last_joiner_leaves() -> None:
+    """``detach`` is asked instead of cancelling an owner: False for an owner nobody joined (cancel it), True for
+    one others wait on: it runs on for them, and is cancelled once the last of them leaves."""
+
+    async def main() -> None:
+        sf: SingleFlight[str, bytes] = SingleFlight()
+        alone, shared = Fetcher(), Fetcher()
+        lonely = asyncio.create_task(sf.run_here("a", alone))
+        owner = asyncio.create_task(sf.run_here("b", shared))
+        await asyncio.sleep(0)
+        joiners = [asyncio.create_task(sf.get("b", shared)) for _ in range(2)]
+        await asyncio.sleep(0)
+        assert not sf.detach(lonely) and sf.detach(owner)
+        lonely.cancel()
+        joiners[0].cancel()
+        await asyncio.gather(lonely, joiners[0], return_exceptions=True)
+        assert not owner.done() and shared.cancelled == 0  # one joiner is left: the owner runs on for it
+        joiners[1].cancel()
+        await asyncio.gather(joiners[1], return_exceptions=True)
+        with pytest.raises(asyncio.CancelledError):
+            await owner
+        assert shared.cancelled == 1 and alone.cancelled == 1 and sf.in_flight == 0
+
+        finishing = Fetcher()
+        owner = asyncio.create_task(sf.run_here("c", finishing))
+        await asyncio.sleep(0)
+        joiner = asyncio.create_task(sf.get("c", finishing))
+        await asyncio.sleep(0)
+        assert sf.detach(owner)
+        finishing.release.set()
+        assert await joiner == b"value" and await owner == b"value" and finishing.calls == 1
+        assert not sf.detach(owner)  # its flight is over
+
+    asyncio.run(main())

@@ -332,6 +332,7 @@ def test_the_errors_import_without_the_client() -> None:
 # Exceptions that are not errors a caller sees: signals caught inside the module pair that raises them, a planning
 # bug's loud failure, and warnings. Every other exception class of s3io and spark_ext derives from S3IOError.
 NOT_ERRORS_OF_S3IO = {
+    "s3io.engine.singleflight._OwnerLeft": "a signal: a joiner whose run_here owner was cancelled fetches again",
     "s3io.parquet.footer.FooterNeedsMore": "a signal: the footer readers fetch more and parse again",
     "s3io.parquet.schema._Incompatible": "a signal inside the schema merge",
     "s3io.parquet.sparse.RangeNotFetched": "a planning bug (a read outside every fetched range), never a user's error",

@@ -176,24 +176,52 @@ class _Slot:
 class _StreamState:
     """The launched, not yet consumed items of one stream, and its launcher task."""
 
+    detach: Callable[[asyncio.Task[Any]], bool]  # the engine's SingleFlight.detach: is an item's GET shared?
     live: deque[_Slot] = field(default_factory=deque)
     failed_at: int | None = None
     launcher: asyncio.Task[None] | None = None
 
     def abort(self) -> list[asyncio.Task[Any]]:
-        """Cancel the launcher and every unconsumed item, release their budget; returns the tasks to await."""
+        """Cancel the launcher and every unconsumed item, release their budget; returns the tasks to await. An item
+        whose GET other reads joined is left to finish it for them (``stop``), not awaited."""
         tasks: list[asyncio.Task[Any]] = []
         if self.launcher is not None:
             self.launcher.cancel()
             tasks.append(self.launcher)
         for slot in self.live:
-            if slot.task is not None:
-                slot.task.cancel()
+            if slot.task is not None and self.stop(slot.task):
                 tasks.append(slot.task)
             if slot.lease is not None:
                 slot.lease.release()
         self.live.clear()
         return tasks
+
+    def stop(self, task: asyncio.Task[Any]) -> bool:
+        """Cancel an item's task (True), unless other reads wait on the GET it runs: then it runs on for them, its
+        outcome dropped (False); it is cancelled when the last of them leaves (SingleFlight's rule)."""
+        if self.detach(task):
+            task.add_done_callback(_outcome_dropped)
+            return False
+        task.cancel()
+        return True
+
+
+def _finished(task: asyncio.Task[Any]) -> asyncio.Future[None]:
+    """A future that resolves when ``task`` is done; cancelling it leaves the task alone."""
+    done: asyncio.Future[None] = task.get_loop().create_future()
+
+    def wake(_: asyncio.Task[Any]) -> None:
+        if not done.done():
+            done.set_result(None)
+
+    task.add_done_callback(wake)
+    return done
+
+
+def _outcome_dropped(task: asyncio.Task[Any]) -> None:
+    """A detached item's result or error: nobody reads it (retrieved here, so asyncio does not log it as lost)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class RangeSource(Protocol):
@@ -325,14 +353,15 @@ class RangeEngine:
         the consumer's own memory. An error stops the stream at the failed request (earlier results are
         yielded first) and names the object; later requests are cancelled. When the stream is closed
         (``aclose``, ``contextlib.aclosing``), or the task iterating it is cancelled (even between two items),
-        every outstanding task is cancelled and its budget released; resumed after that, the stream raises instead
-        of ending. A task that ends otherwise hands the stream to the next (``asyncio.wait_for`` per item works).
+        every outstanding task is cancelled and its budget released (an item whose GET other reads joined is left to
+        finish it for them, and cancelled when they leave); resumed after that, the stream raises instead of ending.
+        A task that ends otherwise hands the stream to the next (``asyncio.wait_for`` per item works).
         One task consuming several streams in lockstep must keep their windows together below memory_budget.
         """
         window = ByteBudget(self.config.effective_stream_window)
         lookahead = Slots(2 * self.config.max_concurrency)
         queue: asyncio.Queue[_Slot] = asyncio.Queue()
-        state = _StreamState()
+        state = _StreamState(self._flights.detach)
         state.launcher = asyncio.get_running_loop().create_task(self._launch(requests, window, lookahead, queue, state))
         watch = ConsumerWatch("the engine's stream", state.abort)
         try:
@@ -344,7 +373,11 @@ class RangeEngine:
                 if slot.error is not None:
                     raise slot.error
                 assert slot.task is not None and slot.request is not None and slot.lease is not None
-                result = await slot.task
+                if not slot.task.done():
+                    # not ``await slot.task``: this consumer's cancellation would cancel the item with it, even one
+                    # whose GET other reads share; abort (below) decides that
+                    await _finished(slot.task)
+                result = slot.task.result()
                 try:
                     yield slot.request, result
                 finally:
@@ -367,8 +400,11 @@ class RangeEngine:
 
         return plan.fetch_bytes, run
 
-    def _prepare_object(self, obj: ObjectInfo) -> tuple[int, Callable[[Lease], Awaitable[Any]]]:
-        return (obj.size if obj.size >= 0 else self.config.part_size), functools.partial(self._read_object, obj)
+    def _prepare_object(
+        self, obj: ObjectInfo, *, own_task: bool = False
+    ) -> tuple[int, Callable[[Lease], Awaitable[Any]]]:
+        run = functools.partial(self._read_object, obj, own_task=own_task)
+        return (obj.size if obj.size >= 0 else self.config.part_size), run
 
     def _plan_ranges(self, obj: ObjectInfo, ranges: list[Range]) -> _RangePlan:
         try:
@@ -441,12 +477,13 @@ class RangeEngine:
         c.coalesced_ranges += max(0, nonempty - len(plan.merged)) if not plan.whole else max(0, nonempty - 1)
         return True
 
-    async def _read_object(self, obj: ObjectInfo, lease: Lease) -> Blob:
+    async def _read_object(self, obj: ObjectInfo, lease: Lease, *, own_task: bool = False) -> Blob:
+        """``own_task``: this read is all its task does (a stream's item), so a GET it shares runs in that task."""
         self._counters.calls += 1
         identity = self._identity(obj)
         part_size = self.config.part_size
         if 0 <= obj.size <= part_size:
-            data = await self._read_whole(obj, identity)
+            data = await self._read_whole(obj, identity, own_task=own_task)
         else:
             data = await self._read_checked(obj, identity, lease)
         self._counters.bytes_requested += len(data)
@@ -535,13 +572,13 @@ class RangeEngine:
         self._learn(obj, identity)
         return data, size
 
-    async def _read_whole(self, obj: ObjectInfo, identity: _Identity) -> Blob:
+    async def _read_whole(self, obj: ObjectInfo, identity: _Identity, *, own_task: bool = False) -> Blob:
         """One GET without a Range header, into a buffer of the size we were told (if any), which it must match."""
         size = identity.size
         into = None
         if size is not None and size >= WHOLE_INTO_MIN:
             into = memoryview(self._buffers.take(size))[:size]
-        result = await self._get(obj, WHOLE_OBJECT, identity, exact=False, into=into)
+        result = await self._get(obj, WHOLE_OBJECT, identity, exact=False, into=into, own_task=own_task)
         if size is not None and len(result.data) != size:
             raise errors.Truncated(
                 f"GET returned {len(result.data)} bytes of a {size}-byte object", bucket=obj.bucket, key=obj.key
@@ -623,6 +660,7 @@ class RangeEngine:
         *,
         exact: bool = True,
         into: memoryview | Pieces | None = None,
+        own_task: bool = False,
     ) -> GetResult:
         """One GET, pinned to the read's ETag; checked against the read's identity.
 
@@ -638,7 +676,10 @@ class RangeEngine:
             result = await self._issue(obj, want, identity, into)
         else:
             key = (obj.bucket, obj.key, pin, want.kind, want.start, want.end, want.length)  # str/int: hashed in C
-            result = await self._flights.run_here(key, lambda: self._issue(obj, want, identity, into))
+            fetch = functools.partial(self._issue, obj, want, identity, into)
+            # in a task that is this read's alone (a stream's item, which the stream detaches rather than cancel while
+            # others share its GET), the GET runs right here; elsewhere in a task of its own that no caller cancels
+            result = await (self._flights.run_here(key, fetch) if own_task else self._flights.get(key, fetch))
         identity.verify(result)
         if into is not None and result.data is not into and len(result.data) <= len(into):
             into[: len(result.data)] = result.data  # another read's GET (or a hedge's own buffer): one copy
@@ -715,7 +756,7 @@ class RangeEngine:
                     raise errors.InvalidConfig(f"stream: expected Request items, got {type(request).__name__}")
                 obj = request.obj
                 if request.ranges is None:
-                    reservation, run = self._prepare_object(obj)
+                    reservation, run = self._prepare_object(obj, own_task=True)
                 else:
                     reservation, run = self._prepare_ranges(obj, list(request.ranges))
                 if not lookahead.try_take():
@@ -793,7 +834,7 @@ def _stop_stream_at(state: _StreamState, slot: _Slot) -> None:
         state.launcher.cancel()
     for other in state.live:
         if other.index > slot.index and other.task is not None:
-            other.task.cancel()
+            state.stop(other.task)
             if other.lease is not None:
                 other.lease.release()
 

@@ -10,9 +10,11 @@ Rules (each has bitten a production system):
 - An error goes to every current waiter and is not cached: the next ``get`` fetches again.
 
 ``run_here`` is the same sharing without a task for the fetch (a task, its scheduling and its bookkeeping are about a
-tenth of a small GET's CPU): the caller's own task runs the fetch and others may join it. Its owner being cancelled
-ends that fetch (as the owner's own read must); a joiner never sees that cancellation: it gets the value from a
-fresh fetch (``get``'s, in a task of its own). A failure reaches the joiners as for a shared task.
+tenth of a small GET's CPU): the caller's own task, its owner, runs the fetch and others may join it. Cancelling an
+owner would cancel the fetch with it, so whoever cancels owners asks ``detach(task)`` first: when others wait on its
+fetch, the owner is left running for them (and cancelled when the last of them leaves, by the rule above). An owner
+cancelled anyway ends its fetch, and a joiner never sees that cancellation: it fetches again (``get``'s way, in a
+task of its own) and gets the value. A failure reaches the joiners as for a shared task.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -31,10 +33,12 @@ class _OwnerLeft(Exception):
 
 
 class _Flight(Generic[V]):
-    __slots__ = ("cache", "task", "waiting")
+    __slots__ = ("cache", "detached", "owner", "task", "waiting")
 
-    def __init__(self, task: asyncio.Task[V] | None, cache: bool) -> None:
+    def __init__(self, task: asyncio.Task[V] | None, cache: bool, owner: asyncio.Task[Any] | None = None) -> None:
         self.task = task  # None: run by its owner's own task (``run_here``), and ended by it
+        self.owner = owner
+        self.detached = False  # the owner is left running only for those who joined (``detach``)
         self.waiting: list[asyncio.Future[V]] = []  # one future per current waiter, settled when the task ends
         self.cache = cache
 
@@ -53,6 +57,7 @@ class SingleFlight(Generic[K, V]):
         self._cache: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._cached_bytes = 0
         self._orphans: set[asyncio.Task[V]] = set()
+        self._owned: dict[asyncio.Task[Any], _Flight[V]] = {}  # run_here's flights, by the task running each
         self.joins = 0
         self.hits = 0
 
@@ -102,18 +107,25 @@ class SingleFlight(Generic[K, V]):
                     waiting.remove(waiter)
                 except ValueError:
                     pass
-                if not waiting and task is not None and not task.done():
-                    self._abandon(key, flight)
+                if not waiting:
+                    if task is not None and not task.done():
+                        self._abandon(key, flight)
+                    elif flight.detached and flight.owner is not None:
+                        flight.owner.cancel()  # it ran on only for those who joined, and the last has left
         return await self.get(key, fetch, cache=cache)
 
     async def run_here(self, key: K, fetch: Callable[[], Awaitable[V]], *, cache: bool = True) -> V:
         """As ``get``, but a new fetch runs in the calling task (no task of its own) while others may join it.
 
-        Cancelling the caller cancels the fetch; anyone who joined it then fetches again (see the module doc)."""
+        Cancelling the caller cancels the fetch (``detach`` says when not to); anyone who joined it then fetches
+        again (see the module doc)."""
         if key in self._cache or self._joinable(key) is not None:
             return await self.get(key, fetch, cache=cache)
-        flight: _Flight[V] = _Flight(None, cache)
+        owner = asyncio.current_task()
+        flight: _Flight[V] = _Flight(None, cache, owner)
         self._flights[key] = flight
+        if owner is not None:
+            self._owned[owner] = flight
         try:
             value = await fetch()
         except BaseException as exc:
@@ -130,6 +142,15 @@ class SingleFlight(Generic[K, V]):
             self._store(key, value)
         return value
 
+    def detach(self, task: asyncio.Task[Any]) -> bool:
+        """Whether ``task`` runs a ``run_here`` fetch that others wait on; if so it is marked to run on for them, and
+        the caller, who was about to cancel it, must not (it is cancelled when the last of them leaves)."""
+        flight = self._owned.get(task)
+        if flight is None or not flight.waiting:
+            return False
+        flight.detached = True
+        return True
+
     def _joinable(self, key: K) -> _Flight[V] | None:
         """The flight in progress for ``key``; None when there is none, or its task failed just now (its callback
         has not run yet): the caller then fetches on its own, rather than take that error."""
@@ -143,6 +164,8 @@ class SingleFlight(Generic[K, V]):
         """Take ``flight`` out of the in-flight table; its waiters, for the caller to settle."""
         if self._flights.get(key) is flight:
             del self._flights[key]
+        if flight.owner is not None and self._owned.get(flight.owner) is flight:
+            del self._owned[flight.owner]
         waiting, flight.waiting = flight.waiting, []
         return waiting
 
