@@ -27,7 +27,16 @@ class BatchFinisher:
     Returns None for a batch the filter empties, so callers never yield zero-row batches.
     """
 
-    __slots__ = ("conversions", "dictionary_columns", "expression", "partition_row", "schema", "target", "url")
+    __slots__ = (
+        "conversions",
+        "dictionary_columns",
+        "expression",
+        "partition_fields",
+        "partition_row",
+        "schema",
+        "target",
+        "url",
+    )
 
     def __init__(
         self,
@@ -44,6 +53,7 @@ class BatchFinisher:
         self.schema = schema
         self.target = target
         self.partition_row = list(partition_row)
+        self.partition_fields = list(target)[len(schema) :]  # the target's fields after the data columns
         self.expression = expression
         self.url = url
 
@@ -56,8 +66,7 @@ class BatchFinisher:
             columns = [*data.columns, *(constant(value, n) for value in self.partition_row)]
             target = self.target
             if self.dictionary_columns:  # the data columns' types as conform kept them, then the partition columns
-                partition = list(target)[len(data.schema) :]
-                target = pa.schema([*data.schema, *partition], metadata=target.metadata)
+                target = pa.schema([*data.schema, *self.partition_fields], metadata=target.metadata)
             data = pa.RecordBatch.from_arrays(columns, schema=target)
         if self.expression is not None and n:
             data = data.filter(self.expression)

@@ -47,7 +47,7 @@ class ByteBudget:
             raise ValueError(f"cannot reserve a negative number of bytes ({n})")
         if n == 0:
             return
-        if not self._waiters and self._fits(n):
+        if self.fits_now(n):
             self._take(n)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -72,6 +72,10 @@ class ByteBudget:
             raise ValueError(f"cannot release {n} bytes: {self._reserved} are reserved")
         self._reserved -= n
         self._wake()
+
+    def fits_now(self, n: int) -> bool:
+        """Whether ``n`` bytes can be taken at once: they fit and nobody is queued before them (FIFO)."""
+        return not self._waiters and self._fits(n)
 
     def _fits(self, n: int) -> bool:
         return self._reserved == 0 or self._reserved + n <= self.capacity
@@ -141,9 +145,8 @@ class Lease:
         if n < 0 or any(self._held):
             return False
         budgets = self._budgets
-        for budget in budgets:
-            if budget._waiters or not budget._fits(n):
-                return False
+        if not all(budget.fits_now(n) for budget in budgets):
+            return False
         for i, budget in enumerate(budgets):
             budget._take(n)
             self._held[i] = n

@@ -803,7 +803,7 @@ class RangeEngine:
 
 
 async def _stream_item(state: _StreamState, slot: _Slot, obj: ObjectInfo, work: Awaitable[Any]) -> Any:
-    """One stream item's task: ``work``, any failure named as ``_named`` does (in this frame, not a second one). A
+    """One stream item's task: ``work``, any failure named as ``_named`` names it (in this frame, not a second one). A
     failed item stops the stream there (the launcher and the items after it cancelled, their budget released); a
     cancelled one gives its budget back."""
     try:
@@ -812,15 +812,12 @@ async def _stream_item(state: _StreamState, slot: _Slot, obj: ObjectInfo, work: 
         if slot.lease is not None:
             slot.lease.release()
         raise
-    except errors.S3IOError as exc:
+    except BaseException as exc:
         _stop_stream_at(state, slot)
-        raise exc.with_context(bucket=obj.bucket, key=obj.key) from exc.__cause__
-    except Exception as exc:
-        _stop_stream_at(state, slot)
-        raise errors.S3IOError(f"read failed: {exc!r}", bucket=obj.bucket, key=obj.key, cause=exc) from exc
-    except BaseException:
-        _stop_stream_at(state, slot)
-        raise
+        if not isinstance(exc, Exception):
+            raise
+        named = _named_error(obj, exc)
+        raise named from named.__cause__
 
 
 def _stop_stream_at(state: _StreamState, slot: _Slot) -> None:
@@ -843,7 +840,18 @@ async def _named(obj: ObjectInfo, work: Awaitable[Any]) -> Any:
     """Await ``work``; any failure comes out as an S3IOError naming the object."""
     try:
         return await work
-    except errors.S3IOError as exc:
-        raise exc.with_context(bucket=obj.bucket, key=obj.key) from exc.__cause__
     except Exception as exc:
-        raise errors.S3IOError(f"read failed: {exc!r}", bucket=obj.bucket, key=obj.key, cause=exc) from exc
+        named = _named_error(obj, exc)
+        raise named from named.__cause__
+
+
+def _named_error(obj: ObjectInfo, exc: Exception) -> errors.S3IOError:
+    """``exc`` as a read of ``obj`` raises it: an S3IOError naming the object, its ``__cause__`` the error behind it
+    (an S3IOError keeps its own; anything else becomes the cause of a new one)."""
+    if isinstance(exc, errors.S3IOError):
+        named = exc.with_context(bucket=obj.bucket, key=obj.key)
+        named.__cause__ = exc.__cause__
+        return named
+    named = errors.S3IOError(f"read failed: {exc!r}", bucket=obj.bucket, key=obj.key, cause=exc)
+    named.__cause__ = exc
+    return named

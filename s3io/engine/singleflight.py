@@ -129,15 +129,10 @@ class SingleFlight(Generic[K, V]):
         try:
             value = await fetch()
         except BaseException as exc:
-            waiting = self._end(key, flight)
-            shared = exc if isinstance(exc, Exception) else _OwnerLeft()  # a failure is shared; a cancellation not
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_exception(shared)
+            # a failure is shared with those who joined; a cancellation is not: they fetch again
+            _settle(self._end(key, flight), error=exc if isinstance(exc, Exception) else _OwnerLeft())
             raise
-        for waiter in self._end(key, flight):
-            if not waiter.done():
-                waiter.set_result(value)
+        _settle(self._end(key, flight), value)
         if cache and self.max_bytes and self._size_of is not None:
             self._store(key, value)
         return value
@@ -209,14 +204,10 @@ class SingleFlight(Generic[K, V]):
             return
         error = task.exception()
         if error is not None:
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_exception(error)
+            _settle(waiting, error=error)
             return
         value = task.result()
-        for waiter in waiting:
-            if not waiter.done():
-                waiter.set_result(value)
+        _settle(waiting, value)
         if flight.cache and self.max_bytes and self._size_of is not None:
             self._store(key, value)
 
@@ -231,6 +222,17 @@ class SingleFlight(Generic[K, V]):
         while self._cached_bytes > self.max_bytes:
             _, (_, evicted) = self._cache.popitem(last=False)
             self._cached_bytes -= evicted
+
+
+def _settle(waiting: list[asyncio.Future[V]], value: V | None = None, *, error: BaseException | None = None) -> None:
+    """Hand each waiter still waiting the flight's outcome: ``error`` if given, else ``value``."""
+    for waiter in waiting:
+        if waiter.done():
+            continue
+        if error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(value)  # type: ignore[arg-type]
 
 
 async def _awaited(work: Awaitable[V]) -> V:
