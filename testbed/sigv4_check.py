@@ -66,6 +66,11 @@ class Rejection:
         """A request signed for another region than the bucket's: S3's redirect answer, not a signing error."""
         return self.code == "AuthorizationHeaderMalformed" and "expecting" in self.reason
 
+    @property
+    def body_cut(self) -> bool:
+        """The sender went away mid-body (a killed process): S3 answers IncompleteBody to no one."""
+        return self.code == "IncompleteBody"
+
 
 class SignatureRefused(Exception):
     """Raised inside the check; becomes the S3 error answer."""
@@ -102,6 +107,8 @@ class SigV4CheckingApp:
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
         try:
+            if environ.get(BODY_CUT):
+                raise SignatureRefused(400, "IncompleteBody", "the body ended before its Content-Length")
             self._check(environ, body)
         except SignatureRefused as refused:
             with self._lock:
@@ -236,6 +243,9 @@ class SigV4CheckingApp:
 # ----------------------------------------------------------------------------------------- request pieces
 
 
+BODY_CUT = "s3io.testbed.body_cut"
+
+
 def _read_body(environ: Environ) -> bytes:
     """Read the whole request body and put it back, so the app below reads the same bytes."""
     stream = environ.get("wsgi.input")
@@ -244,6 +254,8 @@ def _read_body(environ: Environ) -> bytes:
     length = environ.get("CONTENT_LENGTH")
     if length:
         body = stream.read(int(length))
+        if len(body) < int(length):
+            environ[BODY_CUT] = True  # the connection closed mid-body: what arrived is not what was signed
     elif environ.get("wsgi.input_terminated"):
         body = stream.read()
     else:

@@ -92,9 +92,10 @@ def _every_request_correctly_signed(request: pytest.FixtureRequest) -> Iterator[
     if server is None:
         return
     # An unknown access key is a test's own doing, never the signer's: a test of wrong credentials whose concurrent
-    # second request is refused after its teardown would otherwise be blamed on the next test.
+    # second request is refused after its teardown would otherwise be blamed on the next test. A body cut short is
+    # a killed sender's (the crash tests kill writers mid-PUT): its answer reaches no one.
     taken = server.front.take_rejections() if server.front else []
-    rejected = [r for r in taken if not r.wrong_region and r.code != "InvalidAccessKeyId"]
+    rejected = [r for r in taken if not r.wrong_region and r.code != "InvalidAccessKeyId" and not r.body_cut]
     assert not rejected, f"the S3 front refused {len(rejected)} request(s) as S3 would: {rejected[:3]}"
 
 

@@ -1,0 +1,75 @@
+"""The SigV4 front (testbed/sigv4_check.py) tells a body its sender cut short from a body that is not what was
+signed: the first is S3's IncompleteBody, answered to no one (a crash test kills writers mid-PUT), the second is
+XAmzContentSHA256Mismatch, a signing bug the strictness check must keep catching."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from testbed.moto_server import FAKE_ACCESS_KEY, FAKE_REGION, FAKE_SECRET_KEY
+from testbed.sigv4_check import Rejection
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.signature_errors_expected]
+
+WAIT_SECONDS = 20.0
+
+
+def _signed_put_head(url: str, body: bytes) -> bytes:
+    """The request line and headers of a PUT of `body`, signed as botocore signs it (payload hash included)."""
+    request = AWSRequest(method="PUT", url=url, data=body, headers={"x-amz-content-sha256": _sha(body)})
+    SigV4Auth(Credentials(FAKE_ACCESS_KEY, FAKE_SECRET_KEY), "s3", FAKE_REGION).add_auth(request)
+    parts = urlsplit(url)
+    headers = {**dict(request.headers.items()), "Host": parts.netloc, "Content-Length": str(len(body))}
+    lines = [f"PUT {parts.path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _sha(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def _rejections_for(front: Any, key: str) -> list[Rejection]:
+    """The front's refusals of `key`, waited for (the server thread sees the closed connection a little later)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        found = [r for r in front.take_rejections() if r.path.endswith(key)]
+        if found:
+            return found
+        time.sleep(0.05)
+    return []
+
+
+def test_a_body_cut_short_by_its_sender_is_incomplete_body_not_a_signing_error(
+    s3_endpoint: Any, moto_server: Any, bucket: str
+) -> None:
+    body = bytes(range(256)) * 64
+    url = f"{s3_endpoint.url}/{bucket}/cut"
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(_signed_put_head(url, body) + body[: len(body) // 2])  # then the sender dies
+    (refused,) = _rejections_for(moto_server.front, "/cut")
+    assert (refused.code, refused.body_cut) == ("IncompleteBody", True), refused
+
+
+def test_a_whole_body_that_is_not_the_signed_one_is_still_a_hash_mismatch(
+    s3_endpoint: Any, moto_server: Any, bucket: str
+) -> None:
+    body = bytes(range(256)) * 64
+    url = f"{s3_endpoint.url}/{bucket}/altered"
+    parts = urlsplit(url)
+    altered = b"\xff" + body[1:]
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(_signed_put_head(url, body) + altered)
+        answer = sock.recv(4096)
+    assert b" 400 " in answer.split(b"\r\n", 1)[0] and b"XAmzContentSHA256Mismatch" in answer, answer[:300]
+    (refused,) = _rejections_for(moto_server.front, "/altered")
+    assert (refused.code, refused.body_cut) == ("XAmzContentSHA256Mismatch", False), refused
