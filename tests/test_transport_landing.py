@@ -222,7 +222,8 @@ def test_the_gaps_of_merged_ranges_are_dropped_in_the_kernel_on_a_plain_socket(
     monkeypatch: pytest.MonkeyPatch, drop: bool
 ) -> None:
     """Scattered ranges merged into GETs: the bytes between them are dropped by the kernel (``MSG_TRUNC``, never
-    copied) where the socket allows, received into scratch where not; the ranges are the same bytes either way."""
+    copied) where the socket allows, received into scratch where not; the ranges are the same bytes either way. A gap
+    of 636 KiB is three scratch views in a row, and each is dropped (only the first was, before: 60 % dropped)."""
     size = 8 * MIB
     data = random.Random(7).randbytes(size)
     ranges = [(start, start + 64 * 1024) for start in range(0, size - 64 * 1024, 700 * 1024)]  # gaps of 636 KiB
@@ -249,6 +250,7 @@ def test_the_gaps_of_merged_ranges_are_dropped_in_the_kernel_on_a_plain_socket(
     dropped = sum(receiver.dropped for receiver in receivers)
     assert receivers, "the merged GETs were received in place"
     if drop:  # not all: aiohttp's first read (with the headers), and bytes that arrive between a drop and the read
-        assert 0 < dropped <= gap_bytes, (dropped, gap_bytes)
+        first_reads = len(receivers) * exchange_module.RECV_BYTES
+        assert 0.75 * (gap_bytes - first_reads) <= dropped <= gap_bytes, (dropped, gap_bytes, first_reads)
     else:
         assert dropped == 0

@@ -7,8 +7,9 @@ exactly a run of bytes: ``receive_into`` swaps the connection's protocol for an 
 ``get_buffer`` is the caller's buffer, and swaps aiohttp's back when the last byte is in.
 
 The gaps of scattered ranges merged into one GET (``Pieces``) are bytes nobody reads: on a plain TCP socket (Linux)
-they are dropped in the kernel (``recv`` with ``MSG_TRUNC``, no copy to user space; 45 of the 57 MiB that 200
-scattered 64 KiB ranges of a 256 MiB object fetch), elsewhere received into scratch.
+they are dropped in the kernel (``recv`` with ``MSG_TRUNC``, no copy to user space; 42 of the 59 MiB that 200
+scattered 64 KiB ranges of a 256 MiB object fetch, the rest coming with headers or in GETs too small to swap for),
+elsewhere received into scratch. A gap longer than the scratch is several views in a row: each is dropped in turn.
 
 Guarantees kept: the stall watch restarts at every read (``watchdog.progress``), as for chunks; the swap asks the
 socket for no byte past the body's end, so anything a server sends after it reaches aiohttp's protocol with no
@@ -82,14 +83,17 @@ class _ReceiveInto(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> Any:
         if self.detached:  # a late read after the receive ended (a TLS transport flushing): never into the buffer
             return bytearray(max(sizehint, 64 * 1024))
-        if self.gaps is not None and self.gaps[self.index]:
-            self._drop_gap()
+        gaps = self.gaps
+        if gaps is not None:
+            while gaps[self.index] and self._drop_gap():  # a gap dropped whole: the next view may be a gap too
+                pass
         return self.views[self.index][self.position :]
 
-    def _drop_gap(self) -> None:
-        """Drop what the socket holds of the current gap (the transport then reads what follows into the next view).
-        Never the body's last byte: that one the transport's own read takes, so the body ends as it always does and
-        nothing past it is asked for. An error or the end of the stream is left for the transport's read to meet."""
+    def _drop_gap(self) -> bool:
+        """Drop what the socket holds of the current gap; True when it is dropped whole and the next view is current
+        (the transport then reads what follows into the view current at the end). Never the body's last byte: that
+        one the transport's own read takes, so the body ends as it always does and nothing past it is asked for. An
+        error or the end of the stream is left for the transport's read to meet."""
         assert self.sock is not None
         index = self.index
         view = self.views[index]
@@ -98,11 +102,12 @@ class _ReceiveInto(asyncio.BufferedProtocol):
             try:
                 count = self.sock.recv_into(view[self.position :], want, _DROP)
             except OSError:  # would block, interrupted, reset: the transport's read right after sees the same
-                return
+                return False
             if count <= 0:
-                return
+                return False
             self.dropped += count
             self.buffer_updated(count)
+        return self.index != index
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.detached:
