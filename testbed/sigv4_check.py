@@ -105,9 +105,9 @@ class SigV4CheckingApp:
         self.checked = 0
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        body = _read_body(environ)
+        body, cut = _read_body(environ)
         try:
-            if environ.get(BODY_CUT):
+            if cut:
                 raise SignatureRefused(400, "IncompleteBody", "the body ended before its Content-Length")
             self._check(environ, body)
         except SignatureRefused as refused:
@@ -243,19 +243,15 @@ class SigV4CheckingApp:
 # ----------------------------------------------------------------------------------------- request pieces
 
 
-BODY_CUT = "s3io.testbed.body_cut"
-
-
-def _read_body(environ: Environ) -> bytes:
-    """Read the whole request body and put it back, so the app below reads the same bytes."""
+def _read_body(environ: Environ) -> tuple[bytes, bool]:
+    """Read the whole request body and put it back, so the app below reads the same bytes; and whether it ended before
+    its Content-Length (the connection closed mid-body: what arrived is not what was signed)."""
     stream = environ.get("wsgi.input")
     if stream is None:
-        return b""
+        return b"", False
     length = environ.get("CONTENT_LENGTH")
     if length:
         body = stream.read(int(length))
-        if len(body) < int(length):
-            environ[BODY_CUT] = True  # the connection closed mid-body: what arrived is not what was signed
     elif environ.get("wsgi.input_terminated"):
         body = stream.read()
     else:
@@ -263,7 +259,7 @@ def _read_body(environ: Environ) -> bytes:
     environ["wsgi.input"] = io.BytesIO(body)
     if body or length:
         environ["CONTENT_LENGTH"] = str(len(body))
-    return body
+    return body, bool(length) and len(body) < int(length)
 
 
 def _raw_path(environ: Environ) -> str:
